@@ -1,0 +1,5 @@
+import sys
+
+from agentproto.cli import main
+
+sys.exit(main())

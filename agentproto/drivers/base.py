@@ -1,0 +1,508 @@
+"""The driver seam: what the engine asks of an agent adapter, and what it offers back.
+
+A driver adapts one agent to protocol 1's normalized events. It never writes protocol
+lines, keeps no turn or queue state of the engine's, and never emits the engine-owned
+kinds (TurnStarted, TurnEnded, RequestClosed, SessionUpdated, StatusChanged): it reports
+facts to its ``Host`` and the engine turns them into ordered events.
+
+Engine -> driver (``Driver``): open, start_turn, steer, answer, cancel, configure,
+rollback, compact, close, kill, pause_output, resume_output.
+
+Driver -> engine (``Host``): opened / open_failed, turn_acknowledged, emit, end_turn,
+update, diagnostic, fail, closed.
+
+``AgentProcess`` is the shared plumbing for drivers whose agent is a child process: its
+own process group, non-blocking pipes watched by the loop, line framing with a bound,
+a stderr tail, and the shutdown order (close stdin, wait, SIGTERM the group, wait,
+SIGKILL the group).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from agentproto.wire import AgentError, LineFramer, TooLong
+
+if TYPE_CHECKING:
+    from agentproto.loop import Loop, Timer
+
+
+@dataclass
+class Launch:
+    """One session's launch facts: the wire's SessionOptions, resolved against the catalog."""
+
+    agent_id: str
+    installation: dict[str, Any]
+    executable: str
+    dir: str
+    resume: str | None = None
+    fork: str | None = None
+    fork_at: str | None = None
+    permission_mode: str = "Ask"
+    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
+    configure: dict[str, Any] = field(default_factory=dict)
+    instructions: str | None = None
+    output_schema: Any = None
+    env: dict[str, str] = field(default_factory=dict)
+    args: list[str] = field(default_factory=list)
+    config_home: str | None = None
+    record_wire: str | None = None
+    #: A session that only exists to serve probe or generate.
+    throwaway: bool = False
+    #: generate: the agent must answer in text, without tools.
+    tools_disabled: bool = False
+    #: For ACP agents: the arguments that make the executable speak ACP.
+    acp_args: list[str] = field(default_factory=list)
+
+    def child_env(self) -> dict[str, str]:
+        """The sidecar's environment with the session's ``env`` over it (its values win)."""
+        env = dict(os.environ)
+        env.update(self.env)
+        return env
+
+
+class Host(Protocol):
+    """What the engine offers a driver for one session."""
+
+    loop: "Loop"
+    session_id: str
+
+    def opened(self, details: dict[str, Any], **info: Any) -> None:
+        """The session is ready: AgentDetails and SessionInfo members (resume_token, title…)."""
+
+    def open_failed(self, error: AgentError) -> None: ...
+
+    def turn_acknowledged(self) -> None:
+        """The agent accepted the turn the engine started; earlier content was stale."""
+
+    def emit(self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None) -> None:
+        """One normalized event (any kind but the engine-owned ones)."""
+
+    def end_turn(self, stop: Any, usage: dict[str, int] | None = None) -> None:
+        """The agent ended its turn with this StopReason."""
+
+    def update(self, **info: Any) -> None:
+        """SessionInfo members changed (details, resume_token, title, configuration)."""
+
+    def diagnostic(self, level: str, message: str) -> None: ...
+
+    def fail(self, error: AgentError) -> None:
+        """A terminal session error (the agent died, lost auth…); the engine closes it."""
+
+    def closed(self) -> None:
+        """The agent is gone: every process of the session has exited."""
+
+
+class Driver:
+    """Base class of every agent adapter. Defaults refuse what most agents lack."""
+
+    #: Capabilities this driver can ever offer (the session's live list is in its details).
+    def __init__(self, host: Host, launch: Launch) -> None:
+        self.host = host
+        self.launch = launch
+
+    # -- lifecycle
+    def open(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Graceful shutdown; call ``host.closed()`` once everything is gone."""
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        """Immediate shutdown (grace expired, EOF deadline); still ends in ``host.closed()``."""
+        self.close()
+
+    # -- turns
+    def start_turn(self, turn_id: str, text: str, attachments: list[str]) -> None:
+        raise NotImplementedError
+
+    def steer(self, text: str, attachments: list[str], done: Callable[[bool], None]) -> None:
+        done(False)
+
+    def answer(self, request: dict[str, Any], answer: Any) -> None:
+        """Answer an open request. ``request`` is the RequestOpened payload the app saw."""
+        raise NotImplementedError
+
+    def cancel(self) -> None:
+        raise NotImplementedError
+
+    # -- settings and history
+    def validate_config(self, option: dict[str, Any], value: Any) -> str | None:
+        """Return a problem with ``value`` for ``option``, or None. Strict by default."""
+        kind = option.get("kind")
+        if kind == "Boolean":
+            return None if isinstance(value, bool) else "expects a boolean"
+        if isinstance(kind, dict) and "Select" in kind:
+            choices = [c.get("value") for c in kind["Select"].get("choices", [])]
+            if value in choices:
+                return None
+            return f"expects one of {', '.join(map(str, choices))}"
+        return None
+
+    def configure(self, option: str, value: Any, done: Callable[[AgentError | None], None]) -> None:
+        done(None)
+
+    def rollback(self, turns: int, scope: str, done: Callable[[AgentError | None, str | None], None]) -> None:
+        done(AgentError.detail("UnsupportedFeature", "rollback"), None)
+
+    def compact(self) -> None:
+        raise NotImplementedError
+
+    # -- flow control: the engine calls these as the app falls behind and catches up
+    def pause_output(self) -> None:
+        pass
+
+    def resume_output(self) -> None:
+        pass
+
+
+# -- child processes ---------------------------------------------------------------------
+
+
+def describe_status(returncode: int | None) -> str | None:
+    if returncode is None:
+        return None
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return str(returncode)
+
+
+class WireRecorder:
+    """Appends each raw line exchanged with an agent to a file (``record_wire``)."""
+
+    def __init__(self, path: str) -> None:
+        self._file = open(path, "a", encoding="utf-8")
+
+    def record(self, direction: str, line: bytes) -> None:
+        entry = {"t": time.time_ns(), "dir": direction, "line": line.decode("utf-8", "replace")}
+        self._file.write(json.dumps(entry) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class AgentProcess:
+    """A child process in its own process group, read line by line through the loop.
+
+    ``on_line(bytes)`` gets each stdout line; ``on_exit(status, stderr_tail)`` runs once,
+    after stdout has ended and the child has been reaped. ``shutdown()`` runs the
+    graceful order and ``kill()`` the immediate one; either way the whole group is
+    signalled, since agents leave children behind.
+    """
+
+    STDERR_TAIL = 8192
+    READ_SIZE = 256 * 1024
+
+    def __init__(
+        self,
+        loop: "Loop",
+        argv: list[str],
+        *,
+        cwd: str | None,
+        env: dict[str, str],
+        on_line: Callable[[bytes], None],
+        on_exit: Callable[[str | None, str], None],
+        on_too_long: Callable[[int], None] | None = None,
+        max_line: int = 64 * 1024 * 1024,
+        record_wire: str | None = None,
+        on_stderr: Callable[[bytes], None] | None = None,
+    ) -> None:
+        self.loop = loop
+        self.argv = argv
+        self._on_line = on_line
+        self._on_exit = on_exit
+        self._on_too_long = on_too_long
+        self._on_stderr = on_stderr
+        self._framer = LineFramer(max_line)
+        self._stderr_tail = bytearray()
+        self._out_queue: list[bytes] = []
+        self._out_offset = 0
+        self._stdout_open = True
+        self._stderr_open = True
+        self._returncode: int | None = None
+        self._exited_reported = False
+        self._paused = False
+        self._timers: list["Timer"] = []
+        self._recorder = WireRecorder(record_wire) if record_wire else None
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+        )
+        self.pid = self.proc.pid
+        self.pgid = self.pid  # start_new_session: the child leads its own group
+        assert self.proc.stdin and self.proc.stdout and self.proc.stderr
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            os.set_blocking(stream.fileno(), False)
+        self._stdin_fd: int | None = self.proc.stdin.fileno()
+        loop.add_reader(self.proc.stdout, self._read_stdout)
+        loop.add_reader(self.proc.stderr, self._read_stderr)
+        loop.watch_child(self.proc, self._reaped)
+
+    # -- output to the agent
+    def write(self, data: bytes) -> None:
+        if self._stdin_fd is None:
+            return
+        if self._recorder:
+            self._recorder.record("to_agent", data.rstrip(b"\n"))
+        if not self._out_queue:
+            try:
+                n = os.write(self._stdin_fd, data)
+            except BlockingIOError:
+                n = 0
+            except (BrokenPipeError, OSError):
+                self._drop_stdin()
+                return
+            if n == len(data):
+                return
+            data = data[n:]
+            self.loop.add_writer(self._stdin_fd, self._flush_stdin)
+        self._out_queue.append(data)
+
+    def write_json(self, obj: Any) -> None:
+        self.write((json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8", "surrogatepass"))
+
+    def _flush_stdin(self) -> None:
+        while self._out_queue and self._stdin_fd is not None:
+            chunk = self._out_queue[0]
+            try:
+                n = os.write(self._stdin_fd, chunk)
+            except BlockingIOError:
+                return
+            except (BrokenPipeError, OSError):
+                self._drop_stdin()
+                return
+            if n < len(chunk):
+                self._out_queue[0] = chunk[n:]
+                return
+            self._out_queue.pop(0)
+        if self._stdin_fd is not None:
+            self.loop.remove_writer(self._stdin_fd)
+            if self._close_stdin_when_flushed:
+                self._drop_stdin()
+
+    _close_stdin_when_flushed = False
+
+    def _drop_stdin(self) -> None:
+        if self._stdin_fd is None:
+            return
+        self.loop.forget(self._stdin_fd)
+        self._out_queue.clear()
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        self._stdin_fd = None
+
+    def close_stdin(self) -> None:
+        """End the agent's input once what is queued has been written."""
+        if self._out_queue:
+            self._close_stdin_when_flushed = True
+        else:
+            self._drop_stdin()
+
+    # -- input from the agent
+    def _read_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        try:
+            data = os.read(self.proc.stdout.fileno(), self.READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.loop.forget(self.proc.stdout)
+            self._stdout_open = False
+            for line in self._framer.close():
+                self._deliver(line)
+            self._maybe_exited()
+            return
+        for line in self._framer.feed(data):
+            self._deliver(line)
+            if not self._stdout_open:
+                break
+
+    def _deliver(self, line: bytes | TooLong) -> None:
+        if isinstance(line, TooLong):
+            if self._on_too_long:
+                self._on_too_long(line.size)
+            return
+        if self._recorder:
+            self._recorder.record("from_agent", line)
+        self._on_line(line)
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        try:
+            data = os.read(self.proc.stderr.fileno(), 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.loop.forget(self.proc.stderr)
+            self._stderr_open = False
+            self._maybe_exited()
+            return
+        self._stderr_tail += data
+        if len(self._stderr_tail) > self.STDERR_TAIL:
+            del self._stderr_tail[: len(self._stderr_tail) - self.STDERR_TAIL]
+        if self._on_stderr:
+            self._on_stderr(data)
+
+    def pause(self) -> None:
+        if not self._paused and self._stdout_open:
+            self._paused = True
+            assert self.proc.stdout is not None
+            self.loop.remove_reader(self.proc.stdout)
+
+    def resume(self) -> None:
+        if self._paused and self._stdout_open:
+            self._paused = False
+            assert self.proc.stdout is not None
+            self.loop.add_reader(self.proc.stdout, self._read_stdout)
+
+    # -- exit
+    @property
+    def running(self) -> bool:
+        return self._returncode is None
+
+    @property
+    def stderr_tail(self) -> str:
+        return self._stderr_tail.decode("utf-8", "replace")
+
+    def _reaped(self, returncode: int) -> None:
+        self._returncode = returncode
+        # The leader is gone; anything else in its group is an orphan to clean up.
+        self._signal_group(signal.SIGTERM)
+        if self._group_alive():
+            self._timers.append(self.loop.call_later(1.0, lambda: self._signal_group(signal.SIGKILL)))
+        if self._paused:
+            # Drain what the agent wrote before it died, even while the app is behind.
+            self._paused = False
+            assert self.proc.stdout is not None
+            if self._stdout_open:
+                self.loop.add_reader(self.proc.stdout, self._read_stdout)
+        # A grandchild may keep the pipes open; don't wait for it forever.
+        self._timers.append(self.loop.call_later(2.0, self._force_eof))
+        self._maybe_exited()
+
+    def _force_eof(self) -> None:
+        if self._exited_reported:
+            return
+        self._signal_group(signal.SIGKILL)
+        for stream, attr in ((self.proc.stdout, "_stdout_open"), (self.proc.stderr, "_stderr_open")):
+            if getattr(self, attr) and stream is not None:
+                self.loop.forget(stream)
+                setattr(self, attr, False)
+        self._maybe_exited()
+
+    def _maybe_exited(self) -> None:
+        if self._exited_reported or self._returncode is None:
+            return
+        if self._stdout_open or self._stderr_open:
+            return
+        self._exited_reported = True
+        for timer in self._timers:
+            timer.cancel()
+        self._drop_stdin()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        if self._recorder:
+            self._recorder.close()
+        self._on_exit(describe_status(self._returncode), self.stderr_tail)
+
+    def _group_alive(self) -> bool:
+        try:
+            os.killpg(self.pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    def _signal_group(self, signum: int) -> None:
+        try:
+            os.killpg(self.pgid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def shutdown(self, grace: float = 3.0) -> None:
+        """Close stdin, wait ``grace``, SIGTERM the group, wait, SIGKILL the group."""
+        self.close_stdin()
+        if self._returncode is not None:
+            return
+        self._timers.append(self.loop.call_later(grace, self._terminate))
+
+    def _terminate(self) -> None:
+        if self._returncode is None:
+            self._signal_group(signal.SIGTERM)
+            self._timers.append(self.loop.call_later(2.0, self.kill))
+
+    def kill(self) -> None:
+        self._drop_stdin()
+        self._signal_group(signal.SIGKILL)
+
+
+def run_capture(
+    loop: "Loop",
+    argv: list[str],
+    done: Callable[[int | None, str, str], None],
+    *,
+    timeout: float = 10.0,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+) -> None:
+    """Run a short command through the loop; ``done(returncode, stdout, stderr)``.
+
+    On a start failure returncode is None and stderr says why; on timeout the group is
+    killed and returncode is None.
+    """
+    out = bytearray()
+    finished = False
+
+    def on_line(line: bytes) -> None:
+        out.extend(line + b"\n")
+
+    def on_exit(status: str | None, stderr: str) -> None:
+        nonlocal finished
+        if finished:
+            return
+        finished = True
+        timer.cancel()
+        code = proc._returncode
+        done(code if not timed_out else None, out.decode("utf-8", "replace"), stderr)
+
+    timed_out = False
+
+    def on_timeout() -> None:
+        nonlocal timed_out
+        timed_out = True
+        proc.kill()
+
+    try:
+        proc = AgentProcess(loop, argv, cwd=cwd, env=env or dict(os.environ), on_line=on_line, on_exit=on_exit)
+    except OSError as exc:
+        loop.call_soon(lambda: done(None, "", str(exc)))
+        return
+    proc.close_stdin()
+    timer = loop.call_later(timeout, on_timeout)

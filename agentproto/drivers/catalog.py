@@ -1,0 +1,181 @@
+"""The catalog of known agents and discovery of their executables.
+
+Discovery order, per agent: the ``AGENTPROTO_<ID>_BIN`` override, then ``PATH``, then the
+agent's known locations and the npm global prefix. Nothing here spawns a process; the
+engine asks for versions separately, through the loop.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentproto.wire import AgentError
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    id: str
+    name: str
+    #: Executable names to look for, first match wins.
+    commands: tuple[str, ...]
+    install_hint: str
+    #: "module:Class" of the driver, imported on first use.
+    driver: str
+    #: For ACP agents: the arguments that make the executable speak ACP.
+    acp_args: tuple[str, ...] | None = None
+    #: Extra places to look (``~`` expanded), before the npm global prefix.
+    known_locations: tuple[str, ...] = ()
+    version_args: tuple[str, ...] = ("--version",)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def env_override(self) -> str:
+        return "AGENTPROTO_" + re.sub(r"[^A-Za-z0-9]", "_", self.id).upper() + "_BIN"
+
+    def driver_class(self) -> type:
+        module, _, cls = self.driver.partition(":")
+        return getattr(importlib.import_module(module), cls)
+
+
+MOCK = AgentSpec(
+    id="mock",
+    name="Mock",
+    commands=(),
+    install_hint="built in: nothing to install",
+    driver="agentproto.drivers.mock:MockDriver",
+)
+
+#: Every catalog agent after ``mock``. Driver issues add their entries here.
+CATALOG: list[AgentSpec] = []
+
+
+def spec_for(agent_id: str) -> AgentSpec | None:
+    if agent_id == "mock":
+        return MOCK
+    for spec in CATALOG:
+        if spec.id == agent_id:
+            return spec
+    return None
+
+
+def npm_global_bins(env: dict[str, str] | None = None) -> list[str]:
+    """Where ``npm install -g`` puts executables, worked out without running npm."""
+    env = os.environ if env is None else env
+    prefixes: list[str] = []
+    if env.get("NPM_CONFIG_PREFIX"):
+        prefixes.append(env["NPM_CONFIG_PREFIX"])
+    npmrc = os.path.expanduser("~/.npmrc")
+    try:
+        with open(npmrc, encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition("=")
+                if key.strip() == "prefix" and value.strip():
+                    prefixes.append(os.path.expanduser(value.strip()))
+    except OSError:
+        pass
+    node = shutil.which("node", path=env.get("PATH"))
+    if node:
+        prefixes.append(os.path.dirname(os.path.dirname(os.path.realpath(node))))
+    prefixes += [os.path.expanduser("~/.npm-global"), "/usr/local"]
+    bins: list[str] = []
+    for prefix in prefixes:
+        path = os.path.join(prefix, "bin")
+        if path not in bins:
+            bins.append(path)
+    return bins
+
+
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def locate(spec: AgentSpec, env: dict[str, str] | None = None) -> tuple[str, str] | list[str]:
+    """``(path, source)`` of the agent's executable, or the places searched."""
+    env = os.environ if env is None else env
+    searched: list[str] = []
+    override = env.get(spec.env_override)
+    if override:
+        searched.append(f"${spec.env_override}={override}")
+        if _executable(override):
+            return os.path.abspath(override), "EnvOverride"
+        found = shutil.which(override, path=env.get("PATH"))
+        if found:
+            return found, "EnvOverride"
+    path_var = env.get("PATH", os.defpath)
+    for command in spec.commands:
+        found = shutil.which(command, path=path_var)
+        if found:
+            return found, "Path"
+    searched.append("PATH")
+    for location in spec.known_locations:
+        directory = os.path.expanduser(location)
+        for command in spec.commands:
+            candidate = os.path.join(directory, command)
+            searched.append(candidate)
+            if _executable(candidate):
+                return candidate, "KnownLocation"
+    for directory in npm_global_bins(env):
+        for command in spec.commands:
+            candidate = os.path.join(directory, command)
+            searched.append(candidate)
+            if _executable(candidate):
+                return candidate, "KnownLocation"
+    return searched
+
+
+def installation(spec: AgentSpec, path: str, source: str) -> dict[str, Any]:
+    return {
+        "id": spec.id,
+        "name": spec.name,
+        "executable_path": path,
+        "source": source,
+        "upgrade": None,
+        "acp_args": list(spec.acp_args) if spec.acp_args is not None else None,
+    }
+
+
+def missing(spec: AgentSpec, searched: list[str]) -> dict[str, Any]:
+    return {"id": spec.id, "name": spec.name, "searched": searched, "install_hint": spec.install_hint}
+
+
+def resolve_ref(agent: Any) -> tuple[AgentSpec, dict[str, Any]]:
+    """Turn an AgentRef into its spec and AgentInstallation, or raise ``NotInstalled``."""
+    if isinstance(agent, str):
+        spec = spec_for(agent)
+        if spec is None:
+            known = ", ".join(["mock"] + [s.id for s in CATALOG])
+            raise AgentError.not_installed(agent, f"unknown agent: {agent} (known: {known})")
+        if spec is MOCK:
+            return spec, installation(spec, "mock", "Pinned")
+        found = locate(spec)
+        if isinstance(found, list):
+            raise AgentError.not_installed(
+                agent, f"agent not installed: {agent}; install it with: {spec.install_hint}"
+            )
+        return spec, installation(spec, *found)
+    if "acp" in agent:
+        acp = agent["acp"]
+        spec = AgentSpec(
+            id=acp["name"],
+            name=acp["name"],
+            commands=(),
+            install_hint="",
+            driver="agentproto.drivers.acp:AcpDriver",
+            acp_args=tuple(acp.get("args", [])),
+        )
+        path = acp["path"]
+        if not _executable(path):
+            raise AgentError.not_installed(acp["name"], f"agent not installed: no executable at {path}")
+        return spec, installation(spec, path, "Pinned")
+    spec = spec_for(agent["id"])
+    if spec is None:
+        raise AgentError.not_installed(agent["id"], f"unknown agent: {agent['id']}")
+    path = agent["path"]
+    if not _executable(path):
+        raise AgentError.not_installed(agent["id"], f"agent not installed: no executable at {path}")
+    return spec, installation(spec, path, "Pinned")

@@ -1,0 +1,277 @@
+"""The one blocking event loop: file descriptors, timers, child processes and signals.
+
+Rules of this file:
+- Everything runs on the main thread. Callbacks must not block; slow work is split into
+  callbacks that run when their descriptor is ready or their timer fires.
+- A descriptor that epoll/kqueue cannot watch (a regular file redirected to stdin) is
+  treated as always ready, so ``serve < file`` works like a pipe.
+- Children are reaped here: SIGCHLD wakes the loop through a self-pipe (set_wakeup_fd) and
+  every watched child is polled; a slow periodic poll covers platforms where the signal is
+  not delivered.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import selectors
+import signal
+import subprocess
+import time
+from typing import Any, Callable
+
+Callback = Callable[[], Any]
+
+
+class Timer:
+    __slots__ = ("when", "callback", "cancelled")
+
+    def __init__(self, when: float, callback: Callback) -> None:
+        self.when = when
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class _Watch:
+    """What the loop knows about one descriptor: a reader and/or a writer callback."""
+
+    __slots__ = ("fileobj", "reader", "writer", "always")
+
+    def __init__(self, fileobj: Any) -> None:
+        self.fileobj = fileobj
+        self.reader: Callback | None = None
+        self.writer: Callback | None = None
+        self.always = False  # not pollable: call the callbacks every tick
+
+
+class Loop:
+    CHILD_POLL_INTERVAL = 0.5
+
+    def __init__(self) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._watches: dict[int, _Watch] = {}
+        self._always: dict[int, _Watch] = {}
+        self._timers: list[tuple[float, int, Timer]] = []
+        self._counter = itertools.count()
+        self._soon: list[Callback] = []
+        self._children: dict[int, tuple[subprocess.Popen[bytes], Callable[[int], Any]]] = {}
+        self._signal_handlers: dict[int, Callback] = {}
+        self._pending_signals: list[int] = []
+        self._stopping = False
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._old_wakeup: int | None = None
+        self._old_handlers: dict[int, Any] = {}
+
+    # -- descriptors -------------------------------------------------------------------
+
+    @staticmethod
+    def _fd(fileobj: Any) -> int:
+        return fileobj if isinstance(fileobj, int) else fileobj.fileno()
+
+    def _update(self, fd: int) -> None:
+        watch = self._watches.get(fd)
+        if watch is None:
+            return
+        mask = (selectors.EVENT_READ if watch.reader else 0) | (
+            selectors.EVENT_WRITE if watch.writer else 0
+        )
+        if watch.always:
+            if mask:
+                self._always[fd] = watch
+            else:
+                self._always.pop(fd, None)
+                del self._watches[fd]
+            return
+        try:
+            registered = self._selector.get_key(fd)
+        except KeyError:
+            registered = None
+        if not mask:
+            if registered is not None:
+                self._selector.unregister(fd)
+            del self._watches[fd]
+        elif registered is None:
+            try:
+                self._selector.register(fd, mask, watch)
+            except PermissionError:
+                # Regular files cannot be polled; they are always ready.
+                watch.always = True
+                self._always[fd] = watch
+        elif registered.events != mask:
+            self._selector.modify(fd, mask, watch)
+
+    def add_reader(self, fileobj: Any, callback: Callback) -> None:
+        fd = self._fd(fileobj)
+        watch = self._watches.setdefault(fd, _Watch(fileobj))
+        watch.reader = callback
+        self._update(fd)
+
+    def remove_reader(self, fileobj: Any) -> None:
+        fd = self._fd(fileobj)
+        watch = self._watches.get(fd)
+        if watch is not None:
+            watch.reader = None
+            self._update(fd)
+
+    def add_writer(self, fileobj: Any, callback: Callback) -> None:
+        fd = self._fd(fileobj)
+        watch = self._watches.setdefault(fd, _Watch(fileobj))
+        watch.writer = callback
+        self._update(fd)
+
+    def remove_writer(self, fileobj: Any) -> None:
+        fd = self._fd(fileobj)
+        watch = self._watches.get(fd)
+        if watch is not None:
+            watch.writer = None
+            self._update(fd)
+
+    def forget(self, fileobj: Any) -> None:
+        """Drop every callback on a descriptor (before closing it)."""
+        fd = self._fd(fileobj)
+        watch = self._watches.get(fd)
+        if watch is not None:
+            watch.reader = watch.writer = None
+            self._update(fd)
+
+    # -- timers ------------------------------------------------------------------------
+
+    def call_later(self, delay: float, callback: Callback) -> Timer:
+        timer = Timer(time.monotonic() + max(0.0, delay), callback)
+        heapq.heappush(self._timers, (timer.when, next(self._counter), timer))
+        return timer
+
+    def call_soon(self, callback: Callback) -> None:
+        self._soon.append(callback)
+
+    # -- children and signals ----------------------------------------------------------
+
+    def watch_child(self, proc: subprocess.Popen[bytes], on_exit: Callable[[int], Any]) -> None:
+        """Call ``on_exit(returncode)`` once the child has exited and been reaped."""
+        self._children[proc.pid] = (proc, on_exit)
+        if signal.SIGCHLD not in self._signal_handlers:
+            try:
+                self.add_signal_handler(signal.SIGCHLD, self._poll_children)
+            except ValueError:
+                pass  # not the main thread: the periodic poll reaps instead
+        self.call_soon(self._poll_children)
+
+    def unwatch_child(self, proc: subprocess.Popen[bytes]) -> None:
+        self._children.pop(proc.pid, None)
+
+    def _poll_children(self) -> None:
+        for pid, (proc, on_exit) in list(self._children.items()):
+            if proc.poll() is not None:
+                del self._children[pid]
+                on_exit(proc.returncode)
+
+    def add_signal_handler(self, signum: int, callback: Callback) -> None:
+        """Run ``callback`` on the loop (not inside the signal handler) when signum arrives."""
+        if self._old_wakeup is None:
+            self._old_wakeup = signal.set_wakeup_fd(self._wake_w)
+        self._signal_handlers[signum] = callback
+        if signum not in self._old_handlers:
+            self._old_handlers[signum] = signal.getsignal(signum)
+        signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._pending_signals.append(signum)
+
+    def wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"\0")
+        except (BlockingIOError, OSError):
+            pass
+
+    # -- running -----------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self._stopping = True
+        self.wake()
+
+    def run(self, until: Callable[[], bool] | None = None) -> None:
+        """Run until stop() is called (or ``until()`` turns true)."""
+        self._stopping = False
+        next_child_poll = time.monotonic() + self.CHILD_POLL_INTERVAL
+        while not self._stopping and not (until is not None and until()):
+            self._run_soon()
+            if self._stopping or (until is not None and until()):
+                break
+            now = time.monotonic()
+            if self._soon or self._always:
+                timeout: float | None = 0.0
+            else:
+                timeout = next_child_poll - now if self._children else None
+                while self._timers and self._timers[0][2].cancelled:
+                    heapq.heappop(self._timers)
+                if self._timers:
+                    until_timer = max(0.0, self._timers[0][0] - now)
+                    timeout = until_timer if timeout is None else min(timeout, until_timer)
+                if timeout is not None:
+                    timeout = max(0.0, timeout)
+            events = self._selector.select(timeout)
+            for key, mask in events:
+                watch = key.data
+                if watch is None:
+                    self._drain_wakeup()
+                    continue
+                if mask & selectors.EVENT_READ and watch.reader is not None:
+                    watch.reader()
+                if mask & selectors.EVENT_WRITE and watch.writer is not None:
+                    watch.writer()
+            for watch in list(self._always.values()):
+                if watch.reader is not None:
+                    watch.reader()
+                if watch.writer is not None:
+                    watch.writer()
+            now = time.monotonic()
+            while self._timers and (self._timers[0][2].cancelled or self._timers[0][0] <= now):
+                _, _, timer = heapq.heappop(self._timers)
+                if not timer.cancelled:
+                    timer.cancelled = True
+                    timer.callback()
+            if self._children and now >= next_child_poll:
+                self._poll_children()
+                next_child_poll = now + self.CHILD_POLL_INTERVAL
+
+    def _run_soon(self) -> None:
+        while self._soon:
+            batch, self._soon = self._soon, []
+            for callback in batch:
+                callback()
+
+    def _drain_wakeup(self) -> None:
+        try:
+            data = os.read(self._wake_r, 4096)
+        except BlockingIOError:
+            data = b""
+        signals = self._pending_signals
+        self._pending_signals = []
+        if data or signals:
+            self._poll_children()
+        for signum in signals:
+            handler = self._signal_handlers.get(signum)
+            if handler is not None:
+                handler()
+
+    def close(self) -> None:
+        for signum, old in self._old_handlers.items():
+            try:
+                signal.signal(signum, old)
+            except (ValueError, OSError):
+                pass
+        if self._old_wakeup is not None:
+            try:
+                signal.set_wakeup_fd(self._old_wakeup)
+            except ValueError:
+                pass
+        self._selector.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)

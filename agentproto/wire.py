@@ -1,0 +1,654 @@
+"""The wire: framing, command validation, error bodies and line encoding. Sans-IO.
+
+Rules of this file:
+- Nothing here touches a descriptor, a clock or a process. Bytes go in, values come out,
+  and values go back out as bytes, so every rule can be tested byte by byte.
+- A frame the app got wrong becomes a ``FrameError`` naming the frame's id (when it can
+  be read), the command, the field and the expected type. The caller answers it with a
+  ``BadFrame`` error and carries on.
+- Errors that commands return are ``AgentError``: the reference schema's ``ErrorBody``
+  (``kind``, ``message`` and the variant's own fields).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+# -- errors -----------------------------------------------------------------------------
+
+ERROR_KINDS = (
+    "NotInstalled",
+    "SpawnFailed",
+    "AuthRequired",
+    "HandshakeTimeout",
+    "UnsupportedFeature",
+    "InvalidConfiguration",
+    "InvalidRequest",
+    "ResumeFailed",
+    "SessionBusy",
+    "ProtocolFailed",
+    "ProcessExited",
+    "SessionClosed",
+    "BadFrame",
+    "UnknownSession",
+)
+
+
+class AgentError(Exception):
+    """An ``ErrorBody``: ``kind``, ``message`` and the variant's own fields."""
+
+    def __init__(self, kind: str, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.fields = fields
+
+    def body(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message, **self.fields}
+
+    def __repr__(self) -> str:
+        return f"AgentError({self.kind!r}, {self.message!r}, {self.fields!r})"
+
+    # The variants, with the fields the reference schema's clients read.
+    @classmethod
+    def not_installed(cls, agent: str, message: str | None = None) -> "AgentError":
+        return cls("NotInstalled", message or f"agent not installed: {agent}", agent=agent)
+
+    @classmethod
+    def auth_required(cls, message: str, login: list[dict[str, Any]]) -> "AgentError":
+        return cls("AuthRequired", message, login=login)
+
+    @classmethod
+    def process_exited(cls, status: str | None, stderr: str) -> "AgentError":
+        shown = "unknown" if status is None else status
+        return cls("ProcessExited", f"agent process exited (status {shown})", status=status, stderr=stderr)
+
+    @classmethod
+    def detail(cls, kind: str, detail: str, message: str | None = None) -> "AgentError":
+        prefix = {
+            "SpawnFailed": "could not start the agent",
+            "HandshakeTimeout": "the agent did not finish its handshake in time",
+            "UnsupportedFeature": "unsupported feature",
+            "InvalidConfiguration": "invalid configuration",
+            "InvalidRequest": "invalid request",
+            "ResumeFailed": "resume failed",
+            "SessionBusy": "session busy",
+            "ProtocolFailed": "protocol failure",
+            "SessionClosed": "session closed",
+            "BadFrame": "bad frame",
+        }.get(kind, kind)
+        return cls(kind, message or f"{prefix}: {detail}", detail=detail)
+
+    @classmethod
+    def unknown_session(cls, session: str) -> "AgentError":
+        return cls("UnknownSession", f"unknown session: {session}", session=session)
+
+    @classmethod
+    def session_closed(cls, session: str) -> "AgentError":
+        return cls("SessionClosed", f"session closed: {session}", detail=session)
+
+
+def error_from_body(body: dict[str, Any]) -> AgentError:
+    fields = {k: v for k, v in body.items() if k not in ("kind", "message")}
+    return AgentError(str(body.get("kind", "ProtocolFailed")), str(body.get("message", "")), **fields)
+
+
+# -- framing ----------------------------------------------------------------------------
+
+DEFAULT_MAX_LINE = 8 * 1024 * 1024
+
+
+class TooLong:
+    """Marker yielded in place of a line that exceeded the framer's bound."""
+
+    __slots__ = ("size", "head")
+
+    def __init__(self, size: int, head: bytes) -> None:
+        self.size = size  # bytes seen (at least), discarded
+        self.head = head  # the first bytes, to recover an id from
+
+    def __repr__(self) -> str:
+        return f"TooLong({self.size})"
+
+
+class LineFramer:
+    """Splits a byte stream into lines with bounded memory.
+
+    ``feed(data)`` returns the complete lines (without the newline; a trailing ``\\r`` is
+    kept, since JSON ignores it) and ``TooLong`` markers for lines longer than
+    ``max_line``: their bytes are discarded as they arrive, never buffered.
+    ``close()`` returns the final unterminated line, if any.
+    """
+
+    def __init__(self, max_line: int = DEFAULT_MAX_LINE) -> None:
+        self.max_line = max_line
+        self._buf = bytearray()
+        self._discarding = 0  # bytes discarded so far of an over-long line
+        self._head = b""
+
+    def feed(self, data: bytes) -> list[bytes | TooLong]:
+        out: list[bytes | TooLong] = []
+        start = 0
+        if self._discarding:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self._discarding += len(data)
+                return out
+            out.append(TooLong(self._discarding + nl, self._head))
+            self._discarding = 0
+            self._head = b""
+            start = nl + 1
+        buf = self._buf
+        if buf:
+            nl = data.find(b"\n", start)
+            if nl < 0:
+                buf += data[start:] if start else data
+                self._check_overflow(out)
+                return out
+            buf += data[start:nl]
+            if len(buf) > self.max_line:
+                out.append(TooLong(len(buf), bytes(buf[:256])))
+            else:
+                out.append(bytes(buf))
+            buf.clear()
+            start = nl + 1
+        end = len(data)
+        while start < end:
+            nl = data.find(b"\n", start)
+            if nl < 0:
+                buf += data[start:]
+                self._check_overflow(out)
+                break
+            if nl - start > self.max_line:
+                out.append(TooLong(nl - start, data[start : start + 256]))
+            else:
+                out.append(data[start:nl])
+            start = nl + 1
+        return out
+
+    def _check_overflow(self, out: list[bytes | TooLong]) -> None:
+        if len(self._buf) > self.max_line:
+            self._discarding = len(self._buf)
+            self._head = bytes(self._buf[:256])
+            self._buf.clear()
+
+    def close(self) -> list[bytes | TooLong]:
+        if self._discarding:
+            marker = TooLong(self._discarding, self._head)
+            self._discarding = 0
+            return [marker]
+        if self._buf:
+            line = bytes(self._buf)
+            self._buf.clear()
+            return [line]
+        return []
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+
+def encode(obj: Any) -> bytes:
+    """One output line. ASCII-only, so any string (lone surrogates included) is safe."""
+    return (json.dumps(obj, separators=(",", ":")) + "\n").encode("ascii")
+
+
+# -- commands ---------------------------------------------------------------------------
+
+
+class FrameError(Exception):
+    """A line that is not a valid command; answered with ``BadFrame``."""
+
+    def __init__(self, frame_id: int | None, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.frame_id = frame_id
+        self.message = message
+        self.fields = fields
+
+    def body(self) -> dict[str, Any]:
+        return {"kind": "BadFrame", "message": self.message, "detail": self.message, **self.fields}
+
+
+@dataclass
+class Command:
+    id: int
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.args.get(key)
+        return default if value is None else value
+
+
+Check = Callable[[Any], "str | None"]
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _is_uint(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _string(value: Any) -> str | None:
+    return None if isinstance(value, str) else "a string"
+
+
+def _opt_string(value: Any) -> str | None:
+    return None if value is None or isinstance(value, str) else "a string or null"
+
+
+def _boolean(value: Any) -> str | None:
+    return None if isinstance(value, bool) else "a boolean"
+
+
+def _uint_min1(value: Any) -> str | None:
+    return None if _is_uint(value) and value >= 1 else "an integer >= 1"
+
+
+def _strings(value: Any) -> str | None:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return None
+    return "an array of strings"
+
+
+def _string_map(value: Any) -> str | None:
+    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        return None
+    return "an object of strings"
+
+
+def _config_value(value: Any) -> str | None:
+    return None if isinstance(value, (str, bool)) else "a string or a boolean"
+
+
+def _configure_map(value: Any) -> str | None:
+    if isinstance(value, dict) and all(isinstance(v, (str, bool)) for v in value.values()):
+        return None
+    return "an object of strings or booleans"
+
+
+def _enum(*names: str) -> Check:
+    expected = "one of " + ", ".join(f'"{n}"' for n in names)
+
+    def check(value: Any) -> str | None:
+        return None if value in names else expected
+
+    return check
+
+
+def _opt(check: Check) -> Check:
+    def optional(value: Any) -> str | None:
+        if value is None:
+            return None
+        problem = check(value)
+        return None if problem is None else problem + " or null"
+
+    return optional
+
+
+def _agent_ref(value: Any) -> str | None:
+    expected = 'a catalog id string, {"id": ID, "path": PATH} or {"acp": {"name", "path", "args"}}'
+    if isinstance(value, str):
+        return None if value else expected
+    if not isinstance(value, dict):
+        return expected
+    if "acp" in value:
+        spec = value["acp"]
+        if (
+            isinstance(spec, dict)
+            and isinstance(spec.get("name"), str)
+            and isinstance(spec.get("path"), str)
+            and _strings(spec.get("args", [])) is None
+        ):
+            return None
+        return expected
+    if isinstance(value.get("id"), str) and isinstance(value.get("path"), str):
+        return None
+    return expected
+
+
+def _mcp_servers(value: Any) -> str | None:
+    expected = 'an array of {"name", "connection": {"Stdio"|"Http"|"Sse": {…}}}'
+    if not isinstance(value, list):
+        return expected
+    for server in value:
+        if not isinstance(server, dict) or not isinstance(server.get("name"), str):
+            return expected
+        conn = server.get("connection")
+        if not isinstance(conn, dict) or len(conn) != 1:
+            return expected
+        (tag, body), = conn.items()
+        if not isinstance(body, dict):
+            return expected
+        if tag == "Stdio":
+            if not isinstance(body.get("command"), str) or _strings(body.get("args", [])):
+                return expected
+            if _string_map(body.get("env", {})):
+                return expected
+        elif tag in ("Http", "Sse"):
+            if not isinstance(body.get("url"), str) or _string_map(body.get("headers", {})):
+                return expected
+        else:
+            return expected
+    return None
+
+
+PERMISSION_CHOICES = ("AllowOnce", "AllowAlways", "DenyOnce", "DenyAlways")
+
+
+def _answer(value: Any) -> str | None:
+    expected = (
+        '{"Permission": "AllowOnce"|"AllowAlways"|"DenyOnce"|"DenyAlways"}, '
+        '{"Question": [{"Choices": [..]}|{"Text": ".."}]}, {"Deny": {"message": ".."}} or "Cancel"'
+    )
+    if value == "Cancel":
+        return None
+    if not isinstance(value, dict) or len(value) != 1:
+        return expected
+    (tag, body), = value.items()
+    if tag == "Permission":
+        return None if body in PERMISSION_CHOICES else expected
+    if tag == "Deny":
+        if isinstance(body, dict) and isinstance(body.get("message"), str):
+            return None
+        return expected
+    if tag == "Question":
+        if not isinstance(body, list):
+            return expected
+        for entry in body:
+            if not isinstance(entry, dict) or len(entry) != 1:
+                return expected
+            (etag, ebody), = entry.items()
+            if etag == "Choices" and _strings(ebody) is None:
+                continue
+            if etag == "Text" and isinstance(ebody, str):
+                continue
+            return expected
+        return None
+    return expected
+
+
+def _json_schema(value: Any) -> str | None:
+    return None if isinstance(value, (dict, bool)) else "a JSON Schema (an object or a boolean)"
+
+
+_PERMISSION_MODE = _enum("Ask", "AcceptEdits", "AutoApprove")
+
+#: The launch options that ``open``, ``generate``, ``probe`` and ``plan_usage`` share.
+SESSION_OPTIONS: dict[str, Check] = {
+    "resume": _opt_string,
+    "fork": _opt_string,
+    "fork_at": _opt_string,
+    "permission_mode": _opt(_PERMISSION_MODE),
+    "mcp_servers": _opt(_mcp_servers),
+    "configure": _opt(_configure_map),
+    "instructions": _opt_string,
+    "output_schema": _opt(_json_schema),
+    "env": _opt(_string_map),
+    "args": _opt(_strings),
+    "config_home": _opt_string,
+    "record_wire": _opt_string,
+}
+
+# name -> (required fields, optional fields)
+COMMANDS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
+    "discover": ({}, {}),
+    "probe": ({"agent": _agent_ref}, {"dir": _opt_string, **SESSION_OPTIONS}),
+    "plan_usage": ({"agent": _agent_ref}, {"dir": _opt_string, **SESSION_OPTIONS}),
+    "open": ({"agent": _agent_ref, "dir": _string}, dict(SESSION_OPTIONS)),
+    "generate": (
+        {"agent": _agent_ref, "dir": _string, "prompt": _string},
+        {"attachments": _opt(_strings), **SESSION_OPTIONS},
+    ),
+    "prompt": ({"session": _string, "text": _string}, {"attachments": _opt(_strings)}),
+    "answer": ({"session": _string, "request": _string, "answer": _answer}, {}),
+    "configure": ({"session": _string, "option": _string, "value": _config_value}, {}),
+    "cancel": ({"session": _string}, {"clear_queue": _opt(_boolean), "turn": _opt_string}),
+    "rollback": (
+        {"session": _string, "turns": _uint_min1, "scope": _enum("Conversation", "ConversationAndFiles")},
+        {},
+    ),
+    "dequeue": ({"session": _string, "prompt": _string}, {}),
+    "compact": ({"session": _string}, {}),
+    "close": ({"session": _string}, {}),
+    "info": ({"session": _string}, {}),
+}
+
+COMMAND_NAMES = tuple(COMMANDS)
+
+_ID_RE = re.compile(rb'"id"\s*:\s*(\d{1,19})\b')
+
+
+def salvage_id(raw: bytes) -> int | None:
+    """Best-effort id of a frame that did not parse (a truncated or over-long line)."""
+    match = _ID_RE.search(raw)
+    return int(match.group(1)) if match else None
+
+
+def decode_json_line(line: bytes) -> Any:
+    """Decode one line as UTF-8 JSON; raises ValueError with a readable message."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"invalid UTF-8 at byte {exc.start}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON: {exc.msg} (at column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("not JSON: nested too deeply") from None
+
+
+def parse_command(line: bytes | TooLong, max_line: int = DEFAULT_MAX_LINE) -> Command:
+    """Parse one input line into a ``Command`` or raise ``FrameError``."""
+    if isinstance(line, TooLong):
+        raise FrameError(
+            salvage_id(line.head),
+            f"line too long: more than {max_line} bytes; discarded",
+        )
+    try:
+        obj = decode_json_line(line)
+    except ValueError as exc:
+        raise FrameError(salvage_id(line) if len(line) < 65536 else None, str(exc)) from None
+    return command_from_object(obj)
+
+
+def command_from_object(obj: Any) -> Command:
+    if not isinstance(obj, dict):
+        raise FrameError(None, f"a frame must be a JSON object, got {_type_name(obj)}")
+    frame_id = obj.get("id")
+    if not _is_uint(frame_id):
+        if "id" not in obj:
+            raise FrameError(None, "missing field `id` (a non-negative integer)")
+        raise FrameError(None, f"field `id` must be a non-negative integer, got {_type_name(frame_id)}")
+    name = obj.get("cmd")
+    if name is None:
+        raise FrameError(frame_id, "missing field `cmd`; valid commands: " + ", ".join(COMMAND_NAMES))
+    if not isinstance(name, str) or name not in COMMANDS:
+        shown = name if isinstance(name, str) else _type_name(name)
+        raise FrameError(
+            frame_id, f"unknown command `{shown}`; valid commands: " + ", ".join(COMMAND_NAMES)
+        )
+    required, optional = COMMANDS[name]
+    args: dict[str, Any] = {}
+    for key, check in required.items():
+        if key not in obj:
+            raise FrameError(frame_id, f"{name}: missing field `{key}`")
+        problem = check(obj[key])
+        if problem is not None:
+            raise FrameError(
+                frame_id, f"{name}: field `{key}` must be {problem}, got {_type_name(obj[key])}"
+            )
+        args[key] = obj[key]
+    for key, check in optional.items():
+        if key in obj:
+            problem = check(obj[key])
+            if problem is not None:
+                raise FrameError(
+                    frame_id, f"{name}: field `{key}` must be {problem}, got {_type_name(obj[key])}"
+                )
+            args[key] = obj[key]
+    return Command(frame_id, name, args)
+
+
+# -- values shared by the layers above --------------------------------------------------
+
+
+def event_kind_name(kind: Any) -> str:
+    """The variant name of an EventKind: a bare string, or the single key of an object."""
+    if isinstance(kind, str):
+        return kind
+    if isinstance(kind, dict) and len(kind) == 1:
+        return next(iter(kind))
+    return ""
+
+
+def system_time(ns: int) -> dict[str, int]:
+    return {"secs_since_epoch": ns // 1_000_000_000, "nanos_since_epoch": ns % 1_000_000_000}
+
+
+def tool_update(
+    tool_id: str,
+    kind: Any = "Other",
+    title: str = "",
+    status: str = "Pending",
+    input: Any = "None",
+    output: str | None = None,
+    diffs: Iterable[dict[str, Any]] = (),
+    locations: Iterable[str] = (),
+    raw: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A ``ToolUpdate`` with every required member, for drivers to fill."""
+    return {
+        "id": tool_id,
+        "kind": kind,
+        "title": title,
+        "status": status,
+        "input": input,
+        "output": output,
+        "diffs": list(diffs),
+        "locations": list(locations),
+        "raw": raw,
+        **extra,
+    }
+
+
+# -- a small JSON Schema validator (for generate's output_schema) -----------------------
+
+_TYPES: dict[str, Callable[[Any], bool]] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool)
+    or (isinstance(v, float) and v.is_integer()),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+}
+
+
+def validate_json(instance: Any, schema: Any, path: str = "$") -> list[str]:
+    """Validate against the common core of JSON Schema (draft 7 / 2020-12).
+
+    Supports type, enum, const, properties, required, additionalProperties, items,
+    prefixItems, minItems/maxItems, minLength/maxLength, pattern, minimum/maximum,
+    exclusiveMinimum/exclusiveMaximum, anyOf/oneOf/allOf/not and local ``$ref``s into
+    ``definitions``/``$defs``. Returns the problems found (empty when valid).
+    """
+    return _validate(instance, schema, path, schema)
+
+
+def _resolve(ref: str, root: Any) -> Any:
+    if not ref.startswith("#"):
+        raise ValueError(f"only local $ref is supported: {ref}")
+    node = root
+    for part in ref[1:].split("/"):
+        if part:
+            node = node[part.replace("~1", "/").replace("~0", "~")]
+    return node
+
+
+def _validate(inst: Any, schema: Any, path: str, root: Any) -> list[str]:
+    if schema is True or schema == {}:
+        return []
+    if schema is False:
+        return [f"{path}: no value is allowed here"]
+    if not isinstance(schema, dict):
+        return []
+    errors: list[str] = []
+    if "$ref" in schema:
+        errors += _validate(inst, _resolve(schema["$ref"], root), path, root)
+    expected = schema.get("type")
+    if expected is not None:
+        names = expected if isinstance(expected, list) else [expected]
+        if not any(_TYPES.get(n, lambda v: True)(inst) for n in names):
+            return errors + [f"{path}: expected {' or '.join(names)}, got {_type_name(inst)}"]
+    if "enum" in schema and inst not in schema["enum"]:
+        errors.append(f"{path}: {json.dumps(inst)} is not one of {json.dumps(schema['enum'])}")
+    if "const" in schema and inst != schema["const"]:
+        errors.append(f"{path}: expected {json.dumps(schema['const'])}")
+    if isinstance(inst, dict):
+        props = schema.get("properties", {})
+        for key in schema.get("required", []):
+            if key not in inst:
+                errors.append(f"{path}: missing required property `{key}`")
+        for key, value in inst.items():
+            if key in props:
+                errors += _validate(value, props[key], f"{path}.{key}", root)
+            elif "additionalProperties" in schema:
+                errors += _validate(value, schema["additionalProperties"], f"{path}.{key}", root)
+    if isinstance(inst, list):
+        prefix = schema.get("prefixItems", [])
+        for i, item in enumerate(inst):
+            if i < len(prefix):
+                errors += _validate(item, prefix[i], f"{path}[{i}]", root)
+            elif "items" in schema:
+                errors += _validate(item, schema["items"], f"{path}[{i}]", root)
+        if len(inst) < schema.get("minItems", 0):
+            errors.append(f"{path}: fewer than {schema['minItems']} items")
+        if "maxItems" in schema and len(inst) > schema["maxItems"]:
+            errors.append(f"{path}: more than {schema['maxItems']} items")
+    if isinstance(inst, str):
+        if len(inst) < schema.get("minLength", 0):
+            errors.append(f"{path}: shorter than {schema['minLength']}")
+        if "maxLength" in schema and len(inst) > schema["maxLength"]:
+            errors.append(f"{path}: longer than {schema['maxLength']}")
+        if "pattern" in schema and not re.search(schema["pattern"], inst):
+            errors.append(f"{path}: does not match {schema['pattern']}")
+    if isinstance(inst, (int, float)) and not isinstance(inst, bool) and math.isfinite(inst):
+        if "minimum" in schema and inst < schema["minimum"]:
+            errors.append(f"{path}: less than {schema['minimum']}")
+        if "maximum" in schema and inst > schema["maximum"]:
+            errors.append(f"{path}: greater than {schema['maximum']}")
+        if "exclusiveMinimum" in schema and inst <= schema["exclusiveMinimum"]:
+            errors.append(f"{path}: not greater than {schema['exclusiveMinimum']}")
+        if "exclusiveMaximum" in schema and inst >= schema["exclusiveMaximum"]:
+            errors.append(f"{path}: not less than {schema['exclusiveMaximum']}")
+    for sub in schema.get("allOf", []):
+        errors += _validate(inst, sub, path, root)
+    if "anyOf" in schema and not any(not _validate(inst, s, path, root) for s in schema["anyOf"]):
+        errors.append(f"{path}: matches none of anyOf")
+    if "oneOf" in schema:
+        matches = sum(1 for s in schema["oneOf"] if not _validate(inst, s, path, root))
+        if matches != 1:
+            errors.append(f"{path}: matches {matches} of oneOf, expected exactly 1")
+    if "not" in schema and not _validate(inst, schema["not"], path, root):
+        errors.append(f"{path}: must not match `not`")
+    return errors
