@@ -1,0 +1,412 @@
+"""Command line: ``serve``, ``list``, ``chat``, ``schema``.
+
+Exit codes: 0 success; 1 a failure at run time (a script that does not load, a turn that
+failed, stdout closed under us); 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from importlib import resources
+from typing import Any
+
+from agentproto import __version__
+from agentproto.engine import Runtime, Scope, Session, log
+from agentproto.loop import Loop
+from agentproto.serve import Output, P1Connection
+from agentproto.wire import AgentError, event_kind_name
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _load_mock(path: str | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    from agentproto.drivers.mock import ScriptError, load_script
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return load_script(f.read())
+    except OSError as exc:
+        raise SystemExit(_fail(f"cannot read mock script {path}: {exc.strerror}"))
+    except ScriptError as exc:
+        raise SystemExit(_fail(f"mock script {path}: {exc}"))
+
+
+def _fail(message: str) -> int:
+    log(message)
+    return EXIT_FAILED
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    script = _load_mock(args.mock)
+    loop = Loop()
+    runtime = Runtime(loop, mock_script=script, stall_timeout=args.stall_timeout)
+    status = [EXIT_OK]
+
+    def stdout_failed(exc: OSError) -> None:
+        log(f"stdout stopped accepting writes: {exc.strerror or exc}")
+        status[0] = EXIT_FAILED
+        connection.end_input()
+
+    output = Output(loop, sys.stdout.fileno(), stdout_failed)
+
+    def finished(_conn: P1Connection) -> None:
+        if not output.queue or output.failed:
+            loop.stop()
+        else:
+            output.on_drained = loop.stop
+
+    connection = P1Connection(runtime, sys.stdin.fileno(), output, finished)
+
+    def on_signal() -> None:
+        connection.end_input()
+
+    loop.add_signal_handler(signal.SIGTERM, on_signal)
+    loop.add_signal_handler(signal.SIGINT, on_signal)
+    loop.add_signal_handler(signal.SIGHUP, on_signal)
+    connection.start()
+    try:
+        loop.run()
+    finally:
+        output.close()
+        loop.close()
+    return status[0]
+
+
+def cmd_schema(_args: argparse.Namespace) -> int:
+    text = resources.files("agentproto").joinpath("schema.json").read_text(encoding="utf-8")
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return EXIT_OK
+
+
+def _run_discover() -> dict[str, Any]:
+    loop = Loop()
+    runtime = Runtime(loop)
+    result: list[Any] = []
+    runtime.discover(lambda value, error: result.append(value))
+    loop.run(until=lambda: bool(result))
+    loop.close()
+    return result[0]
+
+
+def cmd_list(_args: argparse.Namespace) -> int:
+    report = _run_discover()
+    rows = [("AGENT", "STATUS", "VERSION", "WHERE")]
+    for agent in report["agents"]:
+        rows.append((agent["id"], "installed", agent.get("version") or "?", agent["executable_path"]))
+    for agent in report["missing"]:
+        rows.append((agent["id"], "missing", "-", f"install: {agent['install_hint']}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for row in rows:
+        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3])
+    for diagnostic in report["diagnostics"]:
+        log(diagnostic["message"])
+    return EXIT_OK
+
+
+class _Style:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __call__(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.enabled else text
+
+
+class Chat:
+    """``agentproto chat``: one session in a terminal, or one turn from a pipe."""
+
+    def __init__(self, agent: Any, interactive: bool) -> None:
+        self.loop = Loop()
+        self.runtime = Runtime(self.loop)
+        self.scope = Scope(self.runtime)
+        self.agent = agent
+        self.interactive = interactive
+        self.style = _Style(sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+        self.session: Session | None = None
+        self.status = EXIT_OK
+        self.pending: list[dict[str, Any]] = []
+        self.in_text = False
+        self.stdin_buffer = b""
+        self.prompt_text = ""
+        self.turn_running = False
+
+    def write(self, text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    # -- Sink
+    def event(self, session: Session, event: dict[str, Any]) -> None:
+        session.delivered(1)
+        kind = event["kind"]
+        name = event_kind_name(kind)
+        body = kind.get(name) if isinstance(kind, dict) else None
+        if name == "TextDelta":
+            self.write(body["text"])
+            self.in_text = True
+        elif name == "ReasoningDelta":
+            self.write(self.style("2", body["text"]))
+        elif name == "ToolUpdated":
+            self._newline()
+            self.write(self.style("36", f"[{_tool_kind(body['kind'])}] {body['title']} ({body['status']})") + "\n")
+        elif name == "ToolOutputDelta":
+            self.write(self.style("2", body["text"]))
+        elif name == "PlanUpdated":
+            self._newline()
+            for entry in body["entries"]:
+                self.write(f"  - [{entry['status']}] {entry['text']}\n")
+        elif name == "PlanProposed":
+            self._newline()
+            self.write(body["markdown"] + "\n")
+        elif name == "RequestOpened":
+            self._newline()
+            self.pending.append(body)
+            self._ask()
+        elif name == "Diagnostic":
+            self._newline()
+            log(f"{body['level'].lower()}: {body['message']}")
+        elif name == "TurnEnded":
+            self._newline()
+            stop = body["stop"]
+            if isinstance(stop, dict) and "Failed" in stop:
+                log(f"turn failed: {stop['Failed']['message']}")
+                self.status = EXIT_FAILED
+            elif stop == "Cancelled":
+                log("turn cancelled")
+            elif stop == "Refused":
+                log("the agent refused")
+            self.turn_running = False
+            if not self.interactive:
+                session.close(lambda _v, _e: None)
+            else:
+                self._show_prompt()
+
+    def session_error(self, session: Session, error: AgentError) -> None:
+        self._newline()
+        log(f"{error.kind}: {error.message}")
+        self.status = EXIT_FAILED
+
+    def session_closed(self, session: Session) -> None:
+        self.session = None
+        self.loop.stop()
+
+    # -- terminal side
+    def _newline(self) -> None:
+        if self.in_text:
+            self.write("\n")
+            self.in_text = False
+
+    def _show_prompt(self) -> None:
+        if self.interactive and not self.pending:
+            self.write(self.style("1", "> "))
+
+    def _ask(self) -> None:
+        if not self.pending:
+            return
+        request = self.pending[0]
+        if "Permission" in request:
+            tool = request["Permission"]["tool"]
+            self.write(self.style("33", f"Allow {_tool_kind(tool['kind'])}: {tool['title']}? [y/N] "))
+            if not self.interactive:
+                self.write("n (no terminal to ask)\n")
+                self._answer_line("n")
+        else:
+            questions = request["Question"]["questions"]
+            q = questions[0]
+            choices = ", ".join(f"{i + 1}) {c['label']}" for i, c in enumerate(q["choices"]))
+            self.write(self.style("33", f"{q['text']} {choices} ") )
+            if not self.interactive:
+                self.write("(no terminal to ask: cancelled)\n")
+                self._answer_line("")
+
+    def _answer_line(self, line: str) -> None:
+        request = self.pending.pop(0)
+        assert self.session is not None
+        if "Permission" in request:
+            body = request["Permission"]
+            yes = line.strip().lower() in ("y", "yes")
+            answer: Any = {"Permission": "AllowOnce" if yes else "DenyOnce"}
+            if not yes and "DenyOnce" not in body["options"]:
+                answer = "Cancel"
+            request_id = body["id"]
+        else:
+            body = request["Question"]
+            request_id = body["id"]
+            entries = []
+            for q in body["questions"]:
+                pick = line.strip()
+                if pick.isdigit() and 0 < int(pick) <= len(q["choices"]):
+                    entries.append({"Choices": [q["choices"][int(pick) - 1]["id"]]})
+                elif q["allows_free_text"] and pick:
+                    entries.append({"Text": pick})
+                else:
+                    entries = []
+                    break
+            answer = {"Question": entries} if entries else "Cancel"
+        self.session.answer(request_id, answer, self._report)
+        self._ask()
+
+    def _report(self, _value: Any, error: AgentError | None) -> None:
+        if error is not None:
+            log(f"{error.kind}: {error.message}")
+
+    def _on_line(self, line: str) -> None:
+        if self.session is None:
+            return
+        if self.pending:
+            self._answer_line(line)
+            return
+        text = line.strip()
+        if not text:
+            self._show_prompt()
+            return
+        if text.startswith("/set "):
+            parts = text.split(None, 2)
+            if len(parts) == 3:
+                value: Any = {"true": True, "false": False}.get(parts[2], parts[2])
+                self.session.configure(parts[1], value, lambda v, e: (self._report(v, e), self._show_prompt()))
+            else:
+                log("usage: /set OPTION VALUE")
+            return
+        if text in ("/quit", "/exit"):
+            self.session.close(lambda _v, _e: None)
+            return
+        self.turn_running = True
+        self.session.prompt(line, [], self._report)
+
+    def _readable(self) -> None:
+        data = os.read(sys.stdin.fileno(), 65536)
+        if not data:
+            self.loop.remove_reader(sys.stdin.fileno())
+            if self.interactive:
+                if self.session is not None:
+                    self.session.close(lambda _v, _e: None)
+                return
+            text = self.stdin_buffer.decode("utf-8", "replace").strip()
+            self._start_one_turn(text)
+            return
+        if not self.interactive:
+            self.stdin_buffer += data
+            return
+        self.stdin_buffer += data
+        while b"\n" in self.stdin_buffer:
+            raw, self.stdin_buffer = self.stdin_buffer.split(b"\n", 1)
+            self._on_line(raw.decode("utf-8", "replace"))
+
+    def _start_one_turn(self, text: str) -> None:
+        if self.session is None:
+            return
+        if not text:
+            log("nothing to send: stdin was empty")
+            self.status = EXIT_USAGE
+            self.session.close(lambda _v, _e: None)
+            return
+        self.session.prompt(text, [], self._report)
+
+    def _interrupt(self) -> None:
+        if self.session is not None and self.turn_running:
+            self._newline()
+            self.session.cancel(False, None, self._report)
+        elif self.session is not None:
+            self.session.close(lambda _v, _e: None)
+
+    def run(self) -> int:
+        def opened(info: Any, error: AgentError | None) -> None:
+            if error is not None:
+                log(f"{error.kind}: {error.message}")
+                for step in error.fields.get("login") or []:
+                    log(f"  login: {json.dumps(step)}")
+                self.status = EXIT_FAILED
+                self.loop.stop()
+                return
+            if self.interactive:
+                details = info["details"]
+                log(f"{info['agent']['name']} {details.get('version') or ''} — session {info['id']}; /set OPTION VALUE, /quit, Ctrl-C cancels")
+                self._show_prompt()
+            self.loop.add_reader(sys.stdin.fileno(), self._readable)
+
+        self.runtime.execute(
+            "open",
+            {"agent": self.agent, "dir": os.getcwd(), "permission_mode": "Ask"},
+            self,
+            self.scope,
+            lambda v, e: None,
+        )
+        for session in self.scope.live.values():
+            self.session = session
+        if self.session is None:
+            # The open failed synchronously; ``opened`` has not run: run it for its report.
+            pass
+        self.loop.add_signal_handler(signal.SIGINT, self._interrupt)
+        self.loop.add_signal_handler(signal.SIGTERM, lambda: self.runtime.close_all())
+        if self.session is not None and self.session.state == "open":
+            opened(self.session.snapshot(), None)
+        elif self.session is not None:
+            self.session.open_done = opened
+        else:
+            return self.status if self.status else EXIT_FAILED
+        self.loop.run()
+        self.loop.close()
+        return self.status
+
+
+def _tool_kind(kind: Any) -> str:
+    if isinstance(kind, dict) and "Mcp" in kind:
+        return f"mcp {kind['Mcp']['server']}/{kind['Mcp']['tool']}"
+    return str(kind)
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    agent: Any = args.agent
+    if agent.startswith("{"):
+        agent = json.loads(agent)
+    return Chat(agent, interactive=sys.stdin.isatty()).run()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentproto",
+        description="One line-delimited JSON contract between programs and coding agents.",
+    )
+    parser.add_argument("--version", action="version", version=f"agentproto {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="speak protocol 1 (anyagent's sidecar protocol) on stdin/stdout")
+    serve.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
+    serve.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="close a session none of whose events could be written for this long (default 60)",
+    )
+    serve.set_defaults(func=cmd_serve)
+
+    lister = sub.add_parser("list", help="the agents this machine has, and how to install the others")
+    lister.set_defaults(func=cmd_list)
+
+    chat = sub.add_parser("chat", help="chat with an agent in the terminal; from a pipe, run one turn")
+    chat.add_argument("agent", nargs="?", default="mock", help="catalog id (default: mock)")
+    chat.set_defaults(func=cmd_chat)
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of every line agentproto reads and writes")
+    schema.set_defaults(func=cmd_schema)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args.func(args))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130

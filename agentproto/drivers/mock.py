@@ -1,0 +1,304 @@
+"""The mock agent (id ``mock``): plays anyagent's mock-script format through the seam.
+
+Without a script it is an echo agent: each prompt streams back word by word and the turn
+ends. With ``serve --mock SCRIPT`` every session plays the script from its first turn
+(see fixtures/mock-scripts and shared/specs/mock-script-format.md).
+
+The mock runs inside the event loop instead of a child process, but it honours the same
+seam as process drivers: it acknowledges turns, reports ends, and stops producing while
+the engine has paused its output (flow control), resuming when the app catches up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from typing import Any, Callable
+
+from agentproto.drivers.base import Driver
+from agentproto.wire import AgentError, event_kind_name
+
+SCRIPT_FIELDS: dict[str, Any] = {
+    "turns": [],
+    "steer": False,
+    "steer_rejects": False,
+    "steer_ack": True,
+    "ignore_close": False,
+    "deterministic": True,
+    "deterministic_agent": True,
+    "buffer": 64,
+    "stale_before_ack": None,
+    "compact": False,
+    "permissions": True,
+    "resume": False,
+    "rollback": False,
+    "rollback_refusal": None,
+    "options": [],
+    "echo_options": False,
+    "echo_input": False,
+}
+
+#: How many steps play before the mock yields to the loop, so one session's flood never
+#: stalls other sessions or the app's commands.
+STEPS_PER_TICK = 256
+
+
+class ScriptError(ValueError):
+    pass
+
+
+def _check_kind(kind: Any, where: str) -> None:
+    if not event_kind_name(kind):
+        raise ScriptError(f"{where}: expected an EventKind (a string or a one-key object), got {json.dumps(kind)[:80]}")
+
+
+def _check_steps(steps: Any, where: str) -> None:
+    if not isinstance(steps, list):
+        raise ScriptError(f"{where}: expected an array of steps")
+    for i, step in enumerate(steps):
+        at = f"{where}[{i}]"
+        if step in ("AwaitAnswer", "Die"):
+            continue
+        if not isinstance(step, dict) or len(step) != 1:
+            raise ScriptError(f"{at}: unknown step {json.dumps(step)[:80]}")
+        (tag, body), = step.items()
+        if tag == "Emit":
+            _check_kind(body, at)
+        elif tag == "End":
+            if body not in ("Cancelled", "Refused") and not (
+                isinstance(body, dict) and len(body) == 1 and next(iter(body)) in ("Completed", "Failed")
+            ):
+                raise ScriptError(f"{at}: End takes a StopReason")
+        elif tag == "Sleep":
+            if not isinstance(body, int) or isinstance(body, bool) or body < 0:
+                raise ScriptError(f"{at}: Sleep takes milliseconds (a non-negative integer)")
+        elif tag == "Usage":
+            if not isinstance(body, dict) or not all(
+                isinstance(body.get(k), int) for k in ("input_tokens", "cached_input_tokens", "output_tokens")
+            ):
+                raise ScriptError(f"{at}: Usage takes input_tokens, cached_input_tokens, output_tokens")
+        elif tag == "Repeat":
+            if not isinstance(body, dict) or not isinstance(body.get("times"), int):
+                raise ScriptError(f"{at}: Repeat takes {{times, steps}}")
+            _check_steps(body.get("steps"), f"{at}.Repeat.steps")
+        elif tag == "Nested":
+            if not isinstance(body, list) or len(body) != 2 or not isinstance(body[0], str):
+                raise ScriptError(f"{at}: Nested takes [tool id, EventKind]")
+            _check_kind(body[1], at)
+        else:
+            raise ScriptError(f"{at}: unknown step `{tag}`")
+
+
+def load_script(text: str) -> dict[str, Any]:
+    """Parse and check a mock script; raise ScriptError naming what is wrong."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScriptError(f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    if not isinstance(raw, dict):
+        raise ScriptError("a script is a JSON object")
+    unknown = sorted(set(raw) - set(SCRIPT_FIELDS))
+    if unknown:
+        raise ScriptError(f"unknown field `{unknown[0]}`; expected one of {', '.join(SCRIPT_FIELDS)}")
+    script = {**SCRIPT_FIELDS, **raw}
+    if not isinstance(script["turns"], list):
+        raise ScriptError("turns: expected an array of turns")
+    for i, turn in enumerate(script["turns"]):
+        _check_steps(turn, f"turns[{i}]")
+    if not isinstance(script["options"], list) or not all(
+        isinstance(o, dict) and isinstance(o.get("id"), str) for o in script["options"]
+    ):
+        raise ScriptError("options: expected an array of ConfigOption")
+    if script["stale_before_ack"] is not None:
+        _check_kind(script["stale_before_ack"], "stale_before_ack")
+    return script
+
+
+class MockDriver(Driver):
+    def __init__(self, host: Any, launch: Any) -> None:
+        super().__init__(host, launch)
+        runtime = getattr(host, "runtime", None)
+        base = getattr(runtime, "mock_script", None)
+        self.echo = base is None
+        self.script: dict[str, Any] = json.loads(json.dumps(base)) if base is not None else dict(SCRIPT_FIELDS)
+        self.turns: deque[list[Any]] = deque(self.script["turns"])
+        self.steps: deque[Any] = deque()
+        self.turn_open = False
+        self.awaiting = False
+        self.paused = False
+        self.sleeping = False
+        self.scheduled = False
+        self.usage: dict[str, int] | None = None
+        self.gone = False
+        self.turn_count = 0
+
+    # -- facts --------------------------------------------------------------------------
+    def details(self) -> dict[str, Any]:
+        script = self.script
+        features = ["Questions"]
+        for flag, feature in (
+            ("permissions", "Permissions"),
+            ("steer", "Steer"),
+            ("compact", "Compact"),
+            ("resume", "Resume"),
+            ("rollback", "Rollback"),
+        ):
+            if script[flag]:
+                features.append(feature)
+        return {
+            "version": "mock",
+            "auth": {"Authenticated": {"kind": "ApiKey", "account": None}},
+            "capabilities": {"features": features, "mcp_transports": []},
+            "config_options": json.loads(json.dumps(script["options"])),
+            "commands": [],
+        }
+
+    def deterministic(self, origin: Any) -> bool:
+        return bool(self.script["deterministic_agent" if origin == "Agent" else "deterministic"])
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def open(self) -> None:
+        launch = self.launch
+        if self.script["echo_options"]:
+            facts = {
+                "executable_path": launch.executable,
+                "source": launch.installation.get("source"),
+                "cwd": launch.dir,
+                "throwaway": launch.throwaway,
+                "instructions": launch.instructions,
+                "env": launch.env,
+                "args": launch.args,
+                "config_home": launch.config_home,
+                "record_wire": launch.record_wire,
+            }
+            raise AgentError("InvalidRequest", json.dumps(facts), detail=json.dumps(facts))
+        if self.script["resume"] and launch.resume:
+            raise AgentError.detail("ResumeFailed", "the mock keeps no history")
+        token = "mock-token" if self.script["resume"] else None
+        self.host.opened(self.details(), resume_token=token)
+
+    def close(self) -> None:
+        if self.script["ignore_close"] or self.gone:
+            return
+        self._stop()
+
+    def kill(self) -> None:
+        if not self.gone:
+            self._stop()
+
+    def _stop(self) -> None:
+        self.gone = True
+        self.steps.clear()
+        self.host.loop.call_soon(self.host.closed)
+
+    # -- turns ----------------------------------------------------------------------------
+    def start_turn(self, turn_id: str, text: str, attachments: list[str]) -> None:
+        if self.gone:
+            return
+        stale = self.script["stale_before_ack"]
+        if stale is not None:
+            self.host.emit(stale)
+        self.host.turn_acknowledged()
+        self.turn_count += 1
+        if self.echo:
+            message = f"m{self.turn_count}"
+            words = text.split(" ")
+            steps: list[Any] = [
+                {"Emit": {"TextDelta": {"message_id": message, "text": w if i == 0 else " " + w}}}
+                for i, w in enumerate(words)
+            ]
+            steps.append({"End": {"Completed": {"source": "Protocol"}}})
+        else:
+            steps = list(self.turns.popleft()) if self.turns else []
+        if self.script["echo_input"]:
+            steps.insert(0, {"Emit": {"TextDelta": {"message_id": "echo", "text": json.dumps({"text": text, "attachments": attachments})}}})
+        self.steps = deque(steps)
+        self.turn_open = True
+        self.awaiting = False
+        self._schedule()
+
+    def steer(self, text: str, attachments: list[str], done: Callable[[bool], None]) -> None:
+        if not self.script["steer_ack"]:
+            return
+        done(not self.script["steer_rejects"])
+
+    def answer(self, request: dict[str, Any], answer: Any) -> None:
+        if self.awaiting:
+            self.awaiting = False
+            self._schedule()
+
+    def cancel(self) -> None:
+        if not self.turn_open:
+            return
+        self.steps.clear()
+        self.awaiting = False
+        self.turn_open = False
+        self.usage = None
+        self.host.end_turn("Cancelled")
+
+    def configure(self, option: str, value: Any, done: Callable[[AgentError | None], None]) -> None:
+        done(None)
+
+    def rollback(self, turns: int, scope: str, done: Callable[[AgentError | None, str | None], None]) -> None:
+        done(None, self.script["rollback_refusal"])
+
+    def compact(self) -> None:
+        self.host.emit("ContextCompacted")
+        self.host.end_turn({"Completed": {"source": "Protocol"}})
+
+    def pause_output(self) -> None:
+        self.paused = True
+
+    def resume_output(self) -> None:
+        self.paused = False
+        self._schedule()
+
+    # -- playing --------------------------------------------------------------------------
+    def _schedule(self) -> None:
+        if not self.scheduled and not self.gone:
+            self.scheduled = True
+            self.host.loop.call_soon(self._play)
+
+    def _wake(self) -> None:
+        self.sleeping = False
+        self._schedule()
+
+    def _play(self) -> None:
+        self.scheduled = False
+        host = self.host
+        steps = self.steps
+        budget = STEPS_PER_TICK
+        while steps and not (self.paused or self.awaiting or self.sleeping or self.gone):
+            if budget == 0:
+                self._schedule()
+                return
+            budget -= 1
+            step = steps.popleft()
+            if isinstance(step, str):
+                if step == "AwaitAnswer":
+                    self.awaiting = True
+                else:  # Die
+                    self.gone = True
+                    steps.clear()
+                    host.fail(AgentError.process_exited("9", "mock died"))
+                    host.loop.call_soon(host.closed)
+                continue
+            (tag, body), = step.items()
+            if tag == "Emit":
+                host.emit(body)
+            elif tag == "End":
+                self.turn_open = False
+                usage, self.usage = self.usage, None
+                host.end_turn(body, usage)
+            elif tag == "Usage":
+                self.usage = dict(body)
+            elif tag == "Sleep":
+                self.sleeping = True
+                host.loop.call_later(body / 1000.0, self._wake)
+            elif tag == "Repeat":
+                times = body["times"]
+                if times > 0:
+                    steps.appendleft({"Repeat": {"times": times - 1, "steps": body["steps"]}})
+                    steps.extendleft(reversed(body["steps"]))
+            elif tag == "Nested":
+                host.emit(body[1], parent_tool_id=body[0])

@@ -1,0 +1,1040 @@
+"""The engine: sessions, turns, queues, requests, ordering and flow control.
+
+Rules of this file:
+- The engine owns the bookkeeping kinds: TurnStarted, TurnEnded, RequestClosed,
+  SessionUpdated and StatusChanged. Drivers report facts; the engine decides order, so
+  every turn opens with TurnStarted and ends with TurnEnded followed by the status
+  change (or the next queued turn), whatever order an agent reports things in.
+- Per session, events are numbered from 1 and handed to the session's sink in order.
+  The ``ok`` reply to ``open`` is handed over before the session's first event.
+- A session error is terminal: the running turn ends Failed first, then the error, then
+  exactly one ``closed``.
+- Flow control: a session whose sink holds ``HIGH_WATER`` unwritten events stops reading
+  its agent (``driver.pause_output``) and resumes below ``LOW_WATER``; only a session
+  none of whose events could be written for ``stall_timeout`` seconds is closed.
+- Nothing here blocks. Commands finish through callbacks, so one slow command never
+  stalls another.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import OrderedDict, deque
+from typing import Any, Callable, Protocol
+
+from agentproto.drivers import catalog
+from agentproto.drivers.base import Driver, Launch, run_capture
+from agentproto.loop import Loop, Timer
+from agentproto.wire import AgentError, event_kind_name, system_time, validate_json
+
+Done = Callable[[Any, "AgentError | None"], None]
+
+ENGINE_OWNED = frozenset({"TurnStarted", "TurnEnded", "RequestClosed", "SessionUpdated", "StatusChanged"})
+#: Kinds that open an agent-initiated turn when no turn is running (and that are stale
+#: when they arrive before the agent acknowledged a new turn).
+CONTENT = frozenset({"TextDelta", "ReasoningDelta", "UserMessage", "RequestOpened", "ToolUpdated"})
+MESSAGE_KINDS = frozenset({"TextDelta", "ReasoningDelta", "UserMessage"})
+ACTIVE_TOOL = frozenset({"Pending", "Running"})
+EDIT_KINDS = frozenset({"Edit", "Delete", "Move"})
+
+HIGH_WATER = 1024
+LOW_WATER = 512
+
+
+class Sink(Protocol):
+    """Where a session's output goes: a frontend connection, or an internal collector."""
+
+    def event(self, session: "Session", event: dict[str, Any]) -> None: ...
+
+    def session_error(self, session: "Session", error: AgentError) -> None: ...
+
+    def session_closed(self, session: "Session") -> None: ...
+
+
+def log(message: str) -> None:
+    try:
+        sys.stderr.write(f"agentproto: {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+class Turn:
+    __slots__ = ("id", "origin", "acked", "messages", "tools", "requests", "cancel_timer", "quiet_timer")
+
+    def __init__(self, turn_id: str, origin: Any, acked: bool) -> None:
+        self.id = turn_id
+        self.origin = origin
+        self.acked = acked
+        self.messages: OrderedDict[str, None] = OrderedDict()
+        self.tools: OrderedDict[str, None] = OrderedDict()
+        self.requests: dict[str, dict[str, Any]] = {}
+        self.cancel_timer: Timer | None = None
+        self.quiet_timer: Timer | None = None
+
+
+class Prompt:
+    __slots__ = ("id", "text", "attachments", "done")
+
+    def __init__(self, prompt_id: str, text: str, attachments: list[str], done: Done | None) -> None:
+        self.id = prompt_id
+        self.text = text
+        self.attachments = attachments
+        self.done = done
+
+
+class Session:
+    """One agent session. Also the ``Host`` its driver reports to."""
+
+    CLOSE_GRACE = 5.0
+    KILL_GRACE = 3.0
+    CANCEL_GRACE = 15.0
+    QUIET_PROMPTED = 120.0
+    QUIET_AGENT = 20.0
+
+    def __init__(self, runtime: "Runtime", session_id: str, launch: Launch, sink: Sink) -> None:
+        self.runtime = runtime
+        self.loop: Loop = runtime.loop
+        self.id = self.session_id = session_id
+        self.launch = launch
+        self.sink = sink
+        self.state = "opening"  # opening -> open -> closing -> closed
+        self.info: dict[str, Any] = {
+            "id": session_id,
+            "agent": launch.installation,
+            "details": {
+                "version": None,
+                "auth": "Unknown",
+                "capabilities": {"features": [], "mcp_transports": []},
+                "config_options": [],
+                "commands": [],
+            },
+            "configuration": {"options": {}},
+            "resume_token": None,
+            "title": None,
+            "status": "Idle",
+        }
+        self.sequence = 0
+        self.turn: Turn | None = None
+        self.turn_counter = 0
+        self.queue: deque[Prompt] = deque()
+        self.pending_steer: Prompt | None = None
+        self.late_end_warned = False
+        self.unwritten = 0
+        self.paused = False
+        self.last_progress = time.monotonic()
+        self.stall_timer: Timer | None = None
+        self.close_waiters: list[Done] = []
+        self.close_timers: list[Timer] = []
+        self.failed: AgentError | None = None
+        self.driver_gone = False
+        self.open_done: Done | None = None
+        self.held: list[tuple[Any, Any, Any]] | None = []  # events before the open reply
+        #: generate: called with each content kind, may veto tool use.
+        self.watcher: Callable[[str, Any], None] | None = None
+        self.driver: Driver = None  # type: ignore[assignment]
+
+    # -- helpers ----------------------------------------------------------------------
+
+    @property
+    def features(self) -> list[str]:
+        return self.info["details"]["capabilities"]["features"]
+
+    @property
+    def status(self) -> str:
+        return self.info["status"]
+
+    def _send(self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None) -> None:
+        if self.state == "closed":
+            return
+        if self.held is not None:
+            self.held.append((kind, extensions, parent_tool_id))
+            return
+        turn = self.turn
+        self.sequence += 1
+        event = {
+            "sequence": self.sequence,
+            "occurred_at": system_time(time.time_ns()),
+            "session_id": self.id,
+            "turn_info": None if turn is None else {"id": turn.id, "parent_tool_id": parent_tool_id},
+            "kind": kind,
+            "extensions": extensions or {},
+        }
+        self.unwritten += 1
+        if self.unwritten == 1:
+            self.last_progress = time.monotonic()
+            if self.stall_timer is None:
+                self.stall_timer = self.loop.call_later(self.runtime.stall_timeout, self._check_stall)
+        elif self.unwritten >= HIGH_WATER and not self.paused:
+            self.paused = True
+            self.driver.pause_output()
+        self.sink.event(self, event)
+
+    def delivered(self, count: int) -> None:
+        """The sink wrote ``count`` of this session's events."""
+        self.unwritten -= count
+        self.last_progress = time.monotonic()
+        if self.paused and self.unwritten <= LOW_WATER:
+            self.paused = False
+            if not self.driver_gone:
+                self.driver.resume_output()
+
+    def _check_stall(self) -> None:
+        self.stall_timer = None
+        if self.unwritten <= 0 or self.state == "closed":
+            return
+        idle = time.monotonic() - self.last_progress
+        if idle >= self.runtime.stall_timeout:
+            self.fail(
+                AgentError.detail(
+                    "ProtocolFailed",
+                    f"the app wrote no event of this session for {self.runtime.stall_timeout:g} s",
+                    "the app stopped reading this session's events; the session was closed",
+                )
+            )
+        else:
+            self.stall_timer = self.loop.call_later(self.runtime.stall_timeout - idle, self._check_stall)
+
+    def _refresh_status(self) -> None:
+        turn = self.turn
+        if turn is not None and turn.requests:
+            status = "NeedsInput"
+        elif turn is not None or self.queue:
+            status = "Working"
+        else:
+            status = "Idle"
+        if status != self.info["status"]:
+            self.info["status"] = status
+            self._send({"StatusChanged": status})
+
+    def _session_updated(self) -> None:
+        if self.state in ("open", "closing"):
+            self._send({"SessionUpdated": self.snapshot()})
+
+    def snapshot(self) -> dict[str, Any]:
+        return json.loads(json.dumps(self.info))
+
+    # -- Host: what the driver reports ------------------------------------------------
+
+    def opened(self, details: dict[str, Any], **info: Any) -> None:
+        if self.state != "opening":
+            return
+        self.info["details"] = details
+        for key, value in info.items():
+            if key in self.info and key not in ("id", "agent", "status"):
+                self.info[key] = value
+        options = {o.get("id"): o for o in details.get("config_options", [])}
+        for option in details.get("config_options", []):
+            if option.get("current") is not None:
+                self.info["configuration"]["options"][option["id"]] = option["current"]
+        for key, value in self.launch.configure.items():
+            option = options.get(key)
+            problem = "the agent does not offer it" if option is None else self.driver.validate_config(option, value)
+            if problem is not None:
+                self._abort_open(AgentError.detail("InvalidConfiguration", f"{key}: {problem}"))
+                return
+            option["current"] = value
+            self.info["configuration"]["options"][key] = value
+        self.state = "open"
+        done, self.open_done = self.open_done, None
+        if done is not None:
+            done(self.snapshot(), None)
+        held, self.held = self.held, None
+        for item in held or ():
+            self._send(*item)
+
+    def open_failed(self, error: AgentError) -> None:
+        if self.state != "opening":
+            return
+        self._abort_open(error)
+
+    def _abort_open(self, error: AgentError) -> None:
+        self.state = "closed"
+        self.runtime._forget(self)
+        done, self.open_done = self.open_done, None
+        self.held = None
+        if not self.driver_gone:
+            self.driver.kill()
+        if done is not None:
+            done(None, error)
+
+    def turn_acknowledged(self) -> None:
+        if self.turn is not None:
+            self.turn.acked = True
+
+    def emit(self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None) -> None:
+        if self.state == "closed":
+            return
+        name = event_kind_name(kind)
+        if name in ENGINE_OWNED:
+            self._send({"Diagnostic": {"level": "Warning", "message": f"dropped an engine-owned {name} from the driver"}})
+            return
+        turn = self.turn
+        if name in CONTENT:
+            body = kind[name]
+            if turn is not None and not turn.acked:
+                return  # stale: from before the agent acknowledged this turn
+            if self.watcher is not None:
+                self.watcher(name, body)
+                if self.state == "closed":
+                    return
+            if turn is None:
+                if name == "ToolUpdated" and body.get("status") not in ACTIVE_TOOL:
+                    pass  # a late tool result belongs to no new turn
+                else:
+                    turn = self._start_turn("Agent", acked=True)
+            if turn is not None:
+                if name in MESSAGE_KINDS:
+                    turn.messages[body["message_id"]] = None
+                elif name == "ToolUpdated":
+                    if body.get("status") in ACTIVE_TOOL:
+                        turn.tools[body["id"]] = None
+                    else:
+                        turn.tools.pop(body["id"], None)
+                elif name == "RequestOpened":
+                    if self._request_opened(turn, body):
+                        return
+        elif name == "MessageEnded" and turn is not None:
+            turn.messages.pop(kind[name]["message_id"], None)
+        self._send(kind, extensions, parent_tool_id)
+        if name == "RequestOpened":
+            self._refresh_status()
+        if turn is not None and turn.quiet_timer is not None:
+            self._arm_quiet(turn)
+
+    def _request_opened(self, turn: Turn, request: dict[str, Any]) -> bool:
+        """Track a request; return True when the engine answered it itself."""
+        if "Permission" in request:
+            body = request["Permission"]
+            mode = self.launch.permission_mode
+            tool_kind = body.get("tool", {}).get("kind")
+            if mode == "AutoApprove" or (mode == "AcceptEdits" and tool_kind in EDIT_KINDS):
+                options = body.get("options", [])
+                choice = "AllowOnce" if "AllowOnce" in options or not options else options[0]
+                self.driver.answer(request, {"Permission": choice})
+                return True
+            turn.requests[body["id"]] = request
+        elif "Question" in request:
+            turn.requests[request["Question"]["id"]] = request
+        return False
+
+    def end_turn(self, stop: Any, usage: dict[str, int] | None = None) -> None:
+        if self.state == "closed":
+            return
+        turn = self.turn
+        if turn is None:
+            if not self.late_end_warned:
+                self.late_end_warned = True
+                self._send({"Diagnostic": {"level": "Warning", "message": "late turn end with no turn running; ignored"}})
+            return
+        if not turn.acked:
+            return  # a stale end of the previous turn
+        self.late_end_warned = False
+        self._finish_turn(stop, usage)
+
+    def update(self, **info: Any) -> None:
+        changed = False
+        for key, value in info.items():
+            if key in self.info and key not in ("id", "agent", "status") and self.info[key] != value:
+                self.info[key] = value
+                changed = True
+        if changed:
+            self._session_updated()
+
+    def diagnostic(self, level: str, message: str) -> None:
+        if self.state != "closed":
+            self._send({"Diagnostic": {"level": level, "message": message}})
+
+    def fail(self, error: AgentError) -> None:
+        if self.state == "opening":
+            self._abort_open(error)
+            return
+        if self.state == "closed" or self.failed is not None:
+            return
+        self.failed = error
+        if self.turn is not None:
+            self._finish_turn({"Failed": {"message": error.message}}, None, start_next=False)
+        self._drop_queue()
+        self._refresh_status()
+        self.sink.session_error(self, error)
+        if self.state == "open":
+            self.state = "closing"
+            self._shutdown_driver()
+        elif self.driver_gone:
+            self._finalize()
+
+    def closed(self) -> None:
+        self.driver_gone = True
+        if self.state == "opening":
+            self._abort_open(AgentError.detail("SpawnFailed", "the agent exited during start-up"))
+            return
+        if self.state == "open":
+            # Gone without saying why: that is a process exit all the same.
+            self.fail(AgentError.process_exited(None, ""))
+            return
+        if self.state == "closing" and (self.failed is not None or self.close_waiters):
+            self._finalize()
+
+    # -- turns ------------------------------------------------------------------------
+
+    def _start_turn(self, origin: Any, acked: bool) -> Turn:
+        self.turn_counter += 1
+        turn = Turn(f"t{self.turn_counter}", origin, acked)
+        self.turn = turn
+        self._send({"TurnStarted": {"origin": origin}})
+        self._refresh_status()
+        deterministic = self.runtime.deterministic(self, origin)
+        if not deterministic:
+            turn.quiet_timer = self.loop.call_later(self._quiet_window(turn), lambda: None)
+            self._arm_quiet(turn)
+        return turn
+
+    def _quiet_window(self, turn: Turn) -> float:
+        return self.QUIET_AGENT if turn.origin == "Agent" else self.QUIET_PROMPTED
+
+    def _arm_quiet(self, turn: Turn) -> None:
+        if turn.quiet_timer is not None:
+            turn.quiet_timer.cancel()
+
+        def quiet() -> None:
+            if self.turn is turn and not turn.requests and not turn.tools:
+                self._finish_turn({"Completed": {"source": "Inferred"}}, None)
+            elif self.turn is turn:
+                self._arm_quiet(turn)
+
+        turn.quiet_timer = self.loop.call_later(self._quiet_window(turn), quiet)
+
+    def _begin_prompt(self, prompt: Prompt) -> None:
+        turn = self._start_turn({"Prompt": prompt.id}, acked=False)
+        self.driver.start_turn(turn.id, prompt.text, prompt.attachments)
+
+    def _finish_turn(self, stop: Any, usage: dict[str, int] | None, start_next: bool = True) -> None:
+        turn = self.turn
+        assert turn is not None
+        for timer in (turn.cancel_timer, turn.quiet_timer):
+            if timer is not None:
+                timer.cancel()
+        for request_id in list(turn.requests):
+            del turn.requests[request_id]
+            self._send({"RequestClosed": {"request_id": request_id}})
+        for message_id in turn.messages:
+            self._send({"MessageEnded": {"message_id": message_id}})
+        self._send({"TurnEnded": {"stop": stop, "background": list(turn.tools), "usage": usage}})
+        self.turn = None
+        steer, self.pending_steer = self.pending_steer, None
+        if steer is not None:
+            self.queue.appendleft(steer)
+            if steer.done is not None:
+                steer.done({"prompt_id": steer.id, "kind": {"Queued": {"position": 0}}}, None)
+                steer.done = None
+        if start_next and self.queue and self.state == "open":
+            self._begin_prompt(self.queue.popleft())
+        self._refresh_status()
+
+    def _drop_queue(self) -> None:
+        self.queue.clear()
+        steer, self.pending_steer = self.pending_steer, None
+        if steer is not None and steer.done is not None:
+            steer.done(None, AgentError.session_closed(self.id))
+
+    # -- commands ---------------------------------------------------------------------
+
+    def prompt(self, text: str, attachments: list[str], done: Done) -> None:
+        prompt = Prompt(self.runtime.next_prompt_id(), text, attachments, None)
+        turn = self.turn
+        if turn is None and not self.queue:
+            # The reply goes out before the turn's first event, as for open.
+            done({"prompt_id": prompt.id, "kind": {"Started": {"turn_id": f"t{self.turn_counter + 1}"}}}, None)
+            self._begin_prompt(prompt)
+            return
+        if turn is not None and "Steer" in self.features and self.pending_steer is None:
+            prompt.done = done
+            self.pending_steer = prompt
+
+            def steered(accepted: bool) -> None:
+                if self.pending_steer is not prompt:
+                    return  # the turn ended first; it was queued at the head then
+                self.pending_steer = None
+                prompt.done = None
+                if accepted and self.turn is not None:
+                    done({"prompt_id": prompt.id, "kind": {"Steered": {"turn_id": self.turn.id}}}, None)
+                else:
+                    self.queue.appendleft(prompt)
+                    done({"prompt_id": prompt.id, "kind": {"Queued": {"position": 0}}}, None)
+                    self._refresh_status()
+
+            self.driver.steer(text, attachments, steered)
+            return
+        self.queue.append(prompt)
+        done({"prompt_id": prompt.id, "kind": {"Queued": {"position": len(self.queue) - 1}}}, None)
+        self._refresh_status()
+
+    def dequeue(self, prompt_id: str, done: Done) -> None:
+        for prompt in self.queue:
+            if prompt.id == prompt_id:
+                self.queue.remove(prompt)
+                done(None, None)
+                self._refresh_status()
+                return
+        done(None, AgentError.detail("InvalidRequest", f"no queued prompt {prompt_id}"))
+
+    def cancel(self, clear_queue: bool, turn_id: str | None, done: Done) -> None:
+        turn = self.turn
+        if turn_id is not None and (turn is None or turn.id != turn_id):
+            done(None, None)
+            return
+        if clear_queue:
+            self.queue.clear()
+        if turn is not None:
+            for request_id in list(turn.requests):
+                del turn.requests[request_id]
+                self._send({"RequestClosed": {"request_id": request_id}})
+            self.driver.cancel()
+            if turn.cancel_timer is None:
+                turn.cancel_timer = self.loop.call_later(self.CANCEL_GRACE, lambda: self._cancel_expired(turn))
+        self._refresh_status()
+        done(None, None)
+
+    def _cancel_expired(self, turn: Turn) -> None:
+        if self.turn is turn:
+            self.diagnostic("Warning", f"the agent did not end the turn within {self.CANCEL_GRACE:g} s of cancel")
+            self._finish_turn("Cancelled", None)
+
+    def answer(self, request_id: str, answer: Any, done: Done) -> None:
+        turn = self.turn
+        request = turn.requests.get(request_id) if turn is not None else None
+        if request is None:
+            done(None, AgentError.detail("InvalidRequest", f"no open request {request_id}"))
+            return
+        problem = check_answer(request, answer)
+        if problem is not None:
+            done(None, AgentError.detail("InvalidRequest", f"{request_id}: {problem}"))
+            return
+        assert turn is not None
+        del turn.requests[request_id]
+        self.driver.answer(request, answer)
+        self._send({"RequestClosed": {"request_id": request_id}})
+        self._refresh_status()
+        done(None, None)
+
+    def configure(self, option_id: str, value: Any, done: Done) -> None:
+        option = next((o for o in self.info["details"]["config_options"] if o.get("id") == option_id), None)
+        if option is None:
+            done(None, AgentError.detail("InvalidConfiguration", f"{option_id}: the agent does not offer it"))
+            return
+        if not option.get("live"):
+            done(None, AgentError.detail("InvalidConfiguration", f"{option_id}: cannot change during a session"))
+            return
+        problem = self.driver.validate_config(option, value)
+        if problem is not None:
+            done(None, AgentError.detail("InvalidConfiguration", f"{option_id}: {problem}"))
+            return
+
+        def configured(error: AgentError | None) -> None:
+            if error is not None:
+                done(None, error)
+                return
+            current = next((o for o in self.info["details"]["config_options"] if o.get("id") == option_id), None)
+            if current is not None:
+                current["current"] = value
+            self.info["configuration"]["options"][option_id] = value
+            self._session_updated()
+            done(None, None)
+
+        self.driver.configure(option_id, value, configured)
+
+    def rollback(self, turns: int, scope: str, done: Done) -> None:
+        if "Rollback" not in self.features:
+            done(None, AgentError.detail("UnsupportedFeature", "rollback"))
+            return
+        if scope == "ConversationAndFiles" and "RollbackFiles" not in self.features:
+            done(None, AgentError.detail("UnsupportedFeature", "file rollback"))
+            return
+        if self.turn is not None or self.queue:
+            done(None, AgentError.detail("SessionBusy", "rollback needs an idle session"))
+            return
+
+        def rolled(error: AgentError | None, refusal: str | None) -> None:
+            if error is not None:
+                done(None, error)
+            elif refusal is not None:
+                self.diagnostic("Warning", f"rollback refused: {refusal}")
+                done(None, None)
+            else:
+                self._session_updated()
+                done(None, None)
+
+        self.driver.rollback(turns, scope, rolled)
+
+    def compact(self, done: Done) -> None:
+        if "Compact" not in self.features:
+            done(None, AgentError.detail("UnsupportedFeature", "compact"))
+            return
+        if self.turn is not None or self.queue:
+            done(None, AgentError.detail("SessionBusy", "compact needs an idle session"))
+            return
+        self._start_turn("Agent", acked=True)
+        self.driver.compact()
+        done(None, None)
+
+    def close(self, done: Done) -> None:
+        if self.state == "closed":
+            done(None, AgentError.session_closed(self.id))
+            return
+        self.close_waiters.append(done)
+        if self.state == "closing":
+            if self.failed is None and self.driver_gone:
+                self._finalize()
+            return
+        self.state = "closing"
+        self._drop_queue()
+        if self.driver_gone:
+            self._finalize()
+        else:
+            self._shutdown_driver()
+
+    def _shutdown_driver(self) -> None:
+        if self.driver_gone:
+            self._finalize()
+            return
+        self.driver.close()
+        self.close_timers.append(self.loop.call_later(self.CLOSE_GRACE, self._close_expired))
+
+    def _close_expired(self) -> None:
+        if self.driver_gone or self.state == "closed":
+            return
+        log(f"{self.id}: the agent did not close within {self.CLOSE_GRACE:g} s; killing it")
+        self.driver.kill()
+        self.close_timers.append(self.loop.call_later(self.KILL_GRACE, self._finalize))
+
+    def _finalize(self) -> None:
+        if self.state == "closed":
+            return
+        for timer in self.close_timers:
+            timer.cancel()
+        if self.turn is not None:
+            self._finish_turn("Cancelled", None, start_next=False)
+        self.queue.clear()
+        self._refresh_status()
+        if self.stall_timer is not None:
+            self.stall_timer.cancel()
+        self.state = "closed"
+        self.runtime._forget(self)
+        self.sink.session_closed(self)
+        waiters, self.close_waiters = self.close_waiters, []
+        for done in waiters:
+            done(None, None)
+
+    def abandon(self) -> None:
+        """EOF of the owning frontend: close now, whatever state the session is in."""
+        if self.state == "opening":
+            sink = self.sink
+            error = AgentError.detail(
+                "SessionClosed", self.id, "the app's input ended while the session was opening"
+            )
+            self._abort_open(error)
+            sink.session_closed(self)
+            return
+        if self.state == "open":
+            self.close(lambda _ok, _err: None)
+
+
+def check_answer(request: dict[str, Any], answer: Any) -> str | None:
+    """Why ``answer`` does not fit ``request`` (a RequestOpened payload), or None."""
+    if answer == "Cancel":
+        return None
+    if "Permission" in request:
+        options = request["Permission"].get("options", [])
+        if "Permission" in answer:
+            if answer["Permission"] not in options:
+                return f"{answer['Permission']} is not offered (offered: {', '.join(options)})"
+            return None
+        if "Deny" in answer:
+            if not any(o.startswith("Deny") for o in options):
+                return "denying is not offered"
+            return None
+        return "a permission request takes a Permission, Deny or Cancel answer"
+    questions = request["Question"]["questions"]
+    if "Question" not in answer:
+        return "a question request takes a Question or Cancel answer"
+    entries = answer["Question"]
+    if len(entries) != len(questions):
+        return f"expected {len(questions)} answers, one per question, got {len(entries)}"
+    for question, entry in zip(questions, entries):
+        qid = question.get("id")
+        if "Choices" in entry:
+            offered = {c.get("id") for c in question.get("choices", [])}
+            picked = entry["Choices"]
+            if not picked:
+                return f"{qid}: pick at least one choice"
+            if len(picked) > 1 and not question.get("multi_select"):
+                return f"{qid}: only one choice is allowed"
+            unknown = [c for c in picked if c not in offered]
+            if unknown:
+                return f"{qid}: unknown choice {unknown[0]}"
+        elif "Text" in entry and not question.get("allows_free_text"):
+            return f"{qid}: free text is not allowed"
+    return None
+
+
+class _Collector:
+    """The sink of throwaway sessions (probe, generate): keeps text, drops the rest."""
+
+    def __init__(self, on_event: Callable[[Session, dict[str, Any]], None] | None = None) -> None:
+        self.text: list[str] = []
+        self.messages: list[str] = []
+        self.ended: Any = None
+        self.error: AgentError | None = None
+        self.closed = False
+        self.on_event = on_event
+        self.on_turn_end: Callable[[], None] | None = None
+        self.on_closed: Callable[[], None] | None = None
+
+    def event(self, session: Session, event: dict[str, Any]) -> None:
+        session.delivered(1)
+        if self.on_event is not None:
+            self.on_event(session, event)
+        kind = event["kind"]
+        if isinstance(kind, dict):
+            if "TextDelta" in kind:
+                body = kind["TextDelta"]
+                if body["message_id"] not in self.messages:
+                    self.messages.append(body["message_id"])
+                    self.text.append("")
+                self.text[self.messages.index(body["message_id"])] += body["text"]
+            elif "TurnEnded" in kind:
+                self.ended = kind["TurnEnded"]["stop"]
+                if self.on_turn_end is not None:
+                    self.on_turn_end()
+
+    def session_error(self, session: Session, error: AgentError) -> None:
+        self.error = error
+
+    def session_closed(self, session: Session) -> None:
+        self.closed = True
+        if self.on_closed is not None:
+            self.on_closed()
+
+
+class Runtime:
+    """Every session of one sidecar process, shared by all of its frontends."""
+
+    def __init__(
+        self,
+        loop: Loop,
+        *,
+        mock_script: dict[str, Any] | None = None,
+        stall_timeout: float = 60.0,
+    ) -> None:
+        self.loop = loop
+        self.mock_script = mock_script
+        self.stall_timeout = stall_timeout
+        self.sessions: dict[str, Session] = {}
+        self.closed_ids: set[str] = set()
+        self._session_ids = itertools.count(1)
+        self._prompt_ids = itertools.count(1)
+
+    def next_prompt_id(self) -> str:
+        return f"p{next(self._prompt_ids)}"
+
+    def deterministic(self, session: Session, origin: Any) -> bool:
+        check = getattr(session.driver, "deterministic", None)
+        return True if check is None else bool(check(origin))
+
+    def _forget(self, session: Session) -> None:
+        if self.sessions.pop(session.id, None) is not None:
+            self.closed_ids.add(session.id)
+
+    # -- launch -----------------------------------------------------------------------
+
+    def _launch(self, args: dict[str, Any], throwaway: bool = False) -> tuple[Any, Launch]:
+        spec, installation = catalog.resolve_ref(args["agent"])
+        directory = args.get("dir") or tempfile.gettempdir()
+        if not os.path.isdir(directory):
+            raise AgentError.detail("InvalidConfiguration", f"dir is not a directory: {directory}")
+        launch = Launch(
+            agent_id=installation["id"],
+            installation=installation,
+            executable=installation["executable_path"],
+            dir=os.path.abspath(directory),
+            resume=args.get("resume"),
+            fork=args.get("fork"),
+            fork_at=args.get("fork_at"),
+            permission_mode=args.get("permission_mode") or "Ask",
+            mcp_servers=list(args.get("mcp_servers") or []),
+            configure=dict(args.get("configure") or {}),
+            instructions=args.get("instructions"),
+            output_schema=args.get("output_schema"),
+            env=dict(args.get("env") or {}),
+            args=list(args.get("args") or []),
+            config_home=args.get("config_home"),
+            record_wire=args.get("record_wire"),
+            throwaway=throwaway,
+            acp_args=list(installation.get("acp_args") or []),
+        )
+        return spec, launch
+
+    def open(self, args: dict[str, Any], sink: Sink, done: Done, throwaway: bool = False) -> Session | None:
+        try:
+            spec, launch = self._launch(args, throwaway)
+            launch.tools_disabled = bool(args.get("_tools_disabled"))
+            driver_class = spec.driver_class()
+        except AgentError as error:
+            done(None, error)
+            return None
+        session = Session(self, f"s{next(self._session_ids)}", launch, sink)
+        session.open_done = done
+        self.sessions[session.id] = session
+        try:
+            session.driver = driver_class(session, launch)
+            session.driver.open()
+        except AgentError as error:
+            session.driver_gone = True
+            session.open_failed(error)
+        except OSError as error:
+            session.driver_gone = True
+            session.open_failed(AgentError.detail("SpawnFailed", str(error)))
+        return session
+
+    # -- runtime commands -------------------------------------------------------------
+
+    def discover(self, done: Done) -> None:
+        agents = [catalog.installation(catalog.MOCK, "mock", "Pinned")]
+        agents[0]["version"] = "mock"
+        report: dict[str, Any] = {"agents": agents, "missing": [], "diagnostics": []}
+        if self.mock_script is not None:
+            done(report, None)
+            return
+        pending: list[dict[str, Any]] = []
+        for spec in catalog.CATALOG:
+            found = catalog.locate(spec)
+            if isinstance(found, list):
+                report["missing"].append(catalog.missing(spec, found))
+                continue
+            entry = catalog.installation(spec, *found)
+            entry["version"] = None
+            agents.append(entry)
+            pending.append(entry)
+        if not pending:
+            done(report, None)
+            return
+        remaining = [len(pending)]
+        versions: dict[str, str | None] = {}
+
+        def finish(entry: dict[str, Any], code: int | None, out: str, err: str) -> None:
+            text = (out.strip() or err.strip()).splitlines()
+            entry["version"] = text[0].strip() if code == 0 and text else None
+            if code != 0:
+                report["diagnostics"].append(
+                    {"level": "Warning", "message": f"{entry['id']}: `{entry['executable_path']} --version` failed"}
+                )
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                done(report, None)
+
+        for entry in pending:
+            spec = catalog.spec_for(entry["id"])
+            assert spec is not None
+            path = entry["executable_path"]
+            key = path
+            if key in versions:
+                continue
+            run_capture(
+                self.loop,
+                [path, *spec.version_args],
+                lambda code, out, err, entry=entry: finish(entry, code, out, err),
+                timeout=10.0,
+            )
+
+    def probe(self, args: dict[str, Any], done: Done) -> None:
+        if args.get("resume") or args.get("fork"):
+            done(None, AgentError.detail("InvalidConfiguration", "probe does not take resume or fork"))
+            return
+        collector = _Collector()
+
+        def opened(info: Any, error: AgentError | None) -> None:
+            if error is not None:
+                done(None, error)
+                return
+            details = info["details"]
+            collector.on_closed = lambda: done(details, None)
+            session.close(lambda _ok, _err: None)
+
+        session = self.open(args, collector, opened, throwaway=True)  # type: ignore[assignment]
+
+    def plan_usage(self, args: dict[str, Any], done: Done) -> None:
+        if args.get("resume") or args.get("fork"):
+            done(None, AgentError.detail("InvalidConfiguration", "plan_usage does not take resume or fork"))
+            return
+        try:
+            spec, launch = self._launch(args, throwaway=True)
+            driver_class = spec.driver_class()
+        except AgentError as error:
+            done(None, error)
+            return
+        hook = getattr(driver_class, "plan_usage", None)
+        if hook is None:
+            done(None, AgentError.detail("UnsupportedFeature", "plan usage"))
+            return
+        hook(self, launch, done)
+
+    def generate(
+        self,
+        args: dict[str, Any],
+        done: Done,
+        on_event: Callable[[Session, dict[str, Any]], None] | None = None,
+    ) -> None:
+        collector = _Collector(on_event)
+        outcome: list[Any] = []
+        schema = args.get("output_schema")
+
+        def finish(value: Any, error: AgentError | None) -> None:
+            if outcome:
+                return
+            outcome.append((value, error))
+            if session is not None and session.state != "closed":
+                collector.on_closed = lambda: done(value, error)
+                session.close(lambda _ok, _err: None)
+            else:
+                done(value, error)
+
+        def watch(name: str, body: Any) -> None:
+            if name == "ToolUpdated" or (name == "RequestOpened" and "Permission" in body):
+                finish(None, AgentError.detail("ProtocolFailed", "the agent tried to use a tool during generate"))
+
+        def turn_ended() -> None:
+            stop = collector.ended
+            text = "".join(collector.text)
+            if isinstance(stop, dict) and "Completed" in stop:
+                if schema is not None:
+                    problems = _check_output(text, schema)
+                    if problems:
+                        finish(None, AgentError.detail("ProtocolFailed", "the answer does not match output_schema: " + "; ".join(problems[:5])))
+                        return
+                finish(text, None)
+            elif isinstance(stop, dict) and "Failed" in stop:
+                finish(None, collector.error or AgentError.detail("ProtocolFailed", stop["Failed"]["message"]))
+            else:
+                finish(None, AgentError.detail("ProtocolFailed", f"the turn ended {json.dumps(stop)}"))
+
+        def closed_early() -> None:
+            finish(None, collector.error or AgentError.detail("ProtocolFailed", "the session closed before the answer"))
+
+        def opened(info: Any, error: AgentError | None) -> None:
+            if error is not None:
+                finish(None, error)
+                return
+            if "Permissions" not in info["details"]["capabilities"]["features"] and not getattr(
+                session.driver, "tools_disabled", False
+            ):
+                finish(None, AgentError.detail("UnsupportedFeature", "generate needs an agent whose tool use can be refused"))
+                return
+            collector.on_turn_end = turn_ended
+            collector.on_closed = closed_early
+            session.prompt(args["prompt"], list(args.get("attachments") or []), lambda _d, _e: None)
+
+        session: Session | None = None
+        session = self.open({**args, "_tools_disabled": True}, collector, opened, throwaway=True)
+        if session is not None:
+            session.watcher = watch
+
+    def close_all(self, sessions: list[Session] | None = None) -> None:
+        for session in list(self.sessions.values() if sessions is None else sessions):
+            session.abandon()
+
+    # -- the one dispatcher every framing and transport calls -------------------------
+
+    def execute(self, name: str, args: dict[str, Any], sink: Sink, scope: "Scope", done: Done) -> None:
+        """Run one validated command (see wire.COMMANDS) for a frontend."""
+        if name == "discover":
+            self.discover(done)
+        elif name == "open":
+            opening: list[Session] = []
+
+            def opened(value: Any, error: AgentError | None) -> None:
+                if error is not None and opening:
+                    scope.discard(opening[0])
+                done(value, error)
+
+            session = self.open(args, sink, opened)
+            if session is not None and session.state != "closed":
+                opening.append(session)
+                scope.add(session)
+        elif name == "probe":
+            self.probe(args, done)
+        elif name == "plan_usage":
+            self.plan_usage(args, done)
+        elif name == "generate":
+            self.generate(args, done, getattr(sink, "generate_event", None))
+        else:
+            try:
+                session = scope.lookup(args["session"])
+            except AgentError as error:
+                done(None, error)
+                return
+            if session.state != "open":
+                done(None, AgentError.session_closed(session.id))
+            elif name == "prompt":
+                session.prompt(args["text"], list(args.get("attachments") or []), done)
+            elif name == "answer":
+                session.answer(args["request"], args["answer"], done)
+            elif name == "configure":
+                session.configure(args["option"], args["value"], done)
+            elif name == "cancel":
+                session.cancel(bool(args.get("clear_queue")), args.get("turn"), done)
+            elif name == "rollback":
+                session.rollback(args["turns"], args["scope"], done)
+            elif name == "dequeue":
+                session.dequeue(args["prompt"], done)
+            elif name == "compact":
+                session.compact(done)
+            elif name == "close":
+                session.close(done)
+            elif name == "info":
+                done(session.snapshot(), None)
+            else:
+                done(None, AgentError.detail("InvalidRequest", f"unknown command {name}"))
+
+
+class Scope:
+    """The sessions one frontend may touch: its own (a connection), or all (HTTP)."""
+
+    def __init__(self, runtime: Runtime, shared: bool = False) -> None:
+        self.runtime = runtime
+        self.shared = shared
+        self.live: dict[str, Session] = {}
+        self.closed: set[str] = set()
+
+    def add(self, session: Session) -> None:
+        self.live[session.id] = session
+
+    def discard(self, session: Session) -> None:
+        if self.live.pop(session.id, None) is not None:
+            self.closed.add(session.id)
+
+    def lookup(self, session_id: str) -> Session:
+        live = self.runtime.sessions if self.shared else self.live
+        session = live.get(session_id)
+        if session is not None:
+            return session
+        closed = self.runtime.closed_ids if self.shared else self.closed
+        if session_id in closed:
+            raise AgentError.session_closed(session_id)
+        raise AgentError.unknown_session(session_id)
+
+
+def _check_output(text: str, schema: Any) -> list[str]:
+    body = text.strip()
+    if body.startswith("```"):
+        body = body.split("\n", 1)[1] if "\n" in body else ""
+        body = body.rsplit("```", 1)[0]
+    try:
+        value = json.loads(body)
+    except json.JSONDecodeError as exc:
+        return [f"not JSON: {exc.msg}"]
+    return validate_json(value, schema)

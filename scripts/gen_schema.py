@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Regenerate agentproto/schema.json from anyagent's reference schema plus our additions.
+
+agentproto's schema must accept every shape of the reference (fixtures/anyagent-schema.json)
+and add only optional members, new variants and new entry points. This script makes that
+rule mechanical: it starts from the reference and applies the additive edits below.
+tests/test_schema.py checks that the committed file is what this script produces.
+
+    python scripts/gen_schema.py          # rewrite agentproto/schema.json
+    python scripts/gen_schema.py --check  # exit 1 if the committed file is stale
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "fixtures" / "anyagent-schema.json"
+TARGET = ROOT / "agentproto" / "schema.json"
+EXTRA = ROOT / "agentproto" / "schema_ops.json"
+
+
+def _variant(name: str, props: dict, required: list[str], description: str) -> dict:
+    return {
+        "description": description,
+        "type": "object",
+        "properties": {name: {"type": "object", "properties": props, "required": required}},
+        "required": [name],
+        "additionalProperties": False,
+    }
+
+
+def build() -> dict:
+    ref = json.loads(REFERENCE.read_text(encoding="utf-8"))
+    schema = copy.deepcopy(ref)
+    schema["title"] = "agentproto"
+    schema["description"] = (
+        "Every line agentproto reads and writes. Derived from anyagent's protocol 1 reference "
+        "schema by additive edits only (scripts/gen_schema.py)."
+    )
+    d = schema["definitions"]
+
+    # Hello: agentproto names itself; `anyagent` stays for anyagent's clients.
+    d["Hello"]["properties"]["agentproto"] = {"type": "string", "description": "agentproto's version."}
+
+    # Frame: output_schema on every command that takes the session options.
+    for variant in d["Frame"]["oneOf"]:
+        props = variant["properties"]
+        if "agent" in props:
+            props["output_schema"] = {
+                "description": "generate: a JSON Schema the answer must validate against.",
+                "type": ["object", "boolean", "null"],
+            }
+
+    # Answer: deny with a reason, and withdraw.
+    d["Answer"]["oneOf"] += [
+        {
+            "description": "Deny once, telling the agent why.",
+            "type": "object",
+            "properties": {
+                "Deny": {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}
+            },
+            "required": ["Deny"],
+            "additionalProperties": False,
+        },
+        {"description": "Withdraw the request.", "type": "string", "const": "Cancel"},
+    ]
+
+    # Newer event kinds (additive variants).
+    d["EventKind"]["oneOf"] += [
+        _variant(
+            "ToolProgress",
+            {
+                "tool_id": {"type": "string"},
+                "message": {"type": "string"},
+                "elapsed_ms": {"type": ["integer", "null"], "minimum": 0},
+            },
+            ["tool_id", "message"],
+            "Progress of a running tool.",
+        ),
+        _variant(
+            "TurnDiff",
+            {"unified": {"type": "string"}},
+            ["unified"],
+            "The turn's cumulative file changes as a unified diff.",
+        ),
+        _variant(
+            "ModelRerouted",
+            {"from": {"type": "string"}, "to": {"type": "string"}, "reason": {"type": ["string", "null"]}},
+            ["from", "to"],
+            "The provider served the turn with another model.",
+        ),
+    ]
+
+    # ToolUpdate: subagent facts.
+    d["ToolUpdate"]["properties"]["subagent"] = {
+        "description": "For Subagent tools: who runs it and how far it got.",
+        "type": ["object", "null"],
+        "properties": {
+            "role": {"type": ["string", "null"]},
+            "model": {"type": ["string", "null"]},
+            "summary": {"type": ["string", "null"]},
+            "tokens": {"type": ["integer", "null"], "minimum": 0},
+        },
+    }
+
+    # AgentInstallation: the version `discover` read from the executable.
+    d["AgentInstallation"]["properties"]["version"] = {
+        "description": "What the executable's --version printed (first line), when it could be read.",
+        "type": ["string", "null"],
+    }
+
+    # Entry points and types of the other framings (ops, JSON-RPC, MCP), when present.
+    if EXTRA.exists():
+        extra = json.loads(EXTRA.read_text(encoding="utf-8"))
+        for name, definition in extra.get("definitions", {}).items():
+            if name in d:
+                raise SystemExit(f"schema_ops.json redefines {name}")
+            d[name] = definition
+        for name, prop in extra.get("properties", {}).items():
+            schema["properties"][name] = prop
+    return schema
+
+
+def render() -> str:
+    return json.dumps(build(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main() -> int:
+    text = render()
+    if "--check" in sys.argv[1:]:
+        current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
+        if current != text:
+            print("agentproto/schema.json is stale: run python scripts/gen_schema.py", file=sys.stderr)
+            return 1
+        return 0
+    TARGET.write_text(text, encoding="utf-8")
+    print(f"wrote {TARGET.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
