@@ -863,9 +863,10 @@ class Runtime:
                 return
             details = info["details"]
             collector.on_closed = lambda: done(details, None)
-            session.close(lambda _ok, _err: None)
+            # open() may answer synchronously, before ``session`` is bound: close next tick.
+            self.loop.call_soon(lambda: session.close(lambda _ok, _err: None))
 
-        session = self.open(args, collector, opened, throwaway=True)  # type: ignore[assignment]
+        session = self.open(args, collector, opened, throwaway=True)
 
     def plan_usage(self, args: dict[str, Any], done: Done) -> None:
         if args.get("resume") or args.get("fork"):
@@ -928,6 +929,13 @@ class Runtime:
         def opened(info: Any, error: AgentError | None) -> None:
             if error is not None:
                 finish(None, error)
+                return
+            # open() may answer synchronously, before ``session`` is bound: start next tick.
+            self.loop.call_soon(lambda: start(info))
+
+        def start(info: Any) -> None:
+            assert session is not None
+            if outcome or session.state != "open":
                 return
             if "Permissions" not in info["details"]["capabilities"]["features"] and not getattr(
                 session.driver, "tools_disabled", False
