@@ -122,6 +122,7 @@ class Session:
         self.sequence = 0
         self.turn: Turn | None = None
         self.turn_counter = 0
+        self.prompt_counter = 0
         self.queue: deque[Prompt] = deque()
         self.pending_steer: Prompt | None = None
         self.late_end_warned = False
@@ -138,6 +139,7 @@ class Session:
         #: generate: called with each content kind, may veto tool use.
         self.watcher: Callable[[str, Any], None] | None = None
         self.driver: Driver = None  # type: ignore[assignment]
+        self.scopes: list[Scope] = []
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -258,10 +260,16 @@ class Session:
         self.runtime._forget(self)
         done, self.open_done = self.open_done, None
         self.held = None
-        if not self.driver_gone:
+        if not self.driver_gone and self.driver is not None:
             self.driver.kill()
         if done is not None:
             done(None, error)
+        self._leave_scopes()
+
+    def _leave_scopes(self) -> None:
+        scopes, self.scopes = self.scopes, []
+        for scope in scopes:
+            scope.discard(self)
 
     def turn_acknowledged(self) -> None:
         if self.turn is not None:
@@ -316,7 +324,9 @@ class Session:
             if mode == "AutoApprove" or (mode == "AcceptEdits" and tool_kind in EDIT_KINDS):
                 options = body.get("options", [])
                 choice = "AllowOnce" if "AllowOnce" in options or not options else options[0]
-                self.driver.answer(request, {"Permission": choice})
+                # After the driver's current step: an agent cannot take an answer to a
+                # request it is still in the middle of reporting.
+                self.loop.call_soon(lambda: self.driver_gone or self.driver.answer(request, {"Permission": choice}))
                 return True
             turn.requests[body["id"]] = request
         elif "Question" in request:
@@ -358,7 +368,8 @@ class Session:
             return
         self.failed = error
         if self.turn is not None:
-            self._finish_turn({"Failed": {"message": error.message}}, None, start_next=False)
+            message = "agent exited during the turn" if error.kind == "ProcessExited" else error.message
+            self._finish_turn({"Failed": {"message": message}}, None, start_next=False)
         self._drop_queue()
         self._refresh_status()
         self.sink.session_error(self, error)
@@ -445,7 +456,8 @@ class Session:
     # -- commands ---------------------------------------------------------------------
 
     def prompt(self, text: str, attachments: list[str], done: Done) -> None:
-        prompt = Prompt(self.runtime.next_prompt_id(), text, attachments, None)
+        self.prompt_counter += 1
+        prompt = Prompt(f"p{self.prompt_counter}", text, attachments, None)
         turn = self.turn
         if turn is None and not self.queue:
             # The reply goes out before the turn's first event, as for open.
@@ -563,8 +575,7 @@ class Session:
             if error is not None:
                 done(None, error)
             elif refusal is not None:
-                self.diagnostic("Warning", f"rollback refused: {refusal}")
-                done(None, None)
+                done(None, AgentError.detail("InvalidRequest", refusal))
             else:
                 self._session_updated()
                 done(None, None)
@@ -629,16 +640,20 @@ class Session:
         waiters, self.close_waiters = self.close_waiters, []
         for done in waiters:
             done(None, None)
+        self._leave_scopes()
 
     def abandon(self) -> None:
         """EOF of the owning frontend: close now, whatever state the session is in."""
         if self.state == "opening":
-            sink = self.sink
+            scopes, self.scopes = self.scopes, []
             error = AgentError.detail(
                 "SessionClosed", self.id, "the app's input ended while the session was opening"
             )
             self._abort_open(error)
-            sink.session_closed(self)
+            if not self.launch.throwaway:
+                self.sink.session_closed(self)
+            self.scopes = scopes
+            self._leave_scopes()
             return
         if self.state == "open":
             self.close(lambda _ok, _err: None)
@@ -737,10 +752,6 @@ class Runtime:
         self.sessions: dict[str, Session] = {}
         self.closed_ids: set[str] = set()
         self._session_ids = itertools.count(1)
-        self._prompt_ids = itertools.count(1)
-
-    def next_prompt_id(self) -> str:
-        return f"p{next(self._prompt_ids)}"
 
     def deterministic(self, session: Session, origin: Any) -> bool:
         check = getattr(session.driver, "deterministic", None)
@@ -851,10 +862,10 @@ class Runtime:
                 timeout=10.0,
             )
 
-    def probe(self, args: dict[str, Any], done: Done) -> None:
+    def probe(self, args: dict[str, Any], done: Done) -> Session | None:
         if args.get("resume") or args.get("fork"):
             done(None, AgentError.detail("InvalidConfiguration", "probe does not take resume or fork"))
-            return
+            return None
         collector = _Collector()
 
         def opened(info: Any, error: AgentError | None) -> None:
@@ -867,6 +878,7 @@ class Runtime:
             self.loop.call_soon(lambda: session.close(lambda _ok, _err: None))
 
         session = self.open(args, collector, opened, throwaway=True)
+        return session
 
     def plan_usage(self, args: dict[str, Any], done: Done) -> None:
         if args.get("resume") or args.get("fork"):
@@ -889,7 +901,10 @@ class Runtime:
         args: dict[str, Any],
         done: Done,
         on_event: Callable[[Session, dict[str, Any]], None] | None = None,
-    ) -> None:
+    ) -> Session | None:
+        if args.get("resume") or args.get("fork"):
+            done(None, AgentError.detail("InvalidConfiguration", "generate requires a new session"))
+            return None
         collector = _Collector(on_event)
         outcome: list[Any] = []
         schema = args.get("output_schema")
@@ -905,8 +920,28 @@ class Runtime:
                 done(value, error)
 
         def watch(name: str, body: Any) -> None:
-            if name == "ToolUpdated" or (name == "RequestOpened" and "Permission" in body):
+            # generate is hands-off: permissions are declined, free-text questions get blank
+            # answers, and anything that needs a person or runs a tool fails it.
+            if name == "ToolUpdated":
                 finish(None, AgentError.detail("ProtocolFailed", "the agent tried to use a tool during generate"))
+            elif name == "RequestOpened":
+                self.loop.call_soon(lambda: decline(body))
+
+        def decline(request: dict[str, Any]) -> None:
+            if outcome or session is None or session.state != "open":
+                return
+            if "Permission" in request:
+                body = request["Permission"]
+                choice = next((c for c in ("DenyOnce", "DenyAlways") if c in body.get("options", [])), None)
+                answer: Any = {"Permission": choice} if choice else "Cancel"
+                session.answer(body["id"], answer, lambda _v, _e: None)
+                return
+            questions = request["Question"]["questions"]
+            if all(q.get("allows_free_text") for q in questions):
+                answer = {"Question": [{"Text": ""} for _ in questions]}
+                session.answer(request["Question"]["id"], answer, lambda _v, _e: None)
+            else:
+                finish(None, AgentError.detail("ProtocolFailed", "the agent asked a question during generate"))
 
         def turn_ended() -> None:
             stop = collector.ended
@@ -947,9 +982,12 @@ class Runtime:
             session.prompt(args["prompt"], list(args.get("attachments") or []), lambda _d, _e: None)
 
         session: Session | None = None
-        session = self.open({**args, "_tools_disabled": True}, collector, opened, throwaway=True)
+        # Hands-off whatever the app asked: every request reaches the watcher, which declines.
+        launch_args = {**args, "_tools_disabled": True, "permission_mode": "Ask"}
+        session = self.open(launch_args, collector, opened, throwaway=True)
         if session is not None:
             session.watcher = watch
+        return session
 
     def close_all(self, sessions: list[Session] | None = None) -> None:
         for session in list(self.sessions.values() if sessions is None else sessions):
@@ -965,8 +1003,6 @@ class Runtime:
             opening: list[Session] = []
 
             def opened(value: Any, error: AgentError | None) -> None:
-                if error is not None and opening:
-                    scope.discard(opening[0])
                 done(value, error)
 
             session = self.open(args, sink, opened)
@@ -974,11 +1010,15 @@ class Runtime:
                 opening.append(session)
                 scope.add(session)
         elif name == "probe":
-            self.probe(args, done)
+            session = self.probe(args, done)
+            if session is not None and session.state != "closed":
+                scope.add(session, visible=False)
         elif name == "plan_usage":
             self.plan_usage(args, done)
         elif name == "generate":
-            self.generate(args, done, getattr(sink, "generate_event", None))
+            session = self.generate(args, done, getattr(sink, "generate_event", None))
+            if session is not None and session.state != "closed":
+                scope.add(session, visible=False)
         else:
             try:
                 session = scope.lookup(args["session"])
@@ -1010,20 +1050,35 @@ class Runtime:
 
 
 class Scope:
-    """The sessions one frontend may touch: its own (a connection), or all (HTTP)."""
+    """The sessions one frontend may touch: its own (a connection), or all (HTTP).
+
+    It also holds the frontend's throwaway sessions (probe, generate), which no command
+    can name but which must close with the frontend all the same.
+    """
 
     def __init__(self, runtime: Runtime, shared: bool = False) -> None:
         self.runtime = runtime
         self.shared = shared
         self.live: dict[str, Session] = {}
+        self.hidden: dict[str, Session] = {}
         self.closed: set[str] = set()
+        #: Called when the last session of this scope has closed.
+        self.on_empty: Callable[[], None] | None = None
 
-    def add(self, session: Session) -> None:
-        self.live[session.id] = session
+    def add(self, session: Session, visible: bool = True) -> None:
+        (self.live if visible else self.hidden)[session.id] = session
+        session.scopes.append(self)
 
     def discard(self, session: Session) -> None:
         if self.live.pop(session.id, None) is not None:
             self.closed.add(session.id)
+        elif self.hidden.pop(session.id, None) is None:
+            return
+        if self.on_empty is not None and not self.live and not self.hidden:
+            self.on_empty()
+
+    def sessions(self) -> list[Session]:
+        return [*self.live.values(), *self.hidden.values()]
 
     def lookup(self, session_id: str) -> Session:
         live = self.runtime.sessions if self.shared else self.live

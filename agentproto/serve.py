@@ -175,6 +175,7 @@ class P1Connection:
         self.max_line = max_line
         self.framer = LineFramer(max_line)
         self.scope = Scope(runtime)
+        self.scope.on_empty = self._maybe_finished
         self.eof = False
         self.finished = False
         self.reading = False
@@ -245,11 +246,11 @@ class P1Connection:
         self.eof = True
         self._read_off()
         self.loop.forget(self.in_fd)
-        self.runtime.close_all(list(self.scope.live.values()))
+        self.runtime.close_all(self.scope.sessions())
         self._maybe_finished()
 
     def _maybe_finished(self) -> None:
-        if self.eof and not self.scope.live and not self.finished:
+        if self.eof and not self.scope.live and not self.scope.hidden and not self.finished:
             self.finished = True
             self.on_finished(self)
 
@@ -262,5 +263,3 @@ class P1Connection:
 
     def session_closed(self, session: Session) -> None:
         self.output.send(encode({"closed": session.id}))
-        self.scope.discard(session)
-        self._maybe_finished()
