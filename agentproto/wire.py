@@ -164,7 +164,7 @@ class LineFramer:
                 self._check_overflow(out)
                 break
             if nl - start > self.max_line:
-                out.append(TooLong(nl - start, data[start : start + 256]))
+                out.append(TooLong(nl - start, data[start : min(nl, start + 256)]))
             else:
                 out.append(data[start:nl])
             start = nl + 1
