@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import sys
-from importlib import resources
 from typing import Any
 
 from agentproto import __version__
@@ -79,6 +78,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(_args: argparse.Namespace) -> int:
+    from importlib import resources  # only here: it costs start-up time on every other path
+
     text = resources.files("agentproto").joinpath("schema.json").read_text(encoding="utf-8")
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return EXIT_OK
