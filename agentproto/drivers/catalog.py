@@ -53,6 +53,17 @@ MOCK = AgentSpec(
 #: Every catalog agent after ``mock``. Driver issues add their entries here.
 CATALOG: list[AgentSpec] = []
 
+CATALOG.append(
+    AgentSpec(
+        id="codex",
+        name="Codex",
+        commands=("codex",),
+        install_hint="npm install -g @openai/codex",
+        driver="agentproto.drivers.codex:CodexDriver",
+        known_locations=("~/.local/bin",),
+    )
+)
+
 
 def spec_for(agent_id: str) -> AgentSpec | None:
     if agent_id == "mock":

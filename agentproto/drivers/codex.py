@@ -1,0 +1,1046 @@
+"""The Codex driver: OpenAI's ``codex app-server`` (JSON-RPC over stdio) mapped onto protocol 1.
+
+app-server is the only Codex interface with approvals, interrupts, steering, resume and
+fork (``codex exec --json`` always runs with the approval policy "never"). Its lines are
+JSON-RPC 2.0 without the ``"jsonrpc"`` member; both sides number their own request ids,
+so a line is classified by its keys: ``method`` + ``id`` is a request from Codex,
+``method`` alone a notification, ``id`` alone a reply to us.
+
+Rules of this file:
+- Only the process's own thread is mapped; other threads' items (subagents) are skipped.
+- Codex reports ``thread/status/changed`` idle *before* ``turn/completed``; status is
+  the engine's, so thread status is ignored here and the turn ends on ``turn/completed``.
+- Approvals are always asked (approval policy ``on-request``) and routed to the engine,
+  which answers them itself for AutoApprove and AcceptEdits. The sandbox is never
+  widened on our own: it stays Codex's configured one unless ``configure sandbox`` says.
+- A turn that makes no progress for ``AGENTPROTO_CODEX_STALL_SECS`` (default 300 s; an
+  unreachable provider makes Codex reconnect forever) is interrupted and ends Failed.
+- Values given to Codex as ``-c key=value`` are TOML, written by ``toml_value`` with the
+  standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from typing import Any, Callable
+
+from agentproto.drivers.base import AgentProcess, Driver, Host, Launch
+from agentproto.wire import AgentError, decode_json_line, tool_update
+
+CLIENT_INFO = {"name": "agentproto", "title": "agentproto", "version": "0.1"}
+HANDSHAKE_TIMEOUT = 60.0
+DEFAULT_STALL_SECS = 300.0
+CLOSE_GRACE = 3.0
+
+LOGIN = [
+    {"Terminal": {"command": ["codex", "login"], "env": {}, "description": "Sign in to Codex with ChatGPT or an API key"}},
+    {"EnvVar": {"name": "OPENAI_API_KEY"}},
+    {"EnvVar": {"name": "CODEX_API_KEY"}},
+]
+
+FEATURES = ["Images", "Resume", "Fork", "Steer", "Permissions", "Questions", "Plan", "ContextUsage", "Compact"]
+SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+EFFORTS = ("minimal", "low", "medium", "high", "xhigh")
+MODES = ("default", "plan")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
+
+#: Config overrides for generate: no shell, no subagents, no goals, no web search.
+TOOLS_OFF = (
+    "features.shell_tool=false",
+    "features.unified_exec=false",
+    "features.multi_agent=false",
+    "features.goals=false",
+    "features.default_mode_request_user_input=false",
+    'web_search="disabled"',
+)
+TEXT_ONLY = "Answer with text only. Do not call any tool, do not run commands and do not edit files."
+
+
+# -- TOML values (for `-c key=value`) ---------------------------------------------------
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def toml_string(text: str) -> str:
+    """A TOML basic string holding exactly ``text``.
+
+    TOML strings are Unicode scalar values: a lone surrogate cannot be written, so it is
+    refused rather than silently changed.
+    """
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04X}")
+        elif 0xD800 <= code <= 0xDFFF:
+            raise ValueError(f"a lone surrogate (U+{code:04X}) cannot be written in TOML")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def toml_key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else toml_string(key)
+
+
+def toml_value(value: Any) -> str:
+    """One TOML value (inline tables for dicts) for any JSON-like Python value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        return toml_string(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{toml_key(str(k))} = {toml_value(v)}" for k, v in value.items()) + "}"
+    raise ValueError(f"no TOML form for {type(value).__name__}")
+
+
+def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
+    """protocol-1 McpServer entries as Codex's ``mcp_servers`` table."""
+    table: dict[str, Any] = {}
+    for server in servers:
+        (tag, body), = server["connection"].items()
+        if tag == "Stdio":
+            entry: dict[str, Any] = {"command": body["command"], "args": list(body.get("args") or [])}
+            if body.get("env"):
+                entry["env"] = dict(body["env"])
+        else:
+            entry = {"url": body["url"]}
+            if body.get("headers"):
+                entry["http_headers"] = dict(body["headers"])
+        table[server["name"]] = entry
+    return table
+
+
+# -- mapping Codex items to protocol 1 --------------------------------------------------
+
+
+def _hunks(diff: str) -> tuple[str, str]:
+    """Old and new text of a unified diff's hunks (context lines in both)."""
+    old: list[str] = []
+    new: list[str] = []
+    for line in diff.splitlines(keepends=True):
+        if line.startswith(("---", "+++", "@@", "diff ", "index ")):
+            continue
+        if line.startswith("-"):
+            old.append(line[1:])
+        elif line.startswith("+"):
+            new.append(line[1:])
+        elif line.startswith(" "):
+            old.append(line[1:])
+            new.append(line[1:])
+        elif line.startswith("\\"):
+            continue
+        else:
+            old.append(line)
+            new.append(line)
+    return "".join(old), "".join(new)
+
+
+def file_diffs(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    diffs = []
+    for change in changes or []:
+        kind = (change.get("kind") or {}).get("type")
+        diff = change.get("diff") or ""
+        path = change.get("path") or ""
+        if kind == "add":
+            diffs.append({"path": path, "old_text": None, "new_text": diff})
+        elif kind == "delete":
+            diffs.append({"path": path, "old_text": diff, "new_text": ""})
+        else:
+            old, new = _hunks(diff)
+            move = (change.get("kind") or {}).get("move_path")
+            diffs.append({"path": move or path, "old_text": old, "new_text": new})
+    return diffs
+
+
+_ITEM_STATUS = {
+    "inProgress": "Running",
+    "completed": "Completed",
+    "failed": "Failed",
+    "declined": "Failed",
+}
+
+
+def _mcp_output(item: dict[str, Any]) -> str | None:
+    if item.get("error"):
+        return str(item["error"].get("message"))
+    result = item.get("result")
+    if not result:
+        return None
+    texts = [c.get("text") for c in result.get("content") or [] if isinstance(c, dict) and c.get("type") == "text"]
+    if texts:
+        return "\n".join(t for t in texts if isinstance(t, str))
+    if result.get("structuredContent") is not None:
+        return json.dumps(result["structuredContent"])
+    return None
+
+
+def tool_for_item(item: dict[str, Any]) -> dict[str, Any] | None:
+    """The ToolUpdate of a Codex tool item, or None for non-tool items."""
+    kind = item.get("type")
+    item_id = str(item.get("id"))
+    status = _ITEM_STATUS.get(item.get("status"), "Running")
+    if kind == "commandExecution":
+        exit_code = item.get("exitCode")
+        if status == "Completed" and exit_code not in (None, 0):
+            status = "Failed"
+        output = item.get("aggregatedOutput")
+        if item.get("status") == "declined" and output is None:
+            output = "declined"
+        return tool_update(
+            item_id,
+            "Execute",
+            item.get("command") or "",
+            status,
+            {"Command": {"command": item.get("command") or "", "cwd": item.get("cwd")}},
+            output,
+            raw={"name": "commandExecution", "input": {"command": item.get("command"), "actions": item.get("commandActions")}},
+        )
+    if kind == "fileChange":
+        changes = item.get("changes") or []
+        paths = [c.get("path") or "" for c in changes]
+        kinds = {(c.get("kind") or {}).get("type") for c in changes}
+        tool_kind = "Delete" if kinds == {"delete"} else "Edit"
+        output = "declined" if item.get("status") == "declined" else None
+        return tool_update(
+            item_id,
+            tool_kind,
+            "Edit " + ", ".join(paths) if paths else "Edit files",
+            status,
+            {"Path": paths[0]} if len(paths) == 1 else "None",
+            output,
+            diffs=file_diffs(changes),
+            locations=paths,
+        )
+    if kind == "mcpToolCall":
+        return tool_update(
+            item_id,
+            {"Mcp": {"server": str(item.get("server")), "tool": str(item.get("tool"))}},
+            f"{item.get('server')}: {item.get('tool')}",
+            status,
+            "None",
+            _mcp_output(item),
+            raw={"name": str(item.get("tool")), "input": item.get("arguments")},
+        )
+    if kind == "dynamicToolCall":
+        return tool_update(
+            item_id, "Other", str(item.get("tool")), status, "None", None,
+            raw={"name": str(item.get("tool")), "input": item.get("arguments")},
+        )
+    if kind == "webSearch":
+        action = item.get("action") or {}
+        query = item.get("query") or ""
+        if action.get("type") == "openPage" and action.get("url"):
+            tool_input: Any = {"Url": action["url"]}
+            title = f"Open {action['url']}"
+        else:
+            tool_input = {"Query": query}
+            title = f"Search the web: {query}"
+        done = "Completed" if item.get("status") is None and query else status
+        return tool_update(item_id, "Fetch", title, done, tool_input, None, raw={"name": "webSearch", "input": action})
+    if kind == "imageView":
+        return tool_update(item_id, "Read", f"View {item.get('path')}", "Completed", {"Path": str(item.get("path"))})
+    if kind == "collabAgentToolCall":
+        return tool_update(
+            item_id, "Subagent", str(item.get("tool")), status,
+            {"Text": item.get("prompt") or ""}, None,
+            raw={"name": str(item.get("tool")), "input": {"receivers": item.get("receiverThreadIds")}},
+        )
+    return None
+
+
+_PLAN_STATUS = {"pending": "Pending", "inProgress": "InProgress", "completed": "Completed"}
+
+
+def plan_entries(plan: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"text": str(s.get("step", "")), "status": _PLAN_STATUS.get(s.get("status"), "Pending")} for s in plan]
+
+
+def auth_status(account_reply: dict[str, Any], env: dict[str, str]) -> Any:
+    account = account_reply.get("account")
+    if isinstance(account, dict):
+        kind = account.get("type")
+        if kind == "chatgpt":
+            return {
+                "Authenticated": {
+                    "kind": "Subscription",
+                    "account": {"email": account.get("email"), "plan": account.get("planType")},
+                }
+            }
+        if kind == "apiKey":
+            return {"Authenticated": {"kind": "ApiKey", "account": None}}
+        return {"Authenticated": {"kind": "CloudProvider", "account": None}}
+    if account_reply.get("requiresOpenaiAuth"):
+        if env.get("OPENAI_API_KEY") or env.get("CODEX_API_KEY"):
+            return {"Authenticated": {"kind": "ApiKey", "account": None}}
+        return {"Unauthenticated": {"login": LOGIN}}
+    return "Unknown"  # a custom provider: its key is checked on the first request
+
+
+def is_auth_error(error: dict[str, Any] | None) -> bool:
+    if not error:
+        return False
+    info = error.get("codexErrorInfo")
+    if info == "unauthorized":
+        return True
+    if isinstance(info, dict):
+        for body in info.values():
+            if isinstance(body, dict) and body.get("httpStatusCode") == 401:
+                return True
+    return "401 Unauthorized" in str(error.get("message", ""))
+
+
+def sandbox_policy(mode: str) -> dict[str, Any]:
+    if mode == "read-only":
+        return {"type": "readOnly", "networkAccess": False}
+    if mode == "danger-full-access":
+        return {"type": "dangerFullAccess"}
+    return {"type": "workspaceWrite", "writableRoots": [], "networkAccess": False,
+            "excludeTmpdirEnvVar": False, "excludeSlashTmp": False}
+
+
+_SANDBOX_NAMES = {"readOnly": "read-only", "workspaceWrite": "workspace-write", "dangerFullAccess": "danger-full-access"}
+
+
+def _select(option_id: str, name: str, choices: list[dict[str, Any]], current: Any, category: str | None = None) -> dict[str, Any]:
+    return {"id": option_id, "name": name, "category": category, "kind": {"Select": {"choices": choices}},
+            "current": current, "live": True}
+
+
+def config_options(models: list[dict[str, Any]], model: str | None, effort: str | None, sandbox: str | None, mode: str) -> list[dict[str, Any]]:
+    choices = []
+    efforts: list[str] = []
+    for m in models:
+        value = m.get("model") or m.get("id")
+        if not isinstance(value, str):
+            continue
+        choices.append({"value": value, "label": m.get("displayName") or value, "description": m.get("description")})
+        for e in m.get("supportedReasoningEfforts") or []:
+            name = e.get("reasoningEffort")
+            if isinstance(name, str) and name not in efforts:
+                efforts.append(name)
+    if model and all(c["value"] != model for c in choices):
+        choices.insert(0, {"value": model, "label": model, "description": None})
+    for e in EFFORTS:
+        if e not in efforts:
+            efforts.append(e)
+    return [
+        _select("model", "Model", choices, model, "model"),
+        _select("effort", "Reasoning effort", [{"value": e, "label": e} for e in efforts], effort, "thought_level"),
+        _select("sandbox", "Sandbox", [{"value": s, "label": s} for s in SANDBOXES], sandbox),
+        _select("mode", "Mode", [{"value": "default", "label": "Default"}, {"value": "plan", "label": "Plan"}], mode, "mode"),
+    ]
+
+
+def _version(user_agent: str) -> str | None:
+    match = re.search(r"/(\d+\.\d+\.\d+[^\s(]*)", user_agent or "")
+    return match.group(1) if match else None
+
+
+# -- the driver -------------------------------------------------------------------------
+
+
+class CodexDriver(Driver):
+    def __init__(self, host: Host, launch: Launch) -> None:
+        super().__init__(host, launch)
+        self.loop = host.loop
+        self.proc: AgentProcess | None = None
+        self.tools_disabled = launch.tools_disabled
+        self._next_id = 0
+        self._pending: dict[int, Callable[[Any, dict[str, Any] | None], None]] = {}
+        self._ready = False
+        self._closing = False
+        self._handshake_timer: Any = None
+        self.thread_id: str | None = None
+        self.details: dict[str, Any] = {}
+        # settings sent with the next turn/start (None: Codex's own)
+        self.model: str | None = launch.configure.get("model")
+        self.effort: str | None = launch.configure.get("effort")
+        self.sandbox: str | None = launch.configure.get("sandbox")
+        self.mode: str = launch.configure.get("mode") or "default"
+        self._send_sandbox = False
+        self._send_mode = "mode" in launch.configure
+        self._models: list[dict[str, Any]] = []
+        # the running turn
+        self.turn_id: str | None = None  # Codex's id of the running turn
+        self._turn_wanted = False  # a turn of ours is running (started or starting)
+        self._cancel_wanted = False
+        self._ended: set[str] = set()
+        self._streamed: set[str] = set()
+        self._tools: dict[str, dict[str, Any]] = {}
+        self._requests: dict[str, tuple[Any, str, dict[str, Any]]] = {}
+        self._usage_base: dict[str, int] | None = None
+        self._usage_total: dict[str, int] = {}
+        self._stall_timer: Any = None
+        env = launch.child_env()
+        try:
+            self.stall_secs = float(env.get("AGENTPROTO_CODEX_STALL_SECS") or DEFAULT_STALL_SECS)
+        except ValueError:
+            self.stall_secs = DEFAULT_STALL_SECS
+
+    def deterministic(self, origin: Any) -> bool:
+        return True  # Codex always ends its turns with turn/completed
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def argv(self) -> list[str]:
+        argv = [self.launch.executable, "app-server"]
+        if self.launch.mcp_servers:
+            argv += ["-c", "mcp_servers=" + toml_value(mcp_config(self.launch.mcp_servers))]
+        if self.tools_disabled:
+            for override in TOOLS_OFF:
+                argv += ["-c", override]
+        return argv + list(self.launch.args)
+
+    def open(self) -> None:
+        launch = self.launch
+        env = launch.child_env()
+        if launch.config_home:
+            home = os.path.abspath(os.path.expanduser(launch.config_home))
+            try:
+                os.makedirs(home, exist_ok=True)
+            except OSError as exc:
+                raise AgentError.detail("SpawnFailed", f"cannot create config_home {home}: {exc}") from None
+            env["CODEX_HOME"] = home
+        try:
+            argv = self.argv()
+        except ValueError as exc:
+            raise AgentError.detail("InvalidConfiguration", f"mcp_servers: {exc}") from None
+        try:
+            self.proc = AgentProcess(
+                self.loop,
+                argv,
+                cwd=launch.dir,
+                env=env,
+                on_line=self._on_line,
+                on_exit=self._on_exit,
+                on_too_long=lambda size: self.host.diagnostic("Warning", f"codex: skipped a {size}-byte line"),
+                record_wire=launch.record_wire,
+            )
+        except OSError as exc:
+            raise AgentError.detail("SpawnFailed", f"{launch.executable}: {exc}") from None
+        self._handshake_timer = self.loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_expired)
+        self._request(
+            "initialize",
+            {"clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": True, "requestAttestation": False}},
+            self._initialized,
+        )
+
+    def _handshake_expired(self) -> None:
+        if not self._ready and not self._closing:
+            self._open_failed(AgentError.detail("HandshakeTimeout", f"codex app-server did not start a thread within {HANDSHAKE_TIMEOUT:g} s"))
+
+    def _open_failed(self, error: AgentError) -> None:
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+        self._closing = True
+        self.host.open_failed(error)
+
+    def _initialized(self, result: Any, error: dict[str, Any] | None) -> None:
+        if error is not None:
+            self._open_failed(AgentError.detail("ProtocolFailed", f"initialize: {error.get('message')}"))
+            return
+        self.details = {
+            "version": _version(result.get("userAgent", "")),
+            "auth": "Unknown",
+            "capabilities": {"features": list(FEATURES), "mcp_transports": ["Stdio", "Http"]},
+            "config_options": [],
+            "commands": [],
+        }
+        self._notify("initialized")
+        waiting = {"account": True, "models": True}
+
+        def account(result: Any, error: dict[str, Any] | None) -> None:
+            if error is None and isinstance(result, dict):
+                self.details["auth"] = auth_status(result, self.launch.child_env())
+            waiting["account"] = False
+            if not waiting["models"]:
+                self._start_thread()
+
+        def models(result: Any, error: dict[str, Any] | None) -> None:
+            if error is None and isinstance(result, dict):
+                self._models = [m for m in result.get("data") or [] if isinstance(m, dict) and not m.get("hidden")]
+            waiting["models"] = False
+            if not waiting["account"]:
+                self._start_thread()
+
+        self._request("account/read", {"refreshToken": False}, account)
+        self._request("model/list", {}, models)
+
+    def _thread_params(self) -> dict[str, Any]:
+        launch = self.launch
+        params: dict[str, Any] = {"cwd": launch.dir, "approvalPolicy": "never" if self.tools_disabled else "on-request"}
+        if self.model:
+            params["model"] = self.model
+        if self.sandbox:
+            params["sandbox"] = self.sandbox
+        elif self.tools_disabled:
+            params["sandbox"] = "read-only"
+        config: dict[str, Any] = {}
+        if self.effort:
+            config["model_reasoning_effort"] = self.effort
+        if config:
+            params["config"] = config
+        instructions = launch.instructions
+        if self.tools_disabled:
+            instructions = TEXT_ONLY + ("\n\n" + instructions if instructions else "")
+        if instructions:
+            params["developerInstructions"] = instructions
+        return params
+
+    def _start_thread(self) -> None:
+        if self._closing:
+            return
+        launch = self.launch
+        params = self._thread_params()
+        if launch.resume:
+            method = "thread/resume"
+            params["threadId"] = launch.resume
+        elif launch.fork:
+            method = "thread/fork"
+            params["threadId"] = launch.fork
+            if launch.fork_at:
+                params["lastTurnId"] = launch.fork_at
+        else:
+            method = "thread/start"
+            if launch.throwaway:
+                params["ephemeral"] = True
+        self._request(method, params, lambda result, error: self._thread_ready(method, result, error))
+
+    def _thread_ready(self, method: str, result: Any, error: dict[str, Any] | None) -> None:
+        if self._closing:
+            return
+        if error is not None:
+            message = str(error.get("message"))
+            if method in ("thread/resume", "thread/fork"):
+                self._open_failed(AgentError.detail("ResumeFailed", f"{method} {self.launch.resume or self.launch.fork}: {message}"))
+            else:
+                self._open_failed(AgentError.detail("ProtocolFailed", f"{method}: {message}"))
+            return
+        if (
+            not self.launch.throwaway or self.tools_disabled
+        ) and isinstance(self.details.get("auth"), dict) and "Unauthenticated" in self.details["auth"]:
+            self._open_failed(AgentError.auth_required(
+                "Codex is not logged in: run `codex login` or set OPENAI_API_KEY", LOGIN))
+            return
+        thread = result.get("thread") or {}
+        self.thread_id = thread.get("id")
+        self.model = self.model or result.get("model")
+        self.effort = self.effort or result.get("reasoningEffort")
+        sandbox = (result.get("sandbox") or {}).get("type")
+        self.sandbox = self.sandbox or _SANDBOX_NAMES.get(sandbox)
+        self.details["config_options"] = config_options(self._models, self.model, self.effort, self.sandbox, self.mode)
+        self._ready = True
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+        self.host.opened(self.details, resume_token=self.thread_id, title=thread.get("name"))
+
+    def close(self) -> None:
+        self._closing = True
+        self._stop_stall()
+        if self.proc is None:
+            self.host.closed()
+            return
+        # Codex locks the thread while it lives: end it fully so a resume can follow.
+        self.proc.shutdown(CLOSE_GRACE)
+
+    def kill(self) -> None:
+        self._closing = True
+        self._stop_stall()
+        if self.proc is None:
+            self.host.closed()
+            return
+        self.proc.kill()
+
+    def pause_output(self) -> None:
+        if self.proc is not None:
+            self.proc.pause()
+
+    def resume_output(self) -> None:
+        if self.proc is not None:
+            self.proc.resume()
+
+    def _on_exit(self, status: str | None, stderr: str) -> None:
+        self._stop_stall()
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+        pending, self._pending = self._pending, {}
+        if not self._closing:
+            self._closing = True
+            self.host.fail(AgentError.process_exited(status, stderr))
+        for callback in pending.values():
+            callback(None, {"code": -1, "message": "codex exited"})
+        self.host.closed()
+
+    # -- JSON-RPC -------------------------------------------------------------------------
+
+    def _request(self, method: str, params: Any, callback: Callable[[Any, dict[str, Any] | None], None]) -> None:
+        if self.proc is None:
+            return
+        request_id = self._next_id
+        self._next_id += 1
+        self._pending[request_id] = callback
+        self.proc.write_json({"id": request_id, "method": method, "params": params})
+
+    def _notify(self, method: str, params: Any = None) -> None:
+        if self.proc is not None:
+            message: dict[str, Any] = {"method": method}
+            if params is not None:
+                message["params"] = params
+            self.proc.write_json(message)
+
+    def _reply(self, request_id: Any, result: Any) -> None:
+        if self.proc is not None:
+            self.proc.write_json({"id": request_id, "result": result})
+
+    def _reply_error(self, request_id: Any, code: int, message: str) -> None:
+        if self.proc is not None:
+            self.proc.write_json({"id": request_id, "error": {"code": code, "message": message}})
+
+    def _on_line(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            message = decode_json_line(line)
+        except ValueError as exc:
+            self.host.diagnostic("Warning", f"codex: skipped a line that is {exc}: {line[:200]!r}")
+            return
+        if not isinstance(message, dict):
+            self.host.diagnostic("Warning", f"codex: skipped a non-object line: {line[:200]!r}")
+            return
+        method = message.get("method")
+        if isinstance(method, str):
+            params = message.get("params") if isinstance(message.get("params"), dict) else {}
+            if "id" in message:
+                self._server_request(message["id"], method, params)
+            else:
+                self._notification(method, params)
+            return
+        if "id" in message:
+            callback = self._pending.pop(message["id"], None) if isinstance(message["id"], int) else None
+            if callback is not None:
+                error = message.get("error")
+                callback(message.get("result"), error if isinstance(error, dict) else None)
+
+    # -- turns ------------------------------------------------------------------------------
+
+    def _input(self, text: str, attachments: list[str]) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = [{"type": "text", "text": text, "text_elements": []}]
+        others = []
+        for path in attachments:
+            if path.lower().endswith(IMAGE_SUFFIXES):
+                items.append({"type": "localImage", "path": path})
+            else:
+                others.append(path)
+        if others:
+            items[0]["text"] = text + "\n\nAttached files:\n" + "\n".join(f"- {p}" for p in others)
+        return items
+
+    def start_turn(self, turn_id: str, text: str, attachments: list[str]) -> None:
+        params: dict[str, Any] = {"threadId": self.thread_id, "input": self._input(text, attachments)}
+        if self.model:
+            params["model"] = self.model
+        if self.effort:
+            params["effort"] = self.effort
+        if self._send_sandbox and self.sandbox:
+            params["sandboxPolicy"] = sandbox_policy(self.sandbox)
+        if self._send_mode:
+            params["collaborationMode"] = {
+                "mode": self.mode,
+                "settings": {"model": self.model or "", "reasoning_effort": self.effort, "developer_instructions": None},
+            }
+        if self.launch.output_schema is not None:
+            params["outputSchema"] = self.launch.output_schema
+        self._turn_wanted = True
+        self._cancel_wanted = False
+        self.turn_id = None
+        self._usage_base = dict(self._usage_total)
+        self._arm_stall()
+        self._request("turn/start", params, self._turn_started)
+
+    def _turn_started(self, result: Any, error: dict[str, Any] | None) -> None:
+        if not self._turn_wanted:
+            return
+        if error is not None:
+            self._end_turn({"Failed": {"message": f"codex refused the turn: {error.get('message')}"}})
+            return
+        turn = (result or {}).get("turn") or {}
+        self.turn_id = turn.get("id")
+        self.host.turn_acknowledged()
+        if self._cancel_wanted:
+            self._interrupt()
+
+    def steer(self, text: str, attachments: list[str], done: Callable[[bool], None]) -> None:
+        if not self.turn_id or not self._turn_wanted:
+            done(False)
+            return
+        params = {"threadId": self.thread_id, "expectedTurnId": self.turn_id, "input": self._input(text, attachments)}
+        self._request("turn/steer", params, lambda result, error: done(error is None))
+
+    def cancel(self) -> None:
+        if not self._turn_wanted:
+            return
+        self._cancel_wanted = True
+        if self.turn_id:
+            self._interrupt()
+
+    def _interrupt(self) -> None:
+        self._request("turn/interrupt", {"threadId": self.thread_id, "turnId": self.turn_id}, lambda r, e: None)
+
+    def compact(self) -> None:
+        self._turn_wanted = True
+        self._cancel_wanted = False
+        self.turn_id = None
+        self._usage_base = dict(self._usage_total)
+        self._arm_stall()
+
+        def started(result: Any, error: dict[str, Any] | None) -> None:
+            if error is not None:
+                self._end_turn({"Failed": {"message": f"compact: {error.get('message')}"}})
+
+        self._request("thread/compact/start", {"threadId": self.thread_id}, started)
+
+    def _end_turn(self, stop: Any, usage: dict[str, int] | None = None) -> None:
+        if self.turn_id:
+            self._ended.add(self.turn_id)
+        self._turn_wanted = False
+        self._cancel_wanted = False
+        self.turn_id = None
+        self._tools.clear()
+        self._stop_stall()
+        self.host.end_turn(stop, usage)
+
+    def _turn_usage(self) -> dict[str, int] | None:
+        if not self._usage_total or self._usage_base is None:
+            return None
+        base = self._usage_base
+        total = self._usage_total
+
+        def delta(key: str) -> int:
+            return max(0, total.get(key, 0) - base.get(key, 0))
+
+        return {
+            "input_tokens": delta("inputTokens"),
+            "cached_input_tokens": delta("cachedInputTokens"),
+            "output_tokens": delta("outputTokens"),
+        }
+
+    # -- the no-progress watchdog ---------------------------------------------------------
+
+    def _arm_stall(self) -> None:
+        self._stop_stall()
+        if self.stall_secs > 0:
+            self._stall_timer = self.loop.call_later(self.stall_secs, self._stalled)
+
+    def _stop_stall(self) -> None:
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+
+    def _progress(self) -> None:
+        if self._turn_wanted:
+            self._arm_stall()
+
+    def _stalled(self) -> None:
+        self._stall_timer = None
+        if not self._turn_wanted:
+            return
+        if self._requests or any(t["status"] in ("Pending", "Running") and t["kind"] == "Execute" for t in self._tools.values()):
+            self._arm_stall()  # waiting on the app or on a command is not a stall
+            return
+        if self.turn_id:
+            self._interrupt()
+        self._end_turn({"Failed": {"message": (
+            f"no progress from Codex for {self.stall_secs:g} s: the model provider may be unreachable "
+            "(set AGENTPROTO_CODEX_STALL_SECS to wait longer)")}})
+
+    # -- notifications --------------------------------------------------------------------
+
+    def _mine(self, params: dict[str, Any]) -> bool:
+        thread = params.get("threadId")
+        return thread is None or thread == self.thread_id
+
+    def _current(self, params: dict[str, Any]) -> bool:
+        """A notification about our running turn (not a stale or foreign one)."""
+        if not self._mine(params) or not self._turn_wanted:
+            return False
+        turn = params.get("turnId")
+        if turn is None or self.turn_id is None:
+            return turn not in self._ended
+        return turn == self.turn_id
+
+    def _notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == "turn/started":
+            turn = params.get("turn") or {}
+            if self._mine(params) and self._turn_wanted and self.turn_id is None and turn.get("id") not in self._ended:
+                self.turn_id = turn.get("id")  # a compaction turn, started by thread/compact/start
+            return
+        if method == "turn/completed":
+            self._turn_completed(params)
+            return
+        if method in ("warning", "configWarning", "deprecationNotice", "guardianWarning"):
+            if not self._mine(params):
+                return
+            text = params.get("message") or params.get("summary") or ""
+            if params.get("details"):
+                text += f" ({params['details']})"
+            self.host.diagnostic("Warning", f"codex: {text}")
+            return
+        if method == "error":
+            if not self._mine(params):
+                return
+            error = params.get("error") or {}
+            if params.get("willRetry"):
+                self.host.diagnostic("Warning", f"codex: {error.get('message')} (retrying)")
+            else:
+                self.host.diagnostic("Error", f"codex: {error.get('message')}")
+                self._progress()
+            return
+        if method == "thread/name/updated":
+            if self._mine(params) and params.get("threadName"):
+                self.host.update(title=params["threadName"])
+            return
+        if method == "thread/tokenUsage/updated":
+            if not self._mine(params):
+                return
+            usage = params.get("tokenUsage") or {}
+            total = usage.get("total") or {}
+            self._usage_total = {k: int(total.get(k) or 0) for k in ("inputTokens", "cachedInputTokens", "outputTokens")}
+            last = usage.get("last") or {}
+            window = usage.get("modelContextWindow")
+            self.host.emit({"ContextUsage": {"used_tokens": int(last.get("totalTokens") or 0), "window_tokens": window, "cost_usd": None}})
+            return
+        if method == "thread/compacted":
+            if self._mine(params):
+                self.host.emit("ContextCompacted")
+            return
+        if not self._current(params):
+            return
+        self._progress()
+        if method == "item/agentMessage/delta":
+            self._streamed.add(params["itemId"])
+            self.host.emit({"TextDelta": {"message_id": params["itemId"], "text": params.get("delta", "")}})
+        elif method in ("item/reasoning/summaryTextDelta", "item/reasoning/textDelta"):
+            self._streamed.add(params["itemId"])
+            self.host.emit({"ReasoningDelta": {"message_id": params["itemId"], "text": params.get("delta", "")}})
+        elif method == "item/reasoning/summaryPartAdded":
+            if params.get("summaryIndex", 0) > 0:
+                self.host.emit({"ReasoningDelta": {"message_id": params["itemId"], "text": "\n\n"}})
+        elif method in ("item/commandExecution/outputDelta", "item/fileChange/outputDelta"):
+            self.host.emit({"ToolOutputDelta": {"tool_id": params["itemId"], "text": params.get("delta", "")}})
+        elif method == "item/fileChange/patchUpdated":
+            tool = self._tools.get(params.get("itemId", ""))
+            if tool is not None:
+                tool["diffs"] = file_diffs(params.get("changes") or [])
+                tool["locations"] = [c.get("path") or "" for c in params.get("changes") or []]
+                self.host.emit({"ToolUpdated": dict(tool)})
+        elif method == "item/mcpToolCall/progress":
+            self.host.emit({"ToolOutputDelta": {"tool_id": params["itemId"], "text": str(params.get("message", "")) + "\n"}})
+        elif method == "turn/plan/updated":
+            self.host.emit({"PlanUpdated": {"entries": plan_entries(params.get("plan") or [])}})
+        elif method in ("item/started", "item/completed"):
+            self._item(params.get("item") or {}, method == "item/completed")
+
+    def _item(self, item: dict[str, Any], completed: bool) -> None:
+        kind = item.get("type")
+        item_id = str(item.get("id"))
+        if kind == "agentMessage":
+            if completed:
+                if item_id not in self._streamed and item.get("text"):
+                    self.host.emit({"TextDelta": {"message_id": item_id, "text": item["text"]}})
+                self._streamed.discard(item_id)
+                self.host.emit({"MessageEnded": {"message_id": item_id}})
+            return
+        if kind == "reasoning":
+            if completed:
+                if item_id not in self._streamed:
+                    text = "\n\n".join(item.get("summary") or item.get("content") or [])
+                    if text:
+                        self.host.emit({"ReasoningDelta": {"message_id": item_id, "text": text}})
+                    else:
+                        return
+                self._streamed.discard(item_id)
+                self.host.emit({"MessageEnded": {"message_id": item_id}})
+            return
+        if kind == "plan":
+            if completed and item.get("text"):
+                self.host.emit({"PlanProposed": {"markdown": item["text"]}})
+            return
+        tool = tool_for_item(item)
+        if tool is None:
+            return
+        if completed:
+            self._tools.pop(item_id, None)
+        else:
+            self._tools[item_id] = tool
+        self.host.emit({"ToolUpdated": tool})
+
+    def _turn_completed(self, params: dict[str, Any]) -> None:
+        turn = params.get("turn") or {}
+        turn_id = turn.get("id")
+        if not self._mine(params) or not self._turn_wanted or turn_id in self._ended:
+            return
+        if self.turn_id is not None and turn_id != self.turn_id:
+            return
+        self.turn_id = turn_id
+        status = turn.get("status")
+        usage = self._turn_usage()
+        error = turn.get("error")
+        if status == "completed":
+            self._end_turn({"Completed": {"source": "Protocol"}}, usage)
+        elif status == "interrupted":
+            self._end_turn("Cancelled", usage)
+        elif is_auth_error(error):
+            message = f"authentication failed: {(error or {}).get('message')}"
+            self._end_turn({"Failed": {"message": message}}, usage)
+            self.host.fail(AgentError.auth_required(message + "; run `codex login` or set OPENAI_API_KEY", LOGIN))
+        else:
+            message = (error or {}).get("message") or f"the turn ended {status}"
+            if (error or {}).get("additionalDetails"):
+                message += f" ({error['additionalDetails']})"
+            self._end_turn({"Failed": {"message": message}}, usage)
+
+    # -- requests from Codex --------------------------------------------------------------
+
+    def _server_request(self, rpc_id: Any, method: str, params: dict[str, Any]) -> None:
+        if method in ("item/commandExecution/requestApproval", "item/fileChange/requestApproval", "item/permissions/requestApproval"):
+            self._permission(rpc_id, method, params)
+        elif method == "item/tool/requestUserInput":
+            self._question(rpc_id, params)
+        elif method == "mcpServer/elicitation/request":
+            # No form UI in protocol 1: refuse, so the tool call fails instead of hanging.
+            self._reply(rpc_id, {"action": "decline", "content": None, "_meta": None})
+        else:
+            self._reply_error(rpc_id, -32601, f"agentproto does not handle {method}")
+
+    def _request_id(self, rpc_id: Any) -> str:
+        return f"codex-{rpc_id}"
+
+    def _permission(self, rpc_id: Any, method: str, params: dict[str, Any]) -> None:
+        self._progress()
+        item_id = str(params.get("itemId"))
+        tool = self._tools.get(item_id)
+        if tool is None:
+            if method == "item/commandExecution/requestApproval":
+                tool = tool_update(item_id, "Execute", params.get("command") or "", "Pending",
+                                   {"Command": {"command": params.get("command") or "", "cwd": params.get("cwd")}})
+            elif method == "item/fileChange/requestApproval":
+                tool = tool_update(item_id, "Edit", "Edit files", "Pending")
+            else:
+                tool = tool_update(item_id, "Other", "Extra permissions", "Pending",
+                                   raw={"name": "permissions", "input": params.get("permissions")})
+        tool = dict(tool, status="Pending")
+        options = ["AllowOnce", "AllowAlways", "DenyOnce"]
+        available = params.get("availableDecisions")
+        if isinstance(available, list):
+            names = {d if isinstance(d, str) else next(iter(d), "") for d in available if isinstance(d, (str, dict))}
+            options = []
+            if "accept" in names:
+                options.append("AllowOnce")
+            if names & {"acceptForSession", "acceptWithExecpolicyAmendment"}:
+                options.append("AllowAlways")
+            options.append("DenyOnce")  # Codex takes "decline" even when it does not list it
+        request_id = self._request_id(rpc_id)
+        self._requests[request_id] = (rpc_id, method, params)
+        detail = params.get("reason")
+        if method == "item/fileChange/requestApproval" and params.get("grantRoot"):
+            detail = (detail + "; " if detail else "") + f"grant write access to {params['grantRoot']}"
+        self.host.emit({"RequestOpened": {"Permission": {"id": request_id, "tool": tool, "options": options, "detail": detail}}})
+
+    def _question(self, rpc_id: Any, params: dict[str, Any]) -> None:
+        self._progress()
+        questions = []
+        for q in params.get("questions") or []:
+            opts = q.get("options") or []
+            questions.append({
+                "id": str(q.get("id")),
+                "text": str(q.get("question", "")),
+                "header": q.get("header"),
+                "choices": [{"id": str(o.get("label")), "label": str(o.get("label")), "description": o.get("description")} for o in opts],
+                "multi_select": False,
+                "allows_free_text": bool(q.get("isOther")) or not opts,
+            })
+        request_id = self._request_id(rpc_id)
+        self._requests[request_id] = (rpc_id, "item/tool/requestUserInput", params)
+        self.host.emit({"RequestOpened": {"Question": {"id": request_id, "questions": questions}}})
+
+    def answer(self, request: dict[str, Any], answer: Any) -> None:
+        body = request.get("Permission") or request.get("Question") or {}
+        pending = self._requests.pop(str(body.get("id")), None)
+        if pending is None:
+            return
+        rpc_id, method, params = pending
+        self._progress()
+        if method == "item/tool/requestUserInput":
+            answers: dict[str, Any] = {}
+            if isinstance(answer, dict) and "Question" in answer:
+                for question, given in zip(params.get("questions") or [], answer["Question"]):
+                    values = given.get("Choices") if "Choices" in given else [given.get("Text", "")]
+                    answers[str(question.get("id"))] = {"answers": list(values or [])}
+            self._reply(rpc_id, {"answers": answers})
+            return
+        choice = answer.get("Permission") if isinstance(answer, dict) else None
+        if method == "item/permissions/requestApproval":
+            if choice in ("AllowOnce", "AllowAlways"):
+                granted = {k: v for k, v in (params.get("permissions") or {}).items() if v is not None}
+                self._reply(rpc_id, {"permissions": granted, "scope": "session" if choice == "AllowAlways" else "turn"})
+            else:
+                self._reply(rpc_id, {"permissions": {}, "scope": "turn"})
+            return
+        if answer == "Cancel":
+            decision: Any = "cancel"
+        elif choice == "AllowOnce":
+            decision = "accept"
+        elif choice == "AllowAlways":
+            decision = "acceptForSession"
+            for offered in params.get("availableDecisions") or []:
+                if offered == "acceptForSession":
+                    break
+                if isinstance(offered, dict) and "acceptWithExecpolicyAmendment" in offered:
+                    decision = offered
+                    break
+        else:
+            decision = "decline"
+        self._reply(rpc_id, {"decision": decision})
+
+    # -- settings -------------------------------------------------------------------------
+
+    def validate_config(self, option: dict[str, Any], value: Any) -> str | None:
+        if option.get("id") == "model":
+            return None if isinstance(value, str) and value.strip() else "expects a model name"
+        if option.get("id") == "effort":
+            return None if isinstance(value, str) and value.strip() else "expects a reasoning effort"
+        return super().validate_config(option, value)
+
+    def configure(self, option: str, value: Any, done: Callable[[AgentError | None], None]) -> None:
+        if option == "model":
+            self.model = value
+        elif option == "effort":
+            self.effort = value
+        elif option == "sandbox":
+            self.sandbox = value
+            self._send_sandbox = True
+        elif option == "mode":
+            self.mode = value
+            self._send_mode = True
+        else:
+            done(AgentError.detail("InvalidConfiguration", f"{option}: not a Codex option"))
+            return
+        done(None)  # sent with the next turn/start, which applies it from then on
