@@ -55,17 +55,6 @@ CATALOG: list[AgentSpec] = []
 
 CATALOG.append(
     AgentSpec(
-        id="claude",
-        name="Claude Code",
-        commands=("claude",),
-        install_hint="npm install -g @anthropic-ai/claude-code",
-        driver="agentproto.drivers.claude:ClaudeDriver",
-        known_locations=("~/.claude/local", "~/.local/bin"),
-    )
-)
-
-CATALOG.append(
-    AgentSpec(
         id="codex",
         name="Codex",
         commands=("codex",),
@@ -74,6 +63,59 @@ CATALOG.append(
         known_locations=("~/.local/bin",),
     )
 )
+
+
+def _acp(
+    agent_id: str,
+    name: str,
+    command: str,
+    acp_args: tuple[str, ...],
+    install_hint: str,
+    known_locations: tuple[str, ...] = (),
+    **extra: Any,
+) -> AgentSpec:
+    """A catalog agent spoken to over ACP (the Agent Client Protocol) by the ACP driver."""
+    return AgentSpec(
+        id=agent_id,
+        name=name,
+        commands=(command,),
+        install_hint=install_hint,
+        driver="agentproto.drivers.acp:AcpDriver",
+        acp_args=acp_args,
+        known_locations=known_locations,
+        extra=extra,
+    )
+
+
+# ACP agents. ``login`` maps an ACP auth method id of the "agent" type (a login the agent
+# runs itself, which ACP cannot show) to the login step a person can take instead;
+# ``env`` holds variables the agent needs under a sidecar (the session's env wins).
+CATALOG += [
+    _acp(
+        "gemini", "Gemini CLI", "gemini", ("--acp",), "npm install -g @google/gemini-cli",
+        env={"GEMINI_CLI_NO_RELAUNCH": "true"},
+        login={
+            "oauth-personal": {"Terminal": {"command": ["gemini"], "env": {},
+                                            "description": "Run gemini and choose Login with Google"}},
+            "gemini-api-key": {"EnvVar": {"name": "GEMINI_API_KEY"}},
+            "vertex-ai": {"EnvVar": {"name": "GOOGLE_API_KEY"}},
+        },
+    ),
+    _acp("claude-acp", "Claude Agent (ACP)", "claude-agent-acp", (), "npm install -g @zed-industries/claude-agent-acp"),
+    _acp(
+        "codex-acp", "Codex (ACP)", "codex-acp", (), "npm install -g @zed-industries/codex-acp",
+        login={"chatgpt": {"Terminal": {"command": ["codex", "login"], "env": {},
+                                        "description": "Log in with ChatGPT (needs the codex CLI)"}}},
+    ),
+    _acp("cursor", "Cursor Agent", "cursor-agent", ("acp",), "curl https://cursor.com/install -fsS | bash",
+         ("~/.local/bin",)),
+    _acp("qwen", "Qwen Code", "qwen", ("--experimental-acp",), "npm install -g @qwen-code/qwen-code"),
+    _acp("kiro", "Kiro CLI", "kiro-cli", ("acp",), "curl -fsSL https://cli.kiro.dev/install | bash", ("~/.local/bin",)),
+    _acp("opencode", "opencode", "opencode", ("acp",), "npm install -g opencode-ai", ("~/.opencode/bin",)),
+    _acp("goose", "goose", "goose", ("acp",),
+         "curl -fsSL https://github.com/block/goose/releases/download/stable/download_cli.sh | bash",
+         ("~/.local/bin",)),
+]
 
 
 def spec_for(agent_id: str) -> AgentSpec | None:

@@ -1,0 +1,856 @@
+"""The ACP driver: any Agent Client Protocol (version 1) agent behind the driver seam.
+
+Rules of this file:
+- JSON-RPC 2.0, one message per line. Both sides number their own requests from 0, so
+  a message is classified by its keys: ``method`` with ``id`` is the agent's request,
+  ``method`` alone a notification, ``id`` with ``result``/``error`` an answer to ours.
+- Error -32000 at any step means "authentication required": it becomes ``AuthRequired``
+  with the agent's ``authMethods`` as login steps.
+- A permission answer selects the agent's option whose *kind* matches; option ids differ
+  between agents and are never guessed.
+- The agent and every terminal it starts live in their own process groups; close leaves
+  none of them behind, even when the agent's leader already exited.
+- What the agent sends is mapped by the pure functions of ``acp_mapping``; fs/* and
+  terminal/* are served by ``acp_services``. This file is the conversation: handshake,
+  session setup, turns, requests, shutdown.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import mimetypes
+import os
+import signal
+import time
+from typing import Any, Callable
+
+from agentproto.drivers import acp_services as services
+from agentproto.drivers.acp_mapping import (
+    FINISHED,
+    KIND_CHOICES,
+    STATE_UPDATES,
+    auth_message,
+    block_text,
+    login_steps,
+    map_commands,
+    map_config_options,
+    map_context_usage,
+    map_plan,
+    map_stop_reason,
+    map_usage,
+    mcp_servers,
+    merge_tool_call,
+    permission_outcome,
+    public_tool,
+)
+from agentproto.drivers.acp_services import RpcError, Terminals
+from agentproto.drivers.base import AgentProcess, Driver, Host, Launch
+from agentproto.wire import AgentError
+
+PROTOCOL_VERSION = 1
+AUTH_REQUIRED = -32000
+METHOD_NOT_FOUND = -32601
+
+DEFAULT_HANDSHAKE_TIMEOUT = 120.0
+DEFAULT_TURN_TIMEOUT = 1800.0
+
+# -- the driver --------------------------------------------------------------------------
+
+
+class _Turn:
+    __slots__ = ("id", "rpc_id", "cancelled", "prompt", "tools")
+
+    def __init__(self, turn_id: str, prompt: str) -> None:
+        self.id = turn_id
+        self.rpc_id: int | None = None
+        self.cancelled = False
+        self.prompt = prompt
+        self.tools: list[str] = []
+
+
+class AcpDriver(Driver):
+    """One ACP agent process serving one agentproto session."""
+
+    def __init__(self, host: Host, launch: Launch) -> None:
+        super().__init__(host, launch)
+        self.loop = host.loop
+        from agentproto.drivers.catalog import spec_for
+
+        spec = spec_for(launch.agent_id)
+        self._extra: dict[str, Any] = dict(spec.extra) if spec is not None else {}
+        env = self._child_env()
+        self.handshake_timeout = _seconds(env.get("AGENTPROTO_ACP_HANDSHAKE_TIMEOUT"), DEFAULT_HANDSHAKE_TIMEOUT)
+        self.turn_timeout = _seconds(env.get("AGENTPROTO_ACP_TURN_TIMEOUT"), DEFAULT_TURN_TIMEOUT)
+        self.argv = [launch.executable, *launch.acp_args, *launch.args]
+        self.proc: AgentProcess | None = None
+        self._next_id = 0
+        self._answers: dict[int, Callable[[Any, dict[str, Any] | None], None]] = {}
+        self._state = "new"  # new, opening, open, closing, closed
+        self._session: str | None = None
+        self._replaying = False
+        self._init: dict[str, Any] = {}
+        self._options: list[tuple[dict[str, Any], str, str]] = []
+        self._commands: list[dict[str, Any]] = []
+        self._features_seen: set[str] = set()
+        self._auth: Any = "Unknown"
+        self._title: str | None = None
+        self._reported: dict[str, Any] = {}
+        self._turn: _Turn | None = None
+        self._message: tuple[str, Any, str] | None = None  # (kind, acp messageId, our id)
+        self._message_seq = 0
+        self._tools: dict[str, dict[str, Any]] = {}
+        self._permissions: dict[str, tuple[Any, list[dict[str, Any]]]] = {}
+        self._permission_seq = 0
+        self._waiting_on_us = 0  # agent requests we have not answered yet (permission, wait)
+        self._last_seen = time.monotonic()
+        self._timer: Any = None
+        self._term_tool: dict[str, str] = {}
+        self._term_backlog: dict[str, list[str]] = {}
+        self.terminals = Terminals(self.loop, launch.child_env, launch.dir, self._terminal_output)
+        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            "agent_message_chunk": self._on_message_chunk,
+            "agent_thought_chunk": self._on_thought_chunk,
+            "user_message_chunk": self._on_user_chunk,
+            "tool_call": self._on_tool_call,
+            "tool_call_update": self._on_tool_call,
+            "plan": self._on_plan,
+            "available_commands_update": self._on_commands,
+            "current_mode_update": self._on_mode,
+            "config_option_update": self._on_config_options,
+            "session_info_update": self._on_session_info,
+            "usage_update": self._on_usage,
+        }
+
+    # -- JSON-RPC ---------------------------------------------------------------------
+
+    def _request(self, method: str, params: dict[str, Any], on_answer: Callable[[Any, dict[str, Any] | None], None]) -> int:
+        rpc_id = self._next_id
+        self._next_id += 1
+        self._answers[rpc_id] = on_answer
+        self._send({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params})
+        return rpc_id
+
+    def _notify(self, method: str, params: dict[str, Any]) -> None:
+        self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def _respond(self, rpc_id: Any, result: Any = None, error: dict[str, Any] | None = None) -> None:
+        if error is not None:
+            self._send({"jsonrpc": "2.0", "id": rpc_id, "error": error})
+        else:
+            self._send({"jsonrpc": "2.0", "id": rpc_id, "result": result})
+
+    def _send(self, message: dict[str, Any]) -> None:
+        if self.proc is not None:
+            self.proc.write_json(message)
+
+    def _on_line(self, line: bytes) -> None:
+        self._last_seen = time.monotonic()
+        try:
+            msg = json.loads(line)
+        except (ValueError, RecursionError):
+            if line.strip():
+                self.host.diagnostic("Warning", f"the agent wrote a line that is not JSON: {line[:200]!r}")
+            return
+        if not isinstance(msg, dict):
+            self.host.diagnostic("Warning", f"the agent wrote JSON that is not a JSON-RPC message: {line[:200]!r}")
+            return
+        method = msg.get("method")
+        if method is None:
+            on_answer = self._answers.pop(msg.get("id"), None)  # type: ignore[arg-type]
+            if on_answer is not None:
+                error = msg.get("error")
+                if error is not None:
+                    on_answer(None, error if isinstance(error, dict) else {"code": 0, "message": str(error)})
+                else:
+                    on_answer(msg.get("result"), None)
+            return
+        params = msg.get("params")
+        if not isinstance(params, dict):
+            params = {}
+        if "id" in msg:
+            self._on_agent_request(msg["id"], method, params)
+        elif method == "session/update":
+            update = params.get("update")
+            if isinstance(update, dict):
+                kind = update.get("sessionUpdate")
+                handler = self._handlers.get(kind)  # type: ignore[arg-type]
+                # Before the session is open (and while session/load replays history)
+                # only the session's state is taken, never turn content.
+                if handler is not None and (self._state == "open" and not self._replaying or kind in STATE_UPDATES):
+                    handler(update)
+        # Other notifications ($/cancel_request, extensions) need nothing from us.
+
+    def _on_too_long(self, size: int) -> None:
+        self.host.diagnostic("Warning", f"the agent wrote a line of more than {size} bytes; skipped")
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def open(self) -> None:
+        self._state = "opening"
+        try:
+            self.proc = AgentProcess(
+                self.loop,
+                self.argv,
+                cwd=self.launch.dir,
+                env=self._child_env(),
+                on_line=self._on_line,
+                on_exit=self._on_exit,
+                on_too_long=self._on_too_long,
+                record_wire=self.launch.record_wire,
+            )
+        except OSError as exc:
+            self._state = "closed"
+            self.host.open_failed(AgentError.detail("SpawnFailed", f"{self.argv[0]}: {exc.strerror or exc}"))
+            return
+        self._timer = self.loop.call_later(self.handshake_timeout, self._handshake_expired)
+        self._request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "clientCapabilities": {
+                    "fs": {"readTextFile": True, "writeTextFile": True},
+                    "terminal": True,
+                    "auth": {"terminal": True},
+                    "session": {"configOptions": {"boolean": {}}},
+                },
+                "clientInfo": {"name": "agentproto", "title": "agentproto", "version": _version()},
+            },
+            self._on_initialized,
+        )
+
+    def _handshake_expired(self) -> None:
+        if self._state == "opening":
+            self._open_failed(
+                AgentError.detail("HandshakeTimeout", f"no answer within {self.handshake_timeout:g}s")
+            )
+
+    def _open_failed(self, error: AgentError) -> None:
+        if self._state != "opening":
+            return
+        self._state = "closing"
+        if self._timer is not None:
+            self._timer.cancel()
+        self.host.open_failed(error)
+        self._shutdown(grace=0.5)
+
+    def _on_initialized(self, result: Any, error: dict[str, Any] | None) -> None:
+        if error is not None:
+            self._open_failed(self._error("initialize", error))
+            return
+        if not isinstance(result, dict):
+            self._open_failed(AgentError.detail("ProtocolFailed", "initialize answered without a result object"))
+            return
+        self._init = result
+        version = result.get("protocolVersion")
+        if version != PROTOCOL_VERSION:
+            self._open_failed(
+                AgentError.detail("ProtocolFailed", f"the agent speaks ACP version {version!r}; agentproto speaks 1")
+            )
+            return
+        caps = self._caps()
+        session_caps = caps.get("sessionCapabilities") or {}
+        mcp = caps.get("mcpCapabilities") or {}
+        try:
+            servers = mcp_servers(self.launch.mcp_servers, bool(mcp.get("http")), bool(mcp.get("sse")))
+        except AgentError as exc:
+            self._open_failed(exc)
+            return
+        base = {"cwd": os.path.abspath(self.launch.dir), "mcpServers": servers}
+        if self.launch.fork_at:
+            self._open_failed(AgentError.detail("UnsupportedFeature", "fork_at: ACP forks a whole session"))
+        elif self.launch.fork:
+            if session_caps.get("fork") is None:
+                self._open_failed(AgentError.detail("UnsupportedFeature", "fork: the agent does not offer session/fork"))
+                return
+            self._request("session/fork", {"sessionId": self.launch.fork, **base}, self._on_session)
+        elif self.launch.resume:
+            params = {"sessionId": self.launch.resume, **base}
+            if session_caps.get("resume") is not None:
+                self._request("session/resume", params, lambda r, e: self._on_session(r, e, self.launch.resume))
+            elif caps.get("loadSession"):
+                # session/load replays the conversation first; that history is not a turn.
+                self._replaying = True
+                self._request("session/load", params, lambda r, e: self._on_session(r, e, self.launch.resume))
+            else:
+                self._open_failed(
+                    AgentError.detail("UnsupportedFeature", "resume: the agent offers neither session/resume nor session/load")
+                )
+        else:
+            self._request("session/new", base, self._on_session)
+
+    def _caps(self) -> dict[str, Any]:
+        caps = self._init.get("agentCapabilities")
+        return caps if isinstance(caps, dict) else {}
+
+    def _child_env(self) -> dict[str, str]:
+        """The sidecar's environment, the catalog's defaults for this agent, the session's env."""
+        env = dict(os.environ)
+        env.update(self._extra.get("env", {}))
+        env.update(self.launch.env)
+        return env
+
+    def _login(self) -> list[dict[str, Any]]:
+        return login_steps(self._init.get("authMethods"), self.argv, self._extra.get("login"))
+
+    def _error(self, step: str, error: dict[str, Any]) -> AgentError:
+        message = str(error.get("message") or "error")
+        data = error.get("data")
+        if isinstance(data, dict) and isinstance(data.get("details"), str):
+            message += f" ({data['details']})"
+        if error.get("code") == AUTH_REQUIRED:
+            return AgentError.auth_required(auth_message(message, self._init.get("authMethods")), self._login())
+        if step == "resume":
+            return AgentError.detail("ResumeFailed", message)
+        return AgentError.detail("ProtocolFailed", f"{step}: {message}")
+
+    def _on_session(self, result: Any, error: dict[str, Any] | None, session_id: str | None = None) -> None:
+        self._replaying = False
+        if self._state != "opening":
+            return
+        if error is not None:
+            step = "resume" if self.launch.resume else "session"
+            if error.get("code") == AUTH_REQUIRED and self.launch.throwaway and not self.launch.tools_disabled:
+                # probe: not logged in is an answer, not a failure.
+                self._auth = {"Unauthenticated": {"login": self._login()}}
+                self._opened()
+                return
+            self._open_failed(self._error(step, error))
+            return
+        result = result if isinstance(result, dict) else {}
+        self._session = result.get("sessionId") or session_id
+        if not isinstance(self._session, str):
+            self._open_failed(AgentError.detail("ProtocolFailed", "session/new answered without a sessionId"))
+            return
+        self._options = map_config_options(result.get("configOptions"), result.get("modes"), result.get("models"))
+        self._apply_launch_configure(list(self.launch.configure.items()))
+
+    def _apply_launch_configure(self, pending: list[tuple[str, Any]]) -> None:
+        if self._state != "opening":
+            return
+        if not pending:
+            self._opened()
+            return
+        (option, value), rest = pending[0], pending[1:]
+
+        def done(error: AgentError | None) -> None:
+            if error is not None:
+                self._open_failed(error)
+            else:
+                self._apply_launch_configure(rest)
+
+        entry = self._option(option)
+        if entry is None:
+            known = ", ".join(o["id"] for o, _, _ in self._options) or "none"
+            done(AgentError.detail("InvalidConfiguration", f"unknown option {option} (options: {known})"))
+            return
+        problem = self.validate_config(entry[0], value)
+        if problem:
+            done(AgentError.detail("InvalidConfiguration", f"{option} {problem}"))
+            return
+        self._set_option(entry, value, done)
+
+    def _opened(self) -> None:
+        self._state = "open"
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._reported = self.details()
+        self.host.opened(
+            self.details(), resume_token=self._session, title=self._title, configuration=self.configuration()
+        )
+
+    def details(self) -> dict[str, Any]:
+        caps = self._caps()
+        session_caps = caps.get("sessionCapabilities") or {}
+        prompt_caps = caps.get("promptCapabilities") or {}
+        mcp = caps.get("mcpCapabilities") or {}
+        features = ["Permissions", "Plan"]
+        if prompt_caps.get("image"):
+            features.append("Images")
+        if caps.get("loadSession") or session_caps.get("resume") is not None:
+            features.append("Resume")
+        if session_caps.get("fork") is not None:
+            features.append("Fork")
+        if self._commands:
+            features.append("SlashCommands")
+        features += sorted(self._features_seen)
+        transports = ["Stdio"] + [t for t, on in (("Http", mcp.get("http")), ("Sse", mcp.get("sse"))) if on]
+        info = self._init.get("agentInfo")
+        return {
+            "version": info.get("version") if isinstance(info, dict) else None,
+            "auth": self._auth,
+            "capabilities": {"features": features, "mcp_transports": transports},
+            "config_options": [dict(o) for o, _, _ in self._options],
+            "commands": list(self._commands),
+        }
+
+    def configuration(self) -> dict[str, Any]:
+        return {"options": {o["id"]: o["current"] for o, _, _ in self._options if o["current"] is not None}}
+
+    def _changed(self) -> None:
+        """Report the session's details and configuration, if they differ from the last."""
+        if self._state != "open":
+            return
+        details, configuration = self.details(), self.configuration()
+        if details != self._reported:
+            self._reported = details
+            self.host.update(details=details, configuration=configuration)
+
+    def close(self) -> None:
+        if self._state in ("closing", "closed"):
+            return
+        if self._state == "new":
+            self._state = "closed"
+            self.host.closed()
+            return
+        self._state = "closing"
+        self._cancel_permissions()
+        self._shutdown(grace=3.0)
+
+    def kill(self) -> None:
+        if self._state == "closed":
+            return
+        if self._state == "new":
+            self.close()
+            return
+        self._state = "closing"
+        self.terminals.close_all()
+        if self.proc is not None:
+            self.proc.kill()
+
+    def _shutdown(self, grace: float) -> None:
+        self.terminals.close_all()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.proc is not None:
+            self.proc.shutdown(grace)
+
+    def _on_exit(self, status: str | None, stderr: str) -> None:
+        state = self._state
+        self._state = "closing"
+        self.terminals.close_all()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if state == "opening":
+            self.host.open_failed(AgentError.process_exited(status, stderr))
+        elif state == "open":
+            self.host.fail(AgentError.process_exited(status, stderr))
+        self._reap_group(time.monotonic() + 3.0)
+
+    def _reap_group(self, deadline: float) -> None:
+        """Wait until nothing of the agent's process group (or its terminals) is left."""
+        assert self.proc is not None
+        alive = False
+        try:
+            os.killpg(self.proc.pgid, signal.SIGKILL)
+            alive = True
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self.terminals.any_alive():
+            self.terminals.close_all()
+            alive = True
+        if alive and time.monotonic() < deadline:
+            self.loop.call_later(0.02, lambda: self._reap_group(deadline))
+            return
+        self._state = "closed"
+        self.host.closed()
+
+    def deterministic(self, origin: Any) -> bool:
+        """Prompted turns end with the prompt's answer; content outside one has no end."""
+        return origin != "Agent"
+
+    # -- flow control -----------------------------------------------------------------
+
+    def pause_output(self) -> None:
+        if self.proc is not None:
+            self.proc.pause()
+
+    def resume_output(self) -> None:
+        if self.proc is not None:
+            self.proc.resume()
+
+    # -- turns ------------------------------------------------------------------------
+
+    def start_turn(self, turn_id: str, text: str, attachments: list[str]) -> None:
+        turn = _Turn(turn_id, text)
+        self._turn = turn
+        blocks = self._prompt_blocks(text, attachments)
+        turn.rpc_id = self._request(
+            "session/prompt", {"sessionId": self._session, "prompt": blocks}, lambda r, e: self._on_prompt_answer(turn, r, e)
+        )
+        self.host.turn_acknowledged()
+        self._last_seen = time.monotonic()
+        self._arm_turn_timer()
+
+    def _prompt_blocks(self, text: str, attachments: list[str]) -> list[dict[str, Any]]:
+        blocks: list[dict[str, Any]] = []
+        if self.launch.instructions and self._message_seq == 0 and not self._tools:
+            blocks.append({"type": "text", "text": self.launch.instructions})
+        blocks.append({"type": "text", "text": text})
+        images = bool((self._caps().get("promptCapabilities") or {}).get("image"))
+        for path in attachments:
+            full = os.path.abspath(os.path.join(self.launch.dir, path))
+            mime = mimetypes.guess_type(full)[0] or ""
+            if images and mime.startswith("image/"):
+                try:
+                    with open(full, "rb") as f:
+                        data = base64.b64encode(f.read()).decode("ascii")
+                    blocks.append({"type": "image", "data": data, "mimeType": mime, "uri": "file://" + full})
+                    continue
+                except OSError:
+                    pass
+            link: dict[str, Any] = {"type": "resource_link", "uri": "file://" + full, "name": os.path.basename(full)}
+            if mime:
+                link["mimeType"] = mime
+            blocks.append(link)
+        return blocks
+
+    def _arm_turn_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self.loop.call_later(self.turn_timeout, self._turn_timer)
+
+    def _turn_timer(self) -> None:
+        self._timer = None
+        turn = self._turn
+        if turn is None or self._state != "open":
+            return
+        quiet = time.monotonic() - self._last_seen
+        if self._waiting_on_us:
+            # The agent waits on us (a permission, a terminal): it is not stuck.
+            self._timer = self.loop.call_later(self.turn_timeout, self._turn_timer)
+            return
+        if quiet < self.turn_timeout:
+            self._timer = self.loop.call_later(self.turn_timeout - quiet, self._turn_timer)
+            return
+        self._notify("session/cancel", {"sessionId": self._session})
+        self._end_turn(
+            turn, {"Failed": {"message": f"the agent did not answer the prompt within {self.turn_timeout:g}s"}}
+        )
+
+    def _on_prompt_answer(self, turn: _Turn, result: Any, error: dict[str, Any] | None) -> None:
+        if self._turn is not turn:
+            return  # a turn that already ended (timed out)
+        if error is not None:
+            if error.get("code") == AUTH_REQUIRED:
+                # A session error: the engine ends the running turn Failed itself.
+                self._end_turn(turn, None)
+                self.host.fail(self._error("session/prompt", error))
+                return
+            if turn.cancelled:
+                self._end_turn(turn, "Cancelled")
+                return
+            self._end_turn(turn, {"Failed": {"message": self._error("session/prompt", error).message}})
+            return
+        result = result if isinstance(result, dict) else {}
+        stop, warning = map_stop_reason(result.get("stopReason"))
+        if warning:
+            self.host.diagnostic("Warning", warning)
+        self._end_turn(turn, stop, map_usage(result.get("usage")))
+
+    def _end_turn(self, turn: _Turn, stop: Any, usage: dict[str, int] | None = None) -> None:
+        """Finish the turn's bookkeeping and report ``stop`` (None: report nothing)."""
+        self._end_message()
+        if stop == "Cancelled" or isinstance(stop, dict) and "Failed" in stop:
+            # The spec: the client marks the turn's unfinished tool calls cancelled.
+            for tool_id in turn.tools:
+                snapshot = self._tools.get(tool_id)
+                if snapshot is not None and snapshot["status"] not in FINISHED:
+                    snapshot["status"] = "Cancelled"
+                    self.host.emit({"ToolUpdated": public_tool(snapshot)})
+        self._cancel_permissions()
+        for tool_id in turn.tools:
+            snapshot = self._tools.get(tool_id)
+            if snapshot is not None and snapshot["status"] in FINISHED and not snapshot["_terminals"]:
+                del self._tools[tool_id]
+        self._turn = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if stop is not None:
+            self.host.end_turn(stop, usage)
+
+    def cancel(self) -> None:
+        turn = self._turn
+        if turn is None or self._state != "open":
+            return
+        turn.cancelled = True
+        self._notify("session/cancel", {"sessionId": self._session})
+        self._cancel_permissions()
+
+    def _cancel_permissions(self) -> None:
+        pending, self._permissions = self._permissions, {}
+        for rpc_id, _ in pending.values():
+            self._waiting_on_us -= 1
+            self._respond(rpc_id, {"outcome": {"outcome": "cancelled"}})
+
+    # -- session updates --------------------------------------------------------------
+
+    def _message_id(self, kind: str, acp_id: Any) -> str:
+        current = self._message
+        if current is not None and current[0] == kind and current[1] == acp_id:
+            return current[2]
+        self._end_message()
+        self._message_seq += 1
+        our_id = f"m{self._message_seq}"
+        self._message = (kind, acp_id, our_id)
+        return our_id
+
+    def _end_message(self) -> None:
+        if self._message is not None:
+            self.host.emit({"MessageEnded": {"message_id": self._message[2]}})
+            self._message = None
+
+    def _on_message_chunk(self, update: dict[str, Any]) -> None:
+        content = update.get("content")
+        text = content.get("text") if isinstance(content, dict) and content.get("type") == "text" else block_text(content)
+        if text:
+            self.host.emit({"TextDelta": {"message_id": self._message_id("text", update.get("messageId")), "text": text}})
+
+    def _on_thought_chunk(self, update: dict[str, Any]) -> None:
+        text = block_text(update.get("content"))
+        if text:
+            message_id = self._message_id("thought", update.get("messageId"))
+            self.host.emit({"ReasoningDelta": {"message_id": message_id, "text": text}})
+
+    def _on_user_chunk(self, update: dict[str, Any]) -> None:
+        text = block_text(update.get("content"))
+        # An echo of the caller's own prompt is not provider-originated user content.
+        if text and not (self._turn is not None and text.strip() and text.strip() in self._turn.prompt):
+            self.host.emit({"UserMessage": {"message_id": self._message_id("user", update.get("messageId")), "text": text}})
+
+    def _on_tool_call(self, update: dict[str, Any]) -> None:
+        tool_id = update.get("toolCallId")
+        if not isinstance(tool_id, str):
+            return
+        self._end_message()
+        self._emit_tool(self._merge_tool(tool_id, update))
+
+    def _merge_tool(self, tool_id: str, update: dict[str, Any]) -> dict[str, Any]:
+        previous = self._tools.get(tool_id)
+        snapshot = merge_tool_call(previous, {**update, "toolCallId": tool_id})
+        self._tools[tool_id] = snapshot
+        if previous is None and self._turn is not None:
+            self._turn.tools.append(tool_id)
+        for terminal_id in snapshot["_terminals"]:
+            if terminal_id not in self._term_tool:
+                self._term_tool[terminal_id] = tool_id
+        return snapshot
+
+    def _emit_tool(self, snapshot: dict[str, Any]) -> None:
+        self.host.emit({"ToolUpdated": public_tool(snapshot)})
+        # Terminal output that arrived before the tool call named its terminal.
+        for terminal_id in snapshot["_terminals"]:
+            for text in self._term_backlog.pop(terminal_id, []):
+                self.host.emit({"ToolOutputDelta": {"tool_id": snapshot["id"], "text": text}})
+
+    def _terminal_output(self, terminal_id: str, text: str) -> None:
+        tool_id = self._term_tool.get(terminal_id)
+        if tool_id is not None and self._state == "open":
+            self.host.emit({"ToolOutputDelta": {"tool_id": tool_id, "text": text}})
+        else:
+            backlog = self._term_backlog.setdefault(terminal_id, [])
+            if sum(map(len, backlog)) < 1 << 20:
+                backlog.append(text)
+
+    def _on_plan(self, update: dict[str, Any]) -> None:
+        self.host.emit({"PlanUpdated": {"entries": map_plan(update.get("entries"))}})
+
+    def _on_commands(self, update: dict[str, Any]) -> None:
+        self._commands = map_commands(update.get("availableCommands"))
+        self._changed()
+
+    def _on_mode(self, update: dict[str, Any]) -> None:
+        mode = update.get("currentModeId", update.get("modeId"))
+        for option, _, _ in self._options:
+            if option["category"] == "mode" or option["id"] == "mode":
+                option["current"] = mode
+                break
+        self._changed()
+
+    def _on_config_options(self, update: dict[str, Any]) -> None:
+        self._replace_config_options(update.get("configOptions"))
+        self._changed()
+
+    def _on_session_info(self, update: dict[str, Any]) -> None:
+        if "title" in update:
+            title = update["title"]
+            self._title = title if isinstance(title, str) else None
+            if self._state == "open":
+                self.host.update(title=self._title)
+
+    def _on_usage(self, update: dict[str, Any]) -> None:
+        usage = map_context_usage(update)
+        if usage is None:
+            return
+        if "ContextUsage" not in self._features_seen:
+            self._features_seen.add("ContextUsage")
+            self._changed()
+        self.host.emit({"ContextUsage": usage})
+
+    # -- requests from the agent ------------------------------------------------------
+
+    def _on_agent_request(self, rpc_id: Any, method: str, params: dict[str, Any]) -> None:
+        try:
+            if method == "session/request_permission":
+                self._on_permission(rpc_id, params)
+            elif method == "fs/read_text_file":
+                self._respond(rpc_id, services.read_text_file(self.launch.dir, params))
+            elif method == "fs/write_text_file":
+                services.write_text_file(self.launch.dir, params)
+                self._respond(rpc_id, None)
+            elif method == "terminal/create":
+                self._respond(rpc_id, self.terminals.create(params))
+            elif method == "terminal/output":
+                self._respond(rpc_id, self.terminals.output(params))
+            elif method == "terminal/wait_for_exit":
+                self._waiting_on_us += 1
+
+                def reply(status: dict[str, Any]) -> None:
+                    self._waiting_on_us -= 1
+                    self._last_seen = time.monotonic()
+                    self._respond(rpc_id, status)
+
+                try:
+                    self.terminals.wait_for_exit(params, reply)
+                except RpcError:
+                    self._waiting_on_us -= 1
+                    raise
+            elif method == "terminal/kill":
+                self.terminals.kill(params)
+                self._respond(rpc_id, None)
+            elif method == "terminal/release":
+                self.terminals.release(params)
+                self._respond(rpc_id, None)
+            else:
+                self._respond(rpc_id, error={"code": METHOD_NOT_FOUND, "message": f"method not found: {method}"})
+        except RpcError as exc:
+            self._respond(rpc_id, error=exc.body())
+
+    def _on_permission(self, rpc_id: Any, params: dict[str, Any]) -> None:
+        options = [o for o in params.get("options") or [] if isinstance(o, dict) and "optionId" in o]
+        choices: list[str] = []
+        for option in options:
+            choice = KIND_CHOICES.get(option.get("kind"))  # type: ignore[arg-type]
+            if choice and choice not in choices:
+                choices.append(choice)
+        if self._turn is None or (self._turn.cancelled) or not choices:
+            # Outside a turn, after a cancel, or nothing we can offer: the spec's answer.
+            self._respond(rpc_id, {"outcome": {"outcome": "cancelled"}})
+            return
+        tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+        tool_id = tool_call.get("toolCallId") if isinstance(tool_call.get("toolCallId"), str) else f"perm-tool-{rpc_id}"
+        before = self._tools.get(tool_id)
+        snapshot = self._merge_tool(tool_id, tool_call)
+        if before is None or public_tool(before) != public_tool(snapshot):
+            self._end_message()
+            self._emit_tool(snapshot)
+        self._permission_seq += 1
+        request_id = f"perm-{self._permission_seq}"
+        self._permissions[request_id] = (rpc_id, options)
+        self._waiting_on_us += 1
+        names = [str(o.get("name")) for o in options if o.get("name")]
+        self.host.emit(
+            {
+                "RequestOpened": {
+                    "Permission": {
+                        "id": request_id,
+                        "tool": public_tool(snapshot),
+                        "options": choices,
+                        "detail": " / ".join(names) or None,
+                    }
+                }
+            }
+        )
+
+    def answer(self, request: dict[str, Any], answer: Any) -> None:
+        payload = request.get("Permission") if isinstance(request, dict) else None
+        if not isinstance(payload, dict):
+            return
+        entry = self._permissions.pop(payload.get("id"), None)  # type: ignore[arg-type]
+        if entry is None:
+            return
+        rpc_id, options = entry
+        self._waiting_on_us -= 1
+        self._last_seen = time.monotonic()
+        self._respond(rpc_id, {"outcome": permission_outcome(options, answer)})
+
+    # -- configuration ----------------------------------------------------------------
+
+    def _option(self, option_id: str) -> tuple[dict[str, Any], str, str] | None:
+        for entry in self._options:
+            if entry[0]["id"] == option_id:
+                return entry
+        return None
+
+    def configure(self, option: str, value: Any, done: Callable[[AgentError | None], None]) -> None:
+        entry = self._option(option)
+        if entry is None:
+            done(AgentError.detail("InvalidConfiguration", f"unknown option {option}"))
+            return
+
+        def finished(error: AgentError | None) -> None:
+            if error is None:
+                # The engine records the new value and says SessionUpdated itself; only a
+                # dependent change (another option the agent changed with it) is ours to say.
+                for reported in self._reported.get("config_options", []):
+                    if reported["id"] == option:
+                        reported["current"] = value
+                self._changed()
+            done(error)
+
+        self._set_option(entry, value, finished)
+
+    def _set_option(
+        self, entry: tuple[dict[str, Any], str, str], value: Any, done: Callable[[AgentError | None], None]
+    ) -> None:
+        option, how, acp_id = entry
+
+        def on_answer(result: Any, error: dict[str, Any] | None) -> None:
+            if error is not None:
+                err = self._error(f"set {option['id']}", error)
+                if err.kind == "ProtocolFailed":
+                    err = AgentError.detail("InvalidConfiguration", f"{option['id']}: {error.get('message')}")
+                done(err)
+                return
+            if how == "config" and isinstance(result, dict) and isinstance(result.get("configOptions"), list):
+                self._replace_config_options(result["configOptions"])
+            else:
+                option["current"] = value
+            done(None)
+
+        if how == "config":
+            params: dict[str, Any] = {"sessionId": self._session, "configId": acp_id, "value": value}
+            if isinstance(value, bool):
+                params["type"] = "boolean"
+            self._request("session/set_config_option", params, on_answer)
+        elif how == "mode":
+            self._request("session/set_mode", {"sessionId": self._session, "modeId": value}, on_answer)
+        else:
+            self._request("session/set_model", {"sessionId": self._session, "modelId": value}, on_answer)
+
+    def _replace_config_options(self, config_options: Any) -> None:
+        kept = [(o, how, acp_id) for o, how, acp_id in self._options if how != "config"]
+        fresh = map_config_options(config_options)
+        taken = {o["id"] for o, _, _ in fresh}
+        self._options = fresh + [entry for entry in kept if entry[0]["id"] not in taken]
+
+
+def _seconds(value: str | None, default: float) -> float:
+    try:
+        seconds = float(value) if value else default
+    except ValueError:
+        return default
+    return seconds if seconds > 0 else default
+
+
+def _version() -> str:
+    try:
+        from agentproto import __version__
+
+        return str(__version__)
+    except ImportError:
+        return "0"
