@@ -55,6 +55,17 @@ CATALOG: list[AgentSpec] = []
 
 CATALOG.append(
     AgentSpec(
+        id="claude",
+        name="Claude Code",
+        commands=("claude",),
+        install_hint="npm install -g @anthropic-ai/claude-code",
+        driver="agentproto.drivers.claude:ClaudeDriver",
+        known_locations=("~/.claude/local", "~/.local/bin"),
+    )
+)
+
+CATALOG.append(
+    AgentSpec(
         id="codex",
         name="Codex",
         commands=("codex",),
