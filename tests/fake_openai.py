@@ -28,8 +28,9 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Any
 
 
 @dataclass
@@ -63,7 +64,7 @@ class Hang:
     headers_first: bool = False
 
 
-Step = Union[list[Union[Event, Pause]], Error, Hang, Callable[[dict[str, Any]], Any]]
+Step = list[Event | Pause] | Error | Hang | Callable[[dict[str, Any]], Any]
 
 _ids = itertools.count(1)
 
@@ -313,7 +314,7 @@ class FakeOpenAI:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def script(self, *steps: Step) -> "FakeOpenAI":
+    def script(self, *steps: Step) -> FakeOpenAI:
         with self._lock:
             self._steps.extend(steps)
         return self
@@ -342,10 +343,10 @@ class FakeOpenAI:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> "FakeOpenAI":
+    def __enter__(self) -> FakeOpenAI:  # noqa: PYI034
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- called on handler threads
@@ -368,7 +369,7 @@ class FakeOpenAI:
             try:
                 if connection.recv(1, socket.MSG_PEEK) == b"":
                     return
-            except (socket.timeout, BlockingIOError):
+            except (TimeoutError, BlockingIOError):
                 continue
             except OSError:
                 return
@@ -545,6 +546,16 @@ class CodexWorld:
                 continue
             if b"codex" in cmdline and b"agentproto" not in cmdline.split(b"\0")[0]:
                 out.append(pid)
+        return out
+
+    def describe(self, pids: list[int]) -> list[str]:
+        out = []
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    out.append(f"{pid}: " + f.read().replace(b"\0", b" ").decode("utf-8", "replace")[:200])
+            except OSError:
+                out.append(f"{pid}: gone")
         return out
 
     def wait_no_codex(self, timeout: float = 10.0) -> list[int]:

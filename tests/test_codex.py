@@ -288,7 +288,8 @@ def test_generate_answers_in_text_without_tools(sidecar, world):
 def test_instructions_and_config_home_reach_codex(sidecar, world, tmp_path):
     home = tmp_path / "explicit-home"
     home.mkdir()
-    (home / "config.toml").write_text(open(os.path.join(world.codex_home, "config.toml")).read())
+    with open(os.path.join(world.codex_home, "config.toml")) as f:
+        (home / "config.toml").write_text(f.read())
     world.api.script(fo.text("ok"))
     instructions = 'Always say "quoted" \\ things\nand more'
     session = open_codex(sidecar, world, config_home=str(home), instructions=instructions)["id"]
@@ -378,7 +379,8 @@ def test_close_leaves_no_codex_process(sidecar, world):
     session = open_codex(sidecar, world)["id"]
     assert len(world.codex_processes()) >= 2  # the npm launcher and the native binary
     sidecar.ok({"cmd": "close", "session": session}, timeout=30)
-    assert world.codex_processes() == []
+    left = world.codex_processes()
+    assert left == [], world.describe(left)
 
 
 def test_eof_exits_zero_promptly_with_no_codex_left(world):

@@ -12,17 +12,17 @@ from typing import Any
 import pytest
 
 from agentproto.drivers.base import Launch
-from agentproto.drivers.codex import (
-    CodexDriver,
+from agentproto.drivers.codex import CodexDriver
+from agentproto.drivers.codex_mapping import (
     auth_status,
     config_options,
     file_diffs,
     is_auth_error,
     mcp_config,
     plan_entries,
-    tool_for_item,
     toml_key,
     toml_value,
+    tool_for_item,
 )
 from agentproto.loop import Loop
 
@@ -50,7 +50,7 @@ def test_toml_strings_roundtrip(text):
 
 def test_toml_random_strings_roundtrip():
     rng = random.Random(4)
-    alphabet = [chr(c) for c in range(0, 0x250)] + ["😀", "\U0010ffff", "\ufffe", "\u00a0"]
+    alphabet = [chr(c) for c in range(0x250)] + ["😀", "\U0010ffff", "\ufffe", "\u00a0"]
     for _ in range(2000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
         assert roundtrip(text) == text
@@ -344,7 +344,7 @@ def test_stalled_turn_fails_and_is_interrupted(driver):
     loop = driver.host.loop
     deadline = time.monotonic() + 2
     loop.run(until=lambda: any(c[0] == "end_turn" for c in driver.host.calls) or time.monotonic() > deadline)
-    stop, _ = [c[1] for c in driver.host.calls if c[0] == "end_turn"][0]
+    stop, _ = next(c[1] for c in driver.host.calls if c[0] == "end_turn")
     assert "no progress from Codex for 0.2 s" in stop["Failed"]["message"]
     assert driver.proc.written[-1]["method"] == "turn/interrupt"
     # Codex's own (late) end of that turn is not a second end.

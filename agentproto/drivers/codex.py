@@ -22,28 +22,38 @@ Rules of this file:
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
-from typing import Any, Callable
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
 
 from agentproto.drivers.base import AgentProcess, Driver, Host, Launch
+from agentproto.drivers.codex_mapping import (
+    DELTAS,
+    LOGIN,
+    SANDBOX_NAMES,
+    auth_status,
+    config_options,
+    file_diffs,
+    group_alive,
+    is_auth_error,
+    mcp_config,
+    plan_entries,
+    sandbox_policy,
+    toml_value,
+    tool_for_item,
+    version_of,
+)
 from agentproto.wire import AgentError, decode_json_line, tool_update
 
 CLIENT_INFO = {"name": "agentproto", "title": "agentproto", "version": "0.1"}
 HANDSHAKE_TIMEOUT = 60.0
 DEFAULT_STALL_SECS = 300.0
 CLOSE_GRACE = 3.0
-
-LOGIN = [
-    {"Terminal": {"command": ["codex", "login"], "env": {}, "description": "Sign in to Codex with ChatGPT or an API key"}},
-    {"EnvVar": {"name": "OPENAI_API_KEY"}},
-    {"EnvVar": {"name": "CODEX_API_KEY"}},
-]
+GROUP_GRACE = 2.0
 
 FEATURES = ["Images", "Resume", "Fork", "Steer", "Permissions", "Questions", "Plan", "ContextUsage", "Compact"]
-SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
-EFFORTS = ("minimal", "low", "medium", "high", "xhigh")
 MODES = ("default", "plan")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
 
@@ -57,301 +67,6 @@ TOOLS_OFF = (
     'web_search="disabled"',
 )
 TEXT_ONLY = "Answer with text only. Do not call any tool, do not run commands and do not edit files."
-
-
-# -- TOML values (for `-c key=value`) ---------------------------------------------------
-
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
-
-
-def toml_string(text: str) -> str:
-    """A TOML basic string holding exactly ``text``.
-
-    TOML strings are Unicode scalar values: a lone surrogate cannot be written, so it is
-    refused rather than silently changed.
-    """
-    out = ['"']
-    for ch in text:
-        code = ord(ch)
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\u{code:04X}")
-        elif 0xD800 <= code <= 0xDFFF:
-            raise ValueError(f"a lone surrogate (U+{code:04X}) cannot be written in TOML")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def toml_key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else toml_string(key)
-
-
-def toml_value(value: Any) -> str:
-    """One TOML value (inline tables for dicts) for any JSON-like Python value."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)
-    if isinstance(value, str):
-        return toml_string(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{toml_key(str(k))} = {toml_value(v)}" for k, v in value.items()) + "}"
-    raise ValueError(f"no TOML form for {type(value).__name__}")
-
-
-def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
-    """protocol-1 McpServer entries as Codex's ``mcp_servers`` table."""
-    table: dict[str, Any] = {}
-    for server in servers:
-        (tag, body), = server["connection"].items()
-        if tag == "Stdio":
-            entry: dict[str, Any] = {"command": body["command"], "args": list(body.get("args") or [])}
-            if body.get("env"):
-                entry["env"] = dict(body["env"])
-        else:
-            entry = {"url": body["url"]}
-            if body.get("headers"):
-                entry["http_headers"] = dict(body["headers"])
-        table[server["name"]] = entry
-    return table
-
-
-# -- mapping Codex items to protocol 1 --------------------------------------------------
-
-
-def _hunks(diff: str) -> tuple[str, str]:
-    """Old and new text of a unified diff's hunks (context lines in both)."""
-    old: list[str] = []
-    new: list[str] = []
-    for line in diff.splitlines(keepends=True):
-        if line.startswith(("---", "+++", "@@", "diff ", "index ")):
-            continue
-        if line.startswith("-"):
-            old.append(line[1:])
-        elif line.startswith("+"):
-            new.append(line[1:])
-        elif line.startswith(" "):
-            old.append(line[1:])
-            new.append(line[1:])
-        elif line.startswith("\\"):
-            continue
-        else:
-            old.append(line)
-            new.append(line)
-    return "".join(old), "".join(new)
-
-
-def file_diffs(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    diffs = []
-    for change in changes or []:
-        kind = (change.get("kind") or {}).get("type")
-        diff = change.get("diff") or ""
-        path = change.get("path") or ""
-        if kind == "add":
-            diffs.append({"path": path, "old_text": None, "new_text": diff})
-        elif kind == "delete":
-            diffs.append({"path": path, "old_text": diff, "new_text": ""})
-        else:
-            old, new = _hunks(diff)
-            move = (change.get("kind") or {}).get("move_path")
-            diffs.append({"path": move or path, "old_text": old, "new_text": new})
-    return diffs
-
-
-_ITEM_STATUS = {
-    "inProgress": "Running",
-    "completed": "Completed",
-    "failed": "Failed",
-    "declined": "Failed",
-}
-
-
-def _mcp_output(item: dict[str, Any]) -> str | None:
-    if item.get("error"):
-        return str(item["error"].get("message"))
-    result = item.get("result")
-    if not result:
-        return None
-    texts = [c.get("text") for c in result.get("content") or [] if isinstance(c, dict) and c.get("type") == "text"]
-    if texts:
-        return "\n".join(t for t in texts if isinstance(t, str))
-    if result.get("structuredContent") is not None:
-        return json.dumps(result["structuredContent"])
-    return None
-
-
-def tool_for_item(item: dict[str, Any]) -> dict[str, Any] | None:
-    """The ToolUpdate of a Codex tool item, or None for non-tool items."""
-    kind = item.get("type")
-    item_id = str(item.get("id"))
-    status = _ITEM_STATUS.get(item.get("status"), "Running")
-    if kind == "commandExecution":
-        exit_code = item.get("exitCode")
-        if status == "Completed" and exit_code not in (None, 0):
-            status = "Failed"
-        output = item.get("aggregatedOutput")
-        if item.get("status") == "declined" and output is None:
-            output = "declined"
-        return tool_update(
-            item_id,
-            "Execute",
-            item.get("command") or "",
-            status,
-            {"Command": {"command": item.get("command") or "", "cwd": item.get("cwd")}},
-            output,
-            raw={"name": "commandExecution", "input": {"command": item.get("command"), "actions": item.get("commandActions")}},
-        )
-    if kind == "fileChange":
-        changes = item.get("changes") or []
-        paths = [c.get("path") or "" for c in changes]
-        kinds = {(c.get("kind") or {}).get("type") for c in changes}
-        tool_kind = "Delete" if kinds == {"delete"} else "Edit"
-        output = "declined" if item.get("status") == "declined" else None
-        return tool_update(
-            item_id,
-            tool_kind,
-            "Edit " + ", ".join(paths) if paths else "Edit files",
-            status,
-            {"Path": paths[0]} if len(paths) == 1 else "None",
-            output,
-            diffs=file_diffs(changes),
-            locations=paths,
-        )
-    if kind == "mcpToolCall":
-        return tool_update(
-            item_id,
-            {"Mcp": {"server": str(item.get("server")), "tool": str(item.get("tool"))}},
-            f"{item.get('server')}: {item.get('tool')}",
-            status,
-            "None",
-            _mcp_output(item),
-            raw={"name": str(item.get("tool")), "input": item.get("arguments")},
-        )
-    if kind == "dynamicToolCall":
-        return tool_update(
-            item_id, "Other", str(item.get("tool")), status, "None", None,
-            raw={"name": str(item.get("tool")), "input": item.get("arguments")},
-        )
-    if kind == "webSearch":
-        action = item.get("action") or {}
-        query = item.get("query") or ""
-        if action.get("type") == "openPage" and action.get("url"):
-            tool_input: Any = {"Url": action["url"]}
-            title = f"Open {action['url']}"
-        else:
-            tool_input = {"Query": query}
-            title = f"Search the web: {query}"
-        done = "Completed" if item.get("status") is None and query else status
-        return tool_update(item_id, "Fetch", title, done, tool_input, None, raw={"name": "webSearch", "input": action})
-    if kind == "imageView":
-        return tool_update(item_id, "Read", f"View {item.get('path')}", "Completed", {"Path": str(item.get("path"))})
-    if kind == "collabAgentToolCall":
-        return tool_update(
-            item_id, "Subagent", str(item.get("tool")), status,
-            {"Text": item.get("prompt") or ""}, None,
-            raw={"name": str(item.get("tool")), "input": {"receivers": item.get("receiverThreadIds")}},
-        )
-    return None
-
-
-_PLAN_STATUS = {"pending": "Pending", "inProgress": "InProgress", "completed": "Completed"}
-
-
-def plan_entries(plan: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"text": str(s.get("step", "")), "status": _PLAN_STATUS.get(s.get("status"), "Pending")} for s in plan]
-
-
-def auth_status(account_reply: dict[str, Any], env: dict[str, str]) -> Any:
-    account = account_reply.get("account")
-    if isinstance(account, dict):
-        kind = account.get("type")
-        if kind == "chatgpt":
-            return {
-                "Authenticated": {
-                    "kind": "Subscription",
-                    "account": {"email": account.get("email"), "plan": account.get("planType")},
-                }
-            }
-        if kind == "apiKey":
-            return {"Authenticated": {"kind": "ApiKey", "account": None}}
-        return {"Authenticated": {"kind": "CloudProvider", "account": None}}
-    if account_reply.get("requiresOpenaiAuth"):
-        if env.get("OPENAI_API_KEY") or env.get("CODEX_API_KEY"):
-            return {"Authenticated": {"kind": "ApiKey", "account": None}}
-        return {"Unauthenticated": {"login": LOGIN}}
-    return "Unknown"  # a custom provider: its key is checked on the first request
-
-
-def is_auth_error(error: dict[str, Any] | None) -> bool:
-    if not error:
-        return False
-    info = error.get("codexErrorInfo")
-    if info == "unauthorized":
-        return True
-    if isinstance(info, dict):
-        for body in info.values():
-            if isinstance(body, dict) and body.get("httpStatusCode") == 401:
-                return True
-    return "401 Unauthorized" in str(error.get("message", ""))
-
-
-def sandbox_policy(mode: str) -> dict[str, Any]:
-    if mode == "read-only":
-        return {"type": "readOnly", "networkAccess": False}
-    if mode == "danger-full-access":
-        return {"type": "dangerFullAccess"}
-    return {"type": "workspaceWrite", "writableRoots": [], "networkAccess": False,
-            "excludeTmpdirEnvVar": False, "excludeSlashTmp": False}
-
-
-_SANDBOX_NAMES = {"readOnly": "read-only", "workspaceWrite": "workspace-write", "dangerFullAccess": "danger-full-access"}
-
-
-def _select(option_id: str, name: str, choices: list[dict[str, Any]], current: Any, category: str | None = None) -> dict[str, Any]:
-    return {"id": option_id, "name": name, "category": category, "kind": {"Select": {"choices": choices}},
-            "current": current, "live": True}
-
-
-def config_options(models: list[dict[str, Any]], model: str | None, effort: str | None, sandbox: str | None, mode: str) -> list[dict[str, Any]]:
-    choices = []
-    efforts: list[str] = []
-    for m in models:
-        value = m.get("model") or m.get("id")
-        if not isinstance(value, str):
-            continue
-        choices.append({"value": value, "label": m.get("displayName") or value, "description": m.get("description")})
-        for e in m.get("supportedReasoningEfforts") or []:
-            name = e.get("reasoningEffort")
-            if isinstance(name, str) and name not in efforts:
-                efforts.append(name)
-    if model and all(c["value"] != model for c in choices):
-        choices.insert(0, {"value": model, "label": model, "description": None})
-    for e in EFFORTS:
-        if e not in efforts:
-            efforts.append(e)
-    return [
-        _select("model", "Model", choices, model, "model"),
-        _select("effort", "Reasoning effort", [{"value": e, "label": e} for e in efforts], effort, "thought_level"),
-        _select("sandbox", "Sandbox", [{"value": s, "label": s} for s in SANDBOXES], sandbox),
-        _select("mode", "Mode", [{"value": "default", "label": "Default"}, {"value": "plan", "label": "Plan"}], mode, "mode"),
-    ]
-
-
-def _version(user_agent: str) -> str | None:
-    match = re.search(r"/(\d+\.\d+\.\d+[^\s(]*)", user_agent or "")
-    return match.group(1) if match else None
 
 
 # -- the driver -------------------------------------------------------------------------
@@ -389,6 +104,8 @@ class CodexDriver(Driver):
         self._usage_base: dict[str, int] | None = None
         self._usage_total: dict[str, int] = {}
         self._stall_timer: Any = None
+        self._last_progress = 0.0
+        self._held: tuple[str, str, list[str]] | None = None
         env = launch.child_env()
         try:
             self.stall_secs = float(env.get("AGENTPROTO_CODEX_STALL_SECS") or DEFAULT_STALL_SECS)
@@ -458,7 +175,7 @@ class CodexDriver(Driver):
             self._open_failed(AgentError.detail("ProtocolFailed", f"initialize: {error.get('message')}"))
             return
         self.details = {
-            "version": _version(result.get("userAgent", "")),
+            "version": version_of(result.get("userAgent", "")),
             "auth": "Unknown",
             "capabilities": {"features": list(FEATURES), "mcp_transports": ["Stdio", "Http"]},
             "config_options": [],
@@ -545,7 +262,7 @@ class CodexDriver(Driver):
         self.model = self.model or result.get("model")
         self.effort = self.effort or result.get("reasoningEffort")
         sandbox = (result.get("sandbox") or {}).get("type")
-        self.sandbox = self.sandbox or _SANDBOX_NAMES.get(sandbox)
+        self.sandbox = self.sandbox or SANDBOX_NAMES.get(str(sandbox))
         self.details["config_options"] = config_options(self._models, self.model, self.effort, self.sandbox, self.mode)
         self._ready = True
         if self._handshake_timer is not None:
@@ -578,6 +295,7 @@ class CodexDriver(Driver):
             self.proc.resume()
 
     def _on_exit(self, status: str | None, stderr: str) -> None:
+        self._flush_deltas()
         self._stop_stall()
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
@@ -587,6 +305,24 @@ class CodexDriver(Driver):
             self.host.fail(AgentError.process_exited(status, stderr))
         for callback in pending.values():
             callback(None, {"code": -1, "message": "codex exited"})
+        self._await_group(time.monotonic() + GROUP_GRACE)
+
+    def _await_group(self, deadline: float) -> None:
+        """Report closed once nothing of Codex's process group is left.
+
+        The npm launcher exits with the native binary, but helpers Codex started may
+        still be dying from the group's SIGTERM; "closed" promises they are gone.
+        """
+        assert self.proc is not None
+        alive = group_alive(self.proc.pgid)
+        if alive and time.monotonic() < deadline:
+            self.loop.call_later(0.02, lambda: self._await_group(deadline))
+            return
+        if alive:
+            try:
+                os.killpg(self.proc.pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         self.host.closed()
 
     # -- JSON-RPC -------------------------------------------------------------------------
@@ -615,29 +351,73 @@ class CodexDriver(Driver):
             self.proc.write_json({"id": request_id, "error": {"code": code, "message": message}})
 
     def _on_line(self, line: bytes) -> None:
-        if not line.strip():
-            return
         try:
-            message = decode_json_line(line)
-        except ValueError as exc:
-            self.host.diagnostic("Warning", f"codex: skipped a line that is {exc}: {line[:200]!r}")
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            if line.strip():
+                try:
+                    decode_json_line(line)
+                except ValueError as exc:
+                    self.host.diagnostic("Warning", f"codex: skipped a line that is {exc}: {line[:200]!r}")
             return
         if not isinstance(message, dict):
             self.host.diagnostic("Warning", f"codex: skipped a non-object line: {line[:200]!r}")
             return
         method = message.get("method")
         if isinstance(method, str):
-            params = message.get("params") if isinstance(message.get("params"), dict) else {}
+            params = message.get("params")
+            if not isinstance(params, dict):
+                params = {}
+            delta_kind = DELTAS.get(method)
+            if delta_kind is not None and "id" not in message:
+                # The hot path: one line per streamed token.
+                item_id = params.get("itemId")
+                if (
+                    self._turn_wanted
+                    and params.get("threadId") == self.thread_id
+                    and (params.get("turnId") == self.turn_id or self._current(params))
+                    and isinstance(item_id, str)
+                ):
+                    self._buffer_delta(delta_kind, item_id, str(params.get("delta", "")))
+                return
+            self._flush_deltas()
             if "id" in message:
                 self._server_request(message["id"], method, params)
             else:
                 self._notification(method, params)
             return
+        self._flush_deltas()
         if "id" in message:
             callback = self._pending.pop(message["id"], None) if isinstance(message["id"], int) else None
             if callback is not None:
                 error = message.get("error")
                 callback(message.get("result"), error if isinstance(error, dict) else None)
+
+    # -- streamed text, merged per read --------------------------------------------------
+
+    def _buffer_delta(self, kind: str, item_id: str, text: str) -> None:
+        """Hold a text delta; consecutive ones of one message become one event.
+
+        Codex writes one line per model token. Those that arrive together (one read of
+        its pipe) are merged, and flushed before any other line and at the end of the
+        loop tick, so order and latency are kept while a burst costs one event.
+        """
+        self._last_progress = time.monotonic()
+        held = self._held
+        if held is not None:
+            if held[1] == item_id and held[0] == kind:
+                held[2].append(text)
+                return
+            self._flush_deltas()
+        self._streamed.add(item_id)
+        self._held = (kind, item_id, [text])
+        self.loop.call_soon(self._flush_deltas)
+
+    def _flush_deltas(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            self.host.emit({held[0]: {"message_id": held[1], "text": "".join(held[2])}})
 
     # -- turns ------------------------------------------------------------------------------
 
@@ -718,6 +498,7 @@ class CodexDriver(Driver):
         self._request("thread/compact/start", {"threadId": self.thread_id}, started)
 
     def _end_turn(self, stop: Any, usage: dict[str, int] | None = None) -> None:
+        self._flush_deltas()
         if self.turn_id:
             self._ended.add(self.turn_id)
         self._turn_wanted = False
@@ -744,10 +525,11 @@ class CodexDriver(Driver):
 
     # -- the no-progress watchdog ---------------------------------------------------------
 
-    def _arm_stall(self) -> None:
+    def _arm_stall(self, delay: float | None = None) -> None:
         self._stop_stall()
+        self._last_progress = time.monotonic()
         if self.stall_secs > 0:
-            self._stall_timer = self.loop.call_later(self.stall_secs, self._stalled)
+            self._stall_timer = self.loop.call_later(self.stall_secs if delay is None else delay, self._stalled)
 
     def _stop_stall(self) -> None:
         if self._stall_timer is not None:
@@ -755,12 +537,16 @@ class CodexDriver(Driver):
             self._stall_timer = None
 
     def _progress(self) -> None:
-        if self._turn_wanted:
-            self._arm_stall()
+        # Called for every line of a turn: only note the time; the timer re-arms itself.
+        self._last_progress = time.monotonic()
 
     def _stalled(self) -> None:
         self._stall_timer = None
         if not self._turn_wanted:
+            return
+        quiet = time.monotonic() - self._last_progress
+        if quiet < self.stall_secs:
+            self._stall_timer = self.loop.call_later(self.stall_secs - quiet, self._stalled)
             return
         if self._requests or any(t["status"] in ("Pending", "Running") and t["kind"] == "Execute" for t in self._tools.values()):
             self._arm_stall()  # waiting on the app or on a command is not a stall
@@ -834,13 +620,7 @@ class CodexDriver(Driver):
         if not self._current(params):
             return
         self._progress()
-        if method == "item/agentMessage/delta":
-            self._streamed.add(params["itemId"])
-            self.host.emit({"TextDelta": {"message_id": params["itemId"], "text": params.get("delta", "")}})
-        elif method in ("item/reasoning/summaryTextDelta", "item/reasoning/textDelta"):
-            self._streamed.add(params["itemId"])
-            self.host.emit({"ReasoningDelta": {"message_id": params["itemId"], "text": params.get("delta", "")}})
-        elif method == "item/reasoning/summaryPartAdded":
+        if method == "item/reasoning/summaryPartAdded":
             if params.get("summaryIndex", 0) > 0:
                 self.host.emit({"ReasoningDelta": {"message_id": params["itemId"], "text": "\n\n"}})
         elif method in ("item/commandExecution/outputDelta", "item/fileChange/outputDelta"):
@@ -912,8 +692,9 @@ class CodexDriver(Driver):
             self._end_turn({"Failed": {"message": message}}, usage)
             self.host.fail(AgentError.auth_required(message + "; run `codex login` or set OPENAI_API_KEY", LOGIN))
         else:
-            message = (error or {}).get("message") or f"the turn ended {status}"
-            if (error or {}).get("additionalDetails"):
+            error = error or {}
+            message = error.get("message") or f"the turn ended {status}"
+            if error.get("additionalDetails"):
                 message += f" ({error['additionalDetails']})"
             self._end_turn({"Failed": {"message": message}}, usage)
 

@@ -1,0 +1,352 @@
+"""Codex app-server values mapped to protocol 1, and TOML for Codex's ``-c`` overrides.
+
+Pure functions only (no process, no loop), so each rule is tested on its own with the
+shapes the real CLI writes; ``codex.py`` is the driver that uses them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from typing import Any
+
+from agentproto.wire import tool_update
+
+LOGIN: list[dict[str, Any]] = [
+    {"Terminal": {"command": ["codex", "login"], "env": {}, "description": "Sign in to Codex with ChatGPT or an API key"}},
+    {"EnvVar": {"name": "OPENAI_API_KEY"}},
+    {"EnvVar": {"name": "CODEX_API_KEY"}},
+]
+
+SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+EFFORTS = ("minimal", "low", "medium", "high", "xhigh")
+
+
+# -- TOML values (for `-c key=value`) ---------------------------------------------------
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def toml_string(text: str) -> str:
+    """A TOML basic string holding exactly ``text``.
+
+    TOML strings are Unicode scalar values: a lone surrogate cannot be written, so it is
+    refused rather than silently changed.
+    """
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04X}")
+        elif 0xD800 <= code <= 0xDFFF:
+            raise ValueError(f"a lone surrogate (U+{code:04X}) cannot be written in TOML")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def toml_key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else toml_string(key)
+
+
+def toml_value(value: Any) -> str:
+    """One TOML value (inline tables for dicts) for any JSON-like Python value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        return toml_string(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{toml_key(str(k))} = {toml_value(v)}" for k, v in value.items()) + "}"
+    raise ValueError(f"no TOML form for {type(value).__name__}")
+
+
+def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
+    """protocol-1 McpServer entries as Codex's ``mcp_servers`` table."""
+    table: dict[str, Any] = {}
+    for server in servers:
+        (tag, body), = server["connection"].items()
+        if tag == "Stdio":
+            entry: dict[str, Any] = {"command": body["command"], "args": list(body.get("args") or [])}
+            if body.get("env"):
+                entry["env"] = dict(body["env"])
+        else:
+            entry = {"url": body["url"]}
+            if body.get("headers"):
+                entry["http_headers"] = dict(body["headers"])
+        table[server["name"]] = entry
+    return table
+
+
+# -- mapping Codex items to protocol 1 --------------------------------------------------
+
+
+def _hunks(diff: str) -> tuple[str, str]:
+    """Old and new text of a unified diff's hunks (context lines in both)."""
+    old: list[str] = []
+    new: list[str] = []
+    for line in diff.splitlines(keepends=True):
+        if line.startswith(("---", "+++", "@@", "diff ", "index ")):
+            continue
+        if line.startswith("-"):
+            old.append(line[1:])
+        elif line.startswith("+"):
+            new.append(line[1:])
+        elif line.startswith(" "):
+            old.append(line[1:])
+            new.append(line[1:])
+        elif line.startswith("\\"):
+            continue
+        else:
+            old.append(line)
+            new.append(line)
+    return "".join(old), "".join(new)
+
+
+def file_diffs(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    diffs = []
+    for change in changes or []:
+        kind = (change.get("kind") or {}).get("type")
+        diff = change.get("diff") or ""
+        path = change.get("path") or ""
+        if kind == "add":
+            diffs.append({"path": path, "old_text": None, "new_text": diff})
+        elif kind == "delete":
+            diffs.append({"path": path, "old_text": diff, "new_text": ""})
+        else:
+            old, new = _hunks(diff)
+            move = (change.get("kind") or {}).get("move_path")
+            diffs.append({"path": move or path, "old_text": old, "new_text": new})
+    return diffs
+
+
+_ITEM_STATUS = {
+    "inProgress": "Running",
+    "completed": "Completed",
+    "failed": "Failed",
+    "declined": "Failed",
+}
+
+
+def _mcp_output(item: dict[str, Any]) -> str | None:
+    if item.get("error"):
+        return str(item["error"].get("message"))
+    result = item.get("result")
+    if not result:
+        return None
+    texts = [c.get("text") for c in result.get("content") or [] if isinstance(c, dict) and c.get("type") == "text"]
+    if texts:
+        return "\n".join(t for t in texts if isinstance(t, str))
+    if result.get("structuredContent") is not None:
+        return json.dumps(result["structuredContent"])
+    return None
+
+
+def tool_for_item(item: dict[str, Any]) -> dict[str, Any] | None:
+    """The ToolUpdate of a Codex tool item, or None for non-tool items."""
+    kind = item.get("type")
+    item_id = str(item.get("id"))
+    status = _ITEM_STATUS.get(str(item.get("status")), "Running")
+    if kind == "commandExecution":
+        exit_code = item.get("exitCode")
+        if status == "Completed" and exit_code not in (None, 0):
+            status = "Failed"
+        output = item.get("aggregatedOutput")
+        if item.get("status") == "declined" and output is None:
+            output = "declined"
+        return tool_update(
+            item_id,
+            "Execute",
+            item.get("command") or "",
+            status,
+            {"Command": {"command": item.get("command") or "", "cwd": item.get("cwd")}},
+            output,
+            raw={"name": "commandExecution", "input": {"command": item.get("command"), "actions": item.get("commandActions")}},
+        )
+    if kind == "fileChange":
+        changes = item.get("changes") or []
+        paths = [c.get("path") or "" for c in changes]
+        kinds = {(c.get("kind") or {}).get("type") for c in changes}
+        tool_kind = "Delete" if kinds == {"delete"} else "Edit"
+        output = "declined" if item.get("status") == "declined" else None
+        return tool_update(
+            item_id,
+            tool_kind,
+            "Edit " + ", ".join(paths) if paths else "Edit files",
+            status,
+            {"Path": paths[0]} if len(paths) == 1 else "None",
+            output,
+            diffs=file_diffs(changes),
+            locations=paths,
+        )
+    if kind == "mcpToolCall":
+        return tool_update(
+            item_id,
+            {"Mcp": {"server": str(item.get("server")), "tool": str(item.get("tool"))}},
+            f"{item.get('server')}: {item.get('tool')}",
+            status,
+            "None",
+            _mcp_output(item),
+            raw={"name": str(item.get("tool")), "input": item.get("arguments")},
+        )
+    if kind == "dynamicToolCall":
+        return tool_update(
+            item_id, "Other", str(item.get("tool")), status, "None", None,
+            raw={"name": str(item.get("tool")), "input": item.get("arguments")},
+        )
+    if kind == "webSearch":
+        action = item.get("action") or {}
+        query = item.get("query") or ""
+        if action.get("type") == "openPage" and action.get("url"):
+            tool_input: Any = {"Url": action["url"]}
+            title = f"Open {action['url']}"
+        else:
+            tool_input = {"Query": query}
+            title = f"Search the web: {query}"
+        done = "Completed" if item.get("status") is None and query else status
+        return tool_update(item_id, "Fetch", title, done, tool_input, None, raw={"name": "webSearch", "input": action})
+    if kind == "imageView":
+        return tool_update(item_id, "Read", f"View {item.get('path')}", "Completed", {"Path": str(item.get("path"))})
+    if kind == "collabAgentToolCall":
+        return tool_update(
+            item_id, "Subagent", str(item.get("tool")), status,
+            {"Text": item.get("prompt") or ""}, None,
+            raw={"name": str(item.get("tool")), "input": {"receivers": item.get("receiverThreadIds")}},
+        )
+    return None
+
+
+DELTAS = {
+    "item/agentMessage/delta": "TextDelta",
+    "item/reasoning/summaryTextDelta": "ReasoningDelta",
+    "item/reasoning/textDelta": "ReasoningDelta",
+}
+
+_PLAN_STATUS = {"pending": "Pending", "inProgress": "InProgress", "completed": "Completed"}
+
+
+def plan_entries(plan: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"text": str(s.get("step", "")), "status": _PLAN_STATUS.get(str(s.get("status")), "Pending")} for s in plan]
+
+
+def auth_status(account_reply: dict[str, Any], env: dict[str, str]) -> Any:
+    account = account_reply.get("account")
+    if isinstance(account, dict):
+        kind = account.get("type")
+        if kind == "chatgpt":
+            return {
+                "Authenticated": {
+                    "kind": "Subscription",
+                    "account": {"email": account.get("email"), "plan": account.get("planType")},
+                }
+            }
+        if kind == "apiKey":
+            return {"Authenticated": {"kind": "ApiKey", "account": None}}
+        return {"Authenticated": {"kind": "CloudProvider", "account": None}}
+    if account_reply.get("requiresOpenaiAuth"):
+        if env.get("OPENAI_API_KEY") or env.get("CODEX_API_KEY"):
+            return {"Authenticated": {"kind": "ApiKey", "account": None}}
+        return {"Unauthenticated": {"login": LOGIN}}
+    return "Unknown"  # a custom provider: its key is checked on the first request
+
+
+def is_auth_error(error: dict[str, Any] | None) -> bool:
+    if not error:
+        return False
+    info = error.get("codexErrorInfo")
+    if info == "unauthorized":
+        return True
+    if isinstance(info, dict):
+        for body in info.values():
+            if isinstance(body, dict) and body.get("httpStatusCode") == 401:
+                return True
+    return "401 Unauthorized" in str(error.get("message", ""))
+
+
+def sandbox_policy(mode: str) -> dict[str, Any]:
+    if mode == "read-only":
+        return {"type": "readOnly", "networkAccess": False}
+    if mode == "danger-full-access":
+        return {"type": "dangerFullAccess"}
+    return {"type": "workspaceWrite", "writableRoots": [], "networkAccess": False,
+            "excludeTmpdirEnvVar": False, "excludeSlashTmp": False}
+
+
+SANDBOX_NAMES = {"readOnly": "read-only", "workspaceWrite": "workspace-write", "dangerFullAccess": "danger-full-access"}
+
+
+def _select(option_id: str, name: str, choices: list[dict[str, Any]], current: Any, category: str | None = None) -> dict[str, Any]:
+    return {"id": option_id, "name": name, "category": category, "kind": {"Select": {"choices": choices}},
+            "current": current, "live": True}
+
+
+def config_options(models: list[dict[str, Any]], model: str | None, effort: str | None, sandbox: str | None, mode: str) -> list[dict[str, Any]]:
+    choices = []
+    efforts: list[str] = []
+    for m in models:
+        value = m.get("model") or m.get("id")
+        if not isinstance(value, str):
+            continue
+        choices.append({"value": value, "label": m.get("displayName") or value, "description": m.get("description")})
+        for e in m.get("supportedReasoningEfforts") or []:
+            name = e.get("reasoningEffort")
+            if isinstance(name, str) and name not in efforts:
+                efforts.append(name)
+    if model and all(c["value"] != model for c in choices):
+        choices.insert(0, {"value": model, "label": model, "description": None})
+    for e in EFFORTS:
+        if e not in efforts:
+            efforts.append(e)
+    return [
+        _select("model", "Model", choices, model, "model"),
+        _select("effort", "Reasoning effort", [{"value": e, "label": e} for e in efforts], effort, "thought_level"),
+        _select("sandbox", "Sandbox", [{"value": s, "label": s} for s in SANDBOXES], sandbox),
+        _select("mode", "Mode", [{"value": "default", "label": "Default"}, {"value": "plan", "label": "Plan"}], mode, "mode"),
+    ]
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a live (not zombie) process is left in the group.
+
+    Zombies are dead already; an orphaned one waits for init to reap it, which some
+    container inits do only every second or so.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True  # no /proc: trust the signal
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
+            return True
+    return False
+
+
+def version_of(user_agent: str) -> str | None:
+    match = re.search(r"/(\d+\.\d+\.\d+[^\s(]*)", user_agent or "")
+    return match.group(1) if match else None
