@@ -423,3 +423,31 @@ def test_python_client_turn_permission_and_close(world):
             rt.open("codex", dir=world.work, resume="not-a-thread")
         assert failure.value.kind == "ResumeFailed"
     assert world.wait_no_codex() == []
+
+
+def test_question_from_request_user_input_is_answered(sidecar, world):
+    questions = {"questions": [{"id": "color", "header": "Color", "question": "Which color?",
+                                "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]}]}
+    world.api.script(fo._envelope([fo.function_call_item("request_user_input", questions)]), fo.text("blue it is"))
+    session = open_codex(sidecar, world, configure={"mode": "plan"})["id"]
+    sidecar.ok({"cmd": "prompt", "session": session, "text": "ask me"})
+    opened = sidecar.events(session, "RequestOpened", timeout=60)[-1]["kind"]["RequestOpened"]["Question"]
+    assert opened["questions"][0]["text"] == "Which color?"
+    assert [c["label"] for c in opened["questions"][0]["choices"]] == ["Red", "Blue"]
+    sidecar.ok({"cmd": "answer", "session": session, "request": opened["id"], "answer": {"Question": [{"Choices": ["Blue"]}]}})
+    events = sidecar.events(session, "TurnEnded", timeout=60)
+    assert text_of(events) == "blue it is"
+    assert "Blue" in "\n".join(world.api.response_requests()[-1].input_texts())
+
+
+def test_compact_summarizes_the_thread(sidecar, world):
+    world.api.script(fo.text("first"), fo.text("summary of it all"), fo.text("after"))
+    session = open_codex(sidecar, world)["id"]
+    turn(sidecar, session, "one")
+    sidecar.ok({"cmd": "compact", "session": session})
+    events = sidecar.events(session, "TurnEnded", timeout=60)
+    assert kinds(events).count("ContextCompacted") == 1
+    assert stop_of(events) == {"Completed": {"source": "Protocol"}}
+    events = turn(sidecar, session, "two")
+    assert text_of(events) == "after"
+    assert "summary of it all" in "\n".join(world.api.response_requests()[-1].input_texts())

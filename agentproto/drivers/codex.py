@@ -106,6 +106,7 @@ class CodexDriver(Driver):
         self._stall_timer: Any = None
         self._last_progress = 0.0
         self._held: tuple[str, str, list[str]] | None = None
+        self._compacted_turn: Any = None
         env = launch.child_env()
         try:
             self.stall_secs = float(env.get("AGENTPROTO_CODEX_STALL_SECS") or DEFAULT_STALL_SECS)
@@ -615,7 +616,7 @@ class CodexDriver(Driver):
             return
         if method == "thread/compacted":
             if self._mine(params):
-                self.host.emit("ContextCompacted")
+                self._compacted(params.get("turnId"))
             return
         if not self._current(params):
             return
@@ -659,6 +660,10 @@ class CodexDriver(Driver):
                 self._streamed.discard(item_id)
                 self.host.emit({"MessageEnded": {"message_id": item_id}})
             return
+        if kind == "contextCompaction":
+            if completed:
+                self._compacted(self.turn_id)
+            return
         if kind == "plan":
             if completed and item.get("text"):
                 self.host.emit({"PlanProposed": {"markdown": item["text"]}})
@@ -671,6 +676,12 @@ class CodexDriver(Driver):
         else:
             self._tools[item_id] = tool
         self.host.emit({"ToolUpdated": tool})
+
+    def _compacted(self, turn_id: Any) -> None:
+        # Codex reports a compaction as an item and (older versions) as thread/compacted.
+        if turn_id is None or turn_id != self._compacted_turn:
+            self._compacted_turn = turn_id
+            self.host.emit("ContextCompacted")
 
     def _turn_completed(self, params: dict[str, Any]) -> None:
         turn = params.get("turn") or {}
