@@ -42,6 +42,8 @@ def _fail(message: str) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    if args.transport != "stdio":
+        return _serve_transport(args)
     script = _load_mock(args.mock)
     loop = Loop()
     runtime = Runtime(loop, mock_script=script, stall_timeout=args.stall_timeout)
@@ -60,7 +62,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         else:
             output.on_drained = loop.stop
 
-    connection = P1Connection(runtime, sys.stdin.fileno(), output, finished)
+    if args.record:
+        from agentproto.transports import Recorder, RecordingP1Connection
+
+        connection: P1Connection = RecordingP1Connection(
+            runtime, sys.stdin.fileno(), output, finished, Recorder(args.record)
+        )
+    else:
+        connection = P1Connection(runtime, sys.stdin.fileno(), output, finished)
 
     def on_signal() -> None:
         connection.end_input()
@@ -75,6 +84,62 @@ def cmd_serve(args: argparse.Namespace) -> int:
         output.close()
         loop.close()
     return status[0]
+
+
+def _serve_transport(args: argparse.Namespace) -> int:
+    """``serve --transport unix|http|jsonrpc|mcp`` (agentproto/transports.py, httpd.py, rpc.py)."""
+    from agentproto import transports
+
+    if args.auth_token is not None and args.transport != "http":
+        log("--auth-token applies to --transport http only")
+        return EXIT_USAGE
+    if args.transport == "unix":
+        path = args.listen or args.socket
+        if not path:
+            log("--transport unix needs --listen PATH (or --socket PATH)")
+            return EXIT_USAGE
+    elif args.transport == "http":
+        from agentproto.httpd import parse_listen
+
+        listen = args.listen or (f"127.0.0.1:{args.port}" if args.port is not None else None)
+        if not listen:
+            log("--transport http needs --listen HOST:PORT (or --port N)")
+            return EXIT_USAGE
+        try:
+            address = parse_listen(listen)
+        except ValueError as exc:
+            log(str(exc))
+            return EXIT_USAGE
+    runtime = Runtime(Loop(), mock_script=_load_mock(args.mock), stall_timeout=args.stall_timeout)
+    recorder = transports.Recorder(args.record) if args.record else None
+    try:
+        if args.transport == "unix":
+            return transports.run_unix(runtime, path, recorder)
+        if args.transport == "http":
+            from agentproto.httpd import run_http
+
+            return run_http(runtime, address, args.auth_token, recorder)
+        from agentproto import rpc
+
+        if args.transport == "jsonrpc":
+            return rpc.run_jsonrpc(runtime, recorder)
+        return rpc.run_mcp(runtime, recorder)
+    finally:
+        runtime.loop.close()
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    """``agent``: the ops loop on stdio; with --single-shot, one request from all of stdin."""
+    from agentproto import transports
+
+    runtime = Runtime(Loop(), mock_script=_load_mock(args.mock), stall_timeout=args.stall_timeout)
+    recorder = transports.Recorder(args.record) if args.record else None
+    try:
+        if args.single_shot:
+            return transports.run_single_shot(runtime, recorder)
+        return transports.run_agent(runtime, recorder)
+    finally:
+        runtime.loop.close()
 
 
 def cmd_schema(_args: argparse.Namespace) -> int:
@@ -368,12 +433,23 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return Chat(agent, interactive=sys.stdin.isatty()).run()
 
 
+def _record_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--record", metavar="PATH", help="append one NDJSON line per request/response pair to PATH (best effort)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentproto",
         description="One line-delimited JSON contract between programs and coding agents.",
     )
     parser.add_argument("--version", action="version", version=f"agentproto {__version__}")
+    parser.add_argument(
+        "--single-shot", action="store_true", help="the ops framing: read all of stdin as one request, answer, exit"
+    )
+    parser.add_argument("--mock", dest="top_mock", metavar="SCRIPT", help="with --single-shot: play this mock script")
+    parser.add_argument("--record", dest="top_record", metavar="PATH", help="with --single-shot: append the pair to PATH")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="speak protocol 1 (anyagent's sidecar protocol) on stdin/stdout")
@@ -385,7 +461,26 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="close a session none of whose events could be written for this long (default 60)",
     )
+    serve.add_argument(
+        "--transport",
+        choices=("stdio", "unix", "http", "jsonrpc", "mcp"),
+        default="stdio",
+        help="stdio: protocol 1 frames (default); unix: protocol 1 per connection on a socket; "
+        "http: the ops framing over HTTP; jsonrpc: JSON-RPC 2.0 on stdio; mcp: an MCP server on stdio",
+    )
+    serve.add_argument("--listen", metavar="ADDR", help="unix: the socket PATH; http: HOST:PORT (port 0 picks one)")
+    serve.add_argument("--socket", metavar="PATH", help="unix: alias of --listen")
+    serve.add_argument("--port", type=int, metavar="N", help="http: shortcut for --listen 127.0.0.1:N")
+    serve.add_argument("--auth-token", metavar="TOKEN", help="http: require Authorization: Bearer TOKEN")
+    _record_option(serve)
     serve.set_defaults(func=cmd_serve)
+
+    agent = sub.add_parser("agent", help="the ops framing ({\"op\": ...} requests, kind lines, done) on stdin/stdout")
+    agent.add_argument("--single-shot", action="store_true", help="read all of stdin as one request, answer, exit")
+    agent.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
+    agent.add_argument("--stall-timeout", type=float, default=60.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    _record_option(agent)
+    agent.set_defaults(func=cmd_agent)
 
     lister = sub.add_parser("list", help="the agents this machine has, and how to install the others")
     lister.set_defaults(func=cmd_list)
@@ -402,6 +497,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.single_shot and not getattr(args, "func", None):
+        args.func, args.mock, args.record, args.stall_timeout = cmd_agent, args.top_mock, args.top_record, 60.0
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE

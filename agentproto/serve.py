@@ -245,7 +245,8 @@ class P1Connection:
             return
         self.eof = True
         self._read_off()
-        self.loop.forget(self.in_fd)
+        if self.in_fd != self.output.fd:  # a socket is its own output: keep its writer
+            self.loop.forget(self.in_fd)
         self.runtime.close_all(self.scope.sessions())
         self._maybe_finished()
 

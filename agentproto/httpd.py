@@ -1,0 +1,465 @@
+"""The ops framing over HTTP/1.1, on the one selectors loop.
+
+    POST /v1/agent           one ops request -> application/x-ndjson lines ending with done
+    POST /v1/agent/batch     NDJSON requests, run in order with one default session
+    GET  /v1/agent/version   {"agentproto", "protocol", "contract"}
+
+Rules of this file:
+- ``RequestParser`` is sans-IO: bytes in, one ``Request`` (or an ``HttpError``) out.
+- One connection, one request, one response (``Connection: close``); the response body
+  is chunked so the stream can start before the request's ``done``.
+- No thread per connection: a slow client only fills its own bounded ``Output`` and,
+  through the engine's flow control, pauses only the session it streams. Requests are
+  bounded (head 64 KiB, body 16 MiB) and a connection that does not finish sending its
+  request within ``REQUEST_TIMEOUT`` is dropped.
+- Sessions belong to the server, not to a connection: any POST may name any session; a
+  POST's default session starts empty.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import socket
+from typing import Any, Callable
+
+from agentproto import CONTRACT, PROTOCOL, __version__
+from agentproto.engine import Runtime, Session, log
+from agentproto.loop import Loop, Timer
+from agentproto.ops import EXIT_OK, EXIT_PROTOCOL, OpsContext, OpsHub, protocol_error
+from agentproto.serve import Output
+from agentproto.transports import Recorder, watch_lifetime
+from agentproto.wire import encode
+
+MAX_HEAD = 64 * 1024
+MAX_BODY = 16 * 1024 * 1024
+REQUEST_TIMEOUT = 30.0
+MAX_CONNECTIONS = 1024
+
+REASONS = {
+    100: "Continue",
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    408: "Request Timeout",
+    413: "Payload Too Large",
+    431: "Request Header Fields Too Large",
+    501: "Not Implemented",
+    503: "Service Unavailable",
+}
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host, port)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ValueError(f"--listen {value!r}: expected HOST:PORT")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    number = int(port)
+    if number > 65535:
+        raise ValueError(f"--listen {value!r}: port out of range")
+    return host, number
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Request:
+    __slots__ = ("method", "target", "path", "version", "headers", "body")
+
+    def __init__(self, method: str, target: str, version: str, headers: dict[str, str]) -> None:
+        self.method = method
+        self.target = target
+        self.path = target.split("?", 1)[0]
+        self.version = version
+        self.headers = headers
+        self.body = b""
+
+
+class RequestParser:
+    """Sans-IO HTTP/1.1 request reader: ``feed(bytes)`` returns the Request once complete."""
+
+    def __init__(self, max_head: int = MAX_HEAD, max_body: int = MAX_BODY) -> None:
+        self.max_head = max_head
+        self.max_body = max_body
+        self.buf = bytearray()
+        self.request: Request | None = None
+        self.length: int | None = None
+        self.chunked = False
+        self.body = bytearray()
+        self.done = False
+
+    @property
+    def head_complete(self) -> bool:
+        return self.request is not None
+
+    def feed(self, data: bytes) -> Request | None:
+        if self.done:
+            return None
+        self.buf += data
+        if self.request is None:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self.buf) > self.max_head:
+                    raise HttpError(431, "request head too large")
+                return None
+            if end > self.max_head:
+                raise HttpError(431, "request head too large")
+            self._head(bytes(self.buf[:end]))
+            del self.buf[: end + 4]
+        return self._body()
+
+    def _head(self, head: bytes) -> None:
+        try:
+            text = head.decode("latin-1")
+        except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes everything
+            raise HttpError(400, "bad request head") from None
+        lines = text.split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+            raise HttpError(400, "bad request line")
+        method, target, version = parts
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep or not name or name != name.strip():
+                raise HttpError(400, "bad header line")
+            key = name.lower()
+            value = value.strip()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        self.request = Request(method, target, version, headers)
+        encoding = headers.get("transfer-encoding", "").lower()
+        if encoding:
+            if encoding != "chunked":
+                raise HttpError(501, f"transfer-encoding {encoding} is not supported")
+            self.chunked = True
+        elif "content-length" in headers:
+            value = headers["content-length"]
+            if not value.isdigit():
+                raise HttpError(400, "bad content-length")
+            self.length = int(value)
+            if self.length > self.max_body:
+                raise HttpError(413, f"request body over {self.max_body} bytes")
+        else:
+            self.length = 0
+
+    def _body(self) -> Request | None:
+        assert self.request is not None
+        if not self.chunked:
+            assert self.length is not None
+            if len(self.buf) < self.length:
+                return None
+            self.request.body = bytes(self.buf[: self.length])
+            self.done = True
+            return self.request
+        while True:
+            line_end = self.buf.find(b"\r\n")
+            if line_end < 0:
+                if len(self.buf) > 1024:
+                    raise HttpError(400, "bad chunk size line")
+                return None
+            size_text = bytes(self.buf[:line_end]).split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise HttpError(400, "bad chunk size") from None
+            if size == 0:
+                # The last chunk, then (optional trailers and) an empty line.
+                end = self.buf.find(b"\r\n\r\n", line_end)
+                if end < 0:
+                    return None
+                self.request.body = bytes(self.body)
+                self.done = True
+                return self.request
+            if len(self.body) + size > self.max_body:
+                raise HttpError(413, f"request body over {self.max_body} bytes")
+            if len(self.buf) < line_end + 2 + size + 2:
+                return None
+            start = line_end + 2
+            self.body += self.buf[start : start + size]
+            del self.buf[: start + size + 2]
+
+
+def authorized(header: str | None, token: str) -> bool:
+    """``Authorization: Bearer TOKEN``: scheme case-insensitive, constant-time compare."""
+    if header is None:
+        return False
+    scheme, _, value = header.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(value.strip().encode("utf-8"), token.encode("utf-8"))
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+class HttpConnection:
+    READ_SIZE = 64 * 1024
+
+    def __init__(self, server: "HttpServer", sock: socket.socket) -> None:
+        self.server = server
+        self.loop: Loop = server.loop
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.parser = RequestParser()
+        self.output = Output(self.loop, self.fd, self._write_failed)
+        self.closed = False
+        self.reading = True
+        self.continued = False
+        self.timer: Timer | None = self.loop.call_later(REQUEST_TIMEOUT, self._timeout)
+        self.loop.add_reader(self.fd, self._readable)
+
+    # -- reading ------------------------------------------------------------------------
+    def _readable(self) -> None:
+        try:
+            data = self.sock.recv(self.READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.close()
+            return
+        try:
+            request = self.parser.feed(data)
+        except HttpError as error:
+            self._stop_reading()
+            self.simple(error.status, {"kind": "error", "message": error.message})
+            return
+        if request is None:
+            self._maybe_continue()
+            return
+        self._stop_reading()
+        self.server.dispatch(self, request)
+
+    def _maybe_continue(self) -> None:
+        request = self.parser.request
+        if request is None or self.continued or request.headers.get("expect", "").lower() != "100-continue":
+            return
+        self.continued = True
+        if self.server.auth_token is not None and not authorized(request.headers.get("authorization"), self.server.auth_token):
+            self._stop_reading()
+            self.server.unauthorized(self)
+            return
+        self.output.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def _stop_reading(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.reading:
+            self.reading = False
+            self.loop.remove_reader(self.fd)
+
+    def _timeout(self) -> None:
+        self.timer = None
+        if self.reading and not self.closed:
+            self._stop_reading()
+            self.simple(408, {"kind": "error", "message": "request not received in time"})
+
+    # -- writing ------------------------------------------------------------------------
+    def head(self, status: int, content_type: str, extra: dict[str, str] | None = None, length: int | None = None) -> None:
+        lines = [f"HTTP/1.1 {status} {REASONS.get(status, '')}", f"Content-Type: {content_type}"]
+        if length is None:
+            lines.append("Transfer-Encoding: chunked")
+        else:
+            lines.append(f"Content-Length: {length}")
+        lines += ["Connection: close", "Cache-Control: no-store"]
+        for key, value in (extra or {}).items():
+            lines.append(f"{key}: {value}")
+        self.output.send(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+
+    def simple(self, status: int, body: Any, extra: dict[str, str] | None = None) -> None:
+        data = json.dumps(body, separators=(",", ":")).encode() + b"\n"
+        self.head(status, "application/json", extra, len(data))
+        self.output.send(data)
+        self.finish()
+
+    def stream_line(self, data: bytes, session: Session | None = None) -> None:
+        self.output.send(chunk(data), session)
+
+    def finish(self, chunked: bool = False) -> None:
+        if chunked:
+            self.output.send(b"0\r\n\r\n")
+        if not self.output.queue or self.output.failed:
+            self.close()
+        else:
+            self.output.on_drained = self.close
+
+    def _write_failed(self, _exc: OSError) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._stop_reading()
+        self.output.on_drained = None
+        self.loop.forget(self.fd)
+        self.output.close()
+        self.output.failed = True  # later lines of a running request are dropped (and counted)
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        self.server.connections.discard(self)
+
+
+class _PostOut:
+    """The ops ``Out`` of one request of a POST: chunked NDJSON, captured for --record."""
+
+    def __init__(self, conn: HttpConnection, then: Callable[[bytes, int], None]) -> None:
+        self.conn = conn
+        self.then = then
+        self.captured: list[bytes] = []
+
+    def line(self, obj: dict[str, Any], session: Session | None = None) -> None:
+        data = encode(obj)
+        self.captured.append(data)
+        self.conn.stream_line(data, session)
+
+    def done(self, exit_code: int) -> None:
+        self.line({"kind": "done", "exit_code": exit_code})
+        self.then(b"".join(self.captured), exit_code)
+
+
+class HttpServer:
+    def __init__(self, runtime: Runtime, address: tuple[str, int], auth_token: str | None, recorder: Recorder | None) -> None:
+        self.runtime = runtime
+        self.loop = runtime.loop
+        self.address = address
+        self.auth_token = auth_token
+        self.recorder = recorder
+        self.hub = OpsHub(runtime, shared=True)
+        self.listener: socket.socket | None = None
+        self.connections: set[HttpConnection] = set()
+        self.stopping = False
+
+    def start(self) -> tuple[str, int]:
+        host, port = self.address
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, addr = infos[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(addr)
+            sock.listen(128)
+        except OSError:
+            sock.close()
+            raise
+        sock.setblocking(False)
+        self.listener = sock
+        self.loop.add_reader(sock, self._accept)
+        bound = sock.getsockname()
+        shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+        log(f"listening on http://{shown}:{bound[1]}/")
+        return bound[0], bound[1]
+
+    def _accept(self) -> None:
+        assert self.listener is not None
+        for _ in range(64):
+            try:
+                sock, _addr = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log(f"accept failed: {exc}")
+                return
+            sock.setblocking(False)
+            if len(self.connections) >= MAX_CONNECTIONS:
+                sock.close()
+                continue
+            self.connections.add(HttpConnection(self, sock))
+
+    # -- routing ------------------------------------------------------------------------
+    def unauthorized(self, conn: HttpConnection) -> None:
+        conn.simple(401, {"kind": "error", "message": "unauthorized"}, {"WWW-Authenticate": "Bearer"})
+
+    def dispatch(self, conn: HttpConnection, request: Request) -> None:
+        if self.auth_token is not None and not authorized(request.headers.get("authorization"), self.auth_token):
+            self.unauthorized(conn)
+            return
+        route = (request.method, request.path.rstrip("/") or "/")
+        if route == ("GET", "/v1/agent/version"):
+            conn.simple(200, {"agentproto": __version__, "protocol": PROTOCOL, "contract": CONTRACT})
+        elif route == ("POST", "/v1/agent"):
+            self._single(conn, request.body)
+        elif route == ("POST", "/v1/agent/batch"):
+            self._batch(conn, request.body)
+        else:
+            conn.simple(404, {"kind": "error", "message": f"not found: {request.method} {request.path}"})
+
+    def _single(self, conn: HttpConnection, body: bytes) -> None:
+        conn.head(200, "application/x-ndjson")
+        ctx = OpsContext(self.hub)
+
+        def then(response: bytes, _code: int) -> None:
+            if self.recorder is not None:
+                self.recorder.record(body, response)
+            conn.finish(chunked=True)
+
+        out = _PostOut(conn, then)
+        if not body.strip():
+            protocol_error(out, "malformed JSON: the request body is empty")
+            return
+        try:
+            obj = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            message = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            protocol_error(out, f"malformed JSON: {message}")
+            return
+        ctx.run(obj, out)
+
+    def _batch(self, conn: HttpConnection, body: bytes) -> None:
+        conn.head(200, "application/x-ndjson")
+        ctx = OpsContext(self.hub)
+        lines = [line for line in body.split(b"\n") if line.strip()]
+
+        def step(index: int) -> None:
+            if index >= len(lines) or ctx.halted:
+                conn.finish(chunked=True)
+                return
+            raw = lines[index]
+
+            def then(response: bytes, _code: int) -> None:
+                if self.recorder is not None:
+                    self.recorder.record(raw, response)
+                # Never inside the engine's bookkeeping: the next request starts next tick.
+                self.loop.call_soon(lambda: step(index + 1))
+
+            ctx.run_raw(raw, _PostOut(conn, then))
+
+        step(0)
+
+    # -- lifetime -----------------------------------------------------------------------
+    def shutdown(self) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        if self.listener is not None:
+            self.loop.forget(self.listener)
+            self.listener.close()
+            self.listener = None
+        for conn in list(self.connections):
+            conn.close()
+        self.hub.close_all(self.loop.stop)
+
+
+def run_http(runtime: Runtime, address: tuple[str, int], auth_token: str | None, recorder: Recorder | None) -> int:
+    server = HttpServer(runtime, address, auth_token, recorder)
+    watch_lifetime(runtime.loop, server.shutdown)  # before the banner: a client may act on it
+    try:
+        server.start()
+    except OSError as exc:
+        log(f"cannot listen on {address[0]}:{address[1]}: {exc.strerror or exc}")
+        return EXIT_PROTOCOL
+    runtime.loop.run()
+    return EXIT_OK

@@ -1,0 +1,466 @@
+"""The ops framing: ``{"op": NAME, ...}`` requests, answered by ``kind`` lines ending in ``done``.
+
+Shared by the ``agent`` loop, ``--single-shot``, HTTP (one POST or a batch), JSON-RPC and
+MCP. Every op runs through ``Runtime.execute``, the one dispatcher; this file only frames.
+
+Rules of this file:
+- A request's fields are the protocol 1 command's fields (``op`` in place of ``cmd``, no
+  ``id``); they are checked with ``wire.COMMANDS``' own checks, so the two framings can
+  never disagree. Unknown keys are ignored.
+- Every request ends with exactly one ``done``: 0 success, 1 a command that failed
+  (``result`` with ``ok: false`` and the ErrorBody), 2 a protocol error (``error``).
+- Session-shaped ops take ``session`` or use the context's default session, set by the
+  last successful ``open``. A session's events wait in its mailbox until a request on
+  that session streams them, so a client that asks nothing loses nothing and never
+  blocks the agent (up to ``MAILBOX_FREE`` events; past that the engine's flow control
+  pauses the agent).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from typing import Any, Callable, Protocol
+
+from agentproto import CONTRACT, PROTOCOL, __version__
+from agentproto.drivers import catalog
+from agentproto.engine import Runtime, Scope, Session, log
+from agentproto.explain import canonical, explain
+from agentproto.wire import (
+    COMMAND_NAMES,
+    COMMANDS,
+    ERROR_KINDS,
+    AgentError,
+    _type_name,
+    decode_json_line,
+    event_kind_name,
+)
+
+EXIT_OK, EXIT_FAILED, EXIT_PROTOCOL = 0, 1, 2
+
+#: Every op, in the order ``capabilities`` lists them.
+OPERATIONS: tuple[str, ...] = ("capabilities", *COMMAND_NAMES, "explain", "halt")
+#: Ops that name a session (``session`` may be left out: the default session is used).
+SESSION_OPS = frozenset(name for name, (required, _) in COMMANDS.items() if "session" in required)
+TRANSPORTS = ("stdio", "agent", "single-shot", "unix", "http", "jsonrpc", "mcp")
+#: Where an op's value goes in its result.
+RESULT_FIELD = {"discover": "discovery", "probe": "details", "plan_usage": "plan_usage", "generate": "text"}
+
+
+class OpsError(Exception):
+    """A protocol error: answered with ``{"kind": "error", "message": ...}`` and done 2."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _own_checks() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    def string(value: Any) -> str | None:
+        return None if isinstance(value, str) else "a string"
+
+    return {"capabilities": ({}, {}), "explain": ({"code": string}, {}), "halt": ({}, {})}
+
+
+#: name -> (required checks, optional checks): protocol 1's table plus the ops-only ops.
+CHECKS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {**COMMANDS, **_own_checks()}
+assert tuple(CHECKS) == tuple(COMMANDS) + ("capabilities", "explain", "halt")
+
+
+def decode_request(raw: bytes) -> Any:
+    try:
+        return decode_json_line(raw)
+    except ValueError as exc:
+        raise OpsError(f"malformed JSON: {str(exc).removeprefix('not JSON: ')}") from None
+
+
+def parse_request(obj: Any, default_session: str | None = None) -> tuple[str, dict[str, Any]]:
+    """``(op, args)`` of one request object, or ``OpsError``."""
+    if not isinstance(obj, dict):
+        raise OpsError(f"malformed request: expected a JSON object, got {_type_name(obj)}")
+    op = obj.get("op")
+    if op is None:
+        raise OpsError("missing required `op`")
+    if not isinstance(op, str) or op not in CHECKS:
+        raise OpsError(f"unknown op: {op if isinstance(op, str) else json.dumps(op)}")
+    required, optional = CHECKS[op]
+    args: dict[str, Any] = {}
+    for key, check in required.items():
+        value = obj.get(key)
+        if value is None and key == "session":
+            value = default_session
+        if value is None:
+            raise OpsError(f"missing required `{key}`")
+        problem = check(value)
+        if problem is not None:
+            raise OpsError(f"invalid `{key}`: must be {problem}, got {_type_name(value)}")
+        args[key] = value
+    for key, check in optional.items():
+        if key in obj:
+            problem = check(obj[key])
+            if problem is not None:
+                raise OpsError(f"invalid `{key}`: must be {problem}, got {_type_name(obj[key])}")
+            args[key] = obj[key]
+    return op, args
+
+
+def capabilities() -> dict[str, Any]:
+    return {
+        "contract": CONTRACT,
+        "protocol": PROTOCOL,
+        "agentproto": __version__,
+        "operations": list(OPERATIONS),
+        "agents": [catalog.MOCK.id, *(spec.id for spec in catalog.CATALOG)],
+        "transports": list(TRANSPORTS),
+    }
+
+
+class Out(Protocol):
+    """Where one request's lines go. A line passed with a session must be followed by
+    ``session.delivered(1)`` once written (or dropped): that is the flow control."""
+
+    def line(self, obj: dict[str, Any], session: Session | None = None) -> None: ...
+
+    def done(self, exit_code: int) -> None: ...
+
+
+# -- mailboxes: a session's events until a request streams them --------------------------
+
+_CLOSED = object()
+
+
+class _Mailbox:
+    def __init__(self, hub: "OpsHub", session: Session) -> None:
+        self.hub = hub
+        self.session = session
+        self.items: deque[tuple[dict[str, Any], bool]] = deque()  # (line, still owed to the engine)
+        self.followers: list[_Follower] = []
+        self.closed = False
+        self.pumping = False
+
+    def push(self, line: dict[str, Any], is_event: bool) -> None:
+        owed = is_event
+        if is_event and not self.followers and len(self.items) < self.hub.MAILBOX_FREE:
+            self.session.delivered(1)
+            owed = False
+        self.items.append((line, owed))
+        self.pump()
+
+    def follow(self, follower: "_Follower") -> None:
+        self.followers.append(follower)
+        self.pump()
+
+    def unfollow(self, follower: "_Follower") -> None:
+        if follower in self.followers:
+            self.followers.remove(follower)
+        self._maybe_drop()
+
+    def pump(self) -> None:
+        if self.pumping:
+            return
+        self.pumping = True
+        try:
+            while self.items and self.followers:
+                line, owed = self.items.popleft()
+                self.followers[0].run.line(line, self.session if owed else None)
+                for follower in list(self.followers):
+                    follower.observe(line)
+            if self.closed and not self.items:
+                for follower in list(self.followers):
+                    follower.closed()
+        finally:
+            self.pumping = False
+        self._maybe_drop()
+
+    def close(self) -> None:
+        self.closed = True
+        self.pump()
+
+    def _maybe_drop(self) -> None:
+        if self.closed and not self.followers and not self.pumping:
+            for _line, owed in self.items:
+                if owed:
+                    self.session.delivered(1)
+            self.items.clear()
+            if self.hub.boxes.get(self.session.id) is self:
+                del self.hub.boxes[self.session.id]
+                self.hub.errors.pop(self.session.id, None)
+
+
+class OpsHub:
+    """The sessions of one ops server (a loop, a connection, or HTTP's shared state): the
+    engine's ``Sink`` for them, and their mailboxes."""
+
+    MAILBOX_FREE = 4096
+
+    def __init__(self, runtime: Runtime, shared: bool = False) -> None:
+        self.runtime = runtime
+        self.loop = runtime.loop
+        self.scope = Scope(runtime, shared)
+        self.boxes: dict[str, _Mailbox] = {}
+        self.errors: dict[str, AgentError] = {}
+        self._idle_waiters: list[Callable[[], None]] = []
+        self.scope.on_empty = self._empty
+
+    def box(self, session: Session) -> _Mailbox:
+        box = self.boxes.get(session.id)
+        if box is None:
+            box = self.boxes[session.id] = _Mailbox(self, session)
+        return box
+
+    # Sink
+    def event(self, session: Session, event: dict[str, Any]) -> None:
+        self.box(session).push({"kind": "event", "event": event}, True)
+
+    def session_error(self, session: Session, error: AgentError) -> None:
+        self.errors[session.id] = error
+        text = f"session {session.id} failed: {error.kind}: {error.message}"
+        self.box(session).push({"kind": "log", "stream": "stderr", "text": text}, False)
+
+    def session_closed(self, session: Session) -> None:
+        self.box(session).close()  # the engine then takes it out of the scope
+
+    def _empty(self) -> None:
+        waiters, self._idle_waiters = self._idle_waiters, []
+        for then in waiters:
+            then()
+
+    def close_all(self, then: Callable[[], None]) -> None:
+        """Close every session this hub opened (throwaway ones too); ``then()`` once all are."""
+        sessions = self.scope.sessions()
+        if not sessions:
+            then()
+            return
+        self._idle_waiters.append(then)
+        self.runtime.close_all(sessions)
+
+
+class OpsContext:
+    """The default session of one loop, connection, POST or batch, over a hub."""
+
+    def __init__(self, hub: OpsHub) -> None:
+        self.hub = hub
+        self.runtime = hub.runtime
+        self.default: str | None = None
+        self.halted = False
+
+    def run_raw(self, raw: bytes, out: Out) -> None:
+        try:
+            obj = decode_request(raw)
+        except OpsError as error:
+            protocol_error(out, error.message)
+            return
+        self.run(obj, out)
+
+    def run(self, obj: Any, out: Out) -> None:
+        try:
+            op, args = parse_request(obj, self.default)
+        except OpsError as error:
+            protocol_error(out, error.message)
+            return
+        self.run_parsed(op, args, out)
+
+    def run_parsed(self, op: str, args: dict[str, Any], out: Out) -> None:
+        run = _Run(self, op, args, out)
+        try:
+            run.start()
+        except Exception as exc:  # a bug must cost one request, never the server
+            log(f"internal error on {op}: {exc!r}")
+            run.fail(AgentError.detail("ProtocolFailed", f"internal error: {exc!r}"))
+
+
+def protocol_error(out: Out, message: str) -> None:
+    out.line({"kind": "error", "message": message})
+    out.done(EXIT_PROTOCOL)
+
+
+class _Run:
+    """One request being answered."""
+
+    def __init__(self, ctx: OpsContext, op: str, args: dict[str, Any], out: Out) -> None:
+        self.ctx = ctx
+        self.hub = ctx.hub
+        self.op = op
+        self.args = args
+        self.out = out
+        self.finished = False
+        self.follower: _Follower | None = None
+
+    def line(self, obj: dict[str, Any], session: Session | None = None) -> None:
+        if self.finished:
+            if session is not None:
+                session.delivered(1)
+            return
+        self.out.line(obj, session)
+
+    def result(self, ok: bool, **fields: Any) -> None:
+        if self.finished:
+            return
+        self.out.line({"kind": "result", "op": self.op, "ok": ok, **fields})
+        self.finished = True
+        if self.follower is not None:
+            self.follower.stop()
+        self.out.done(EXIT_OK if ok else EXIT_FAILED)
+
+    def fail(self, error: AgentError, **fields: Any) -> None:
+        self.result(False, **fields, error=error.body())
+
+    # Only generate's throwaway session reaches here (its collector already counted it).
+    def generate_event(self, session: Session, event: dict[str, Any]) -> None:
+        self.line({"kind": "event", "event": event})
+
+    def start(self) -> None:
+        op, args, ctx = self.op, self.args, self.ctx
+        if op == "capabilities":
+            self.result(True, **capabilities())
+        elif op == "explain":
+            kind = canonical(args["code"])
+            if kind is None:
+                known = ", ".join(ERROR_KINDS)
+                self.fail(AgentError.detail("InvalidRequest", f"unknown error code {args['code']}; known: {known}"))
+            else:
+                self.result(True, code=kind, text=explain(kind))
+        elif op == "halt":
+            ctx.halted = True
+            self.result(True)
+        elif op in SESSION_OPS:
+            self._session_op()
+        else:
+            sink: Any = self if op == "generate" else self.hub
+            self.ctx.runtime.execute(op, args, sink, self.hub.scope, self._done)
+
+    def _done(self, value: Any, error: AgentError | None) -> None:
+        if error is not None:
+            self.fail(error)
+            return
+        if self.op == "open":
+            self.ctx.default = value["id"]
+            self.result(True, session=value)
+        else:
+            self.result(True, **{RESULT_FIELD[self.op]: value})
+
+    def _session_op(self) -> None:
+        session_id = self.args["session"]
+        try:
+            session = self.hub.scope.lookup(session_id)
+        except AgentError as error:
+            self.fail(error, session_id=session_id)
+            return
+        mode = self.op if self.op in ("prompt", "answer") else "command"
+        follower = self.follower = _Follower(self, session, mode)
+        if mode == "answer" and session.turn is not None:
+            follower.turn = session.turn.id
+        self.hub.box(session).follow(follower)
+        if not self.finished:
+            self.ctx.runtime.execute(self.op, self.args, self.hub, self.hub.scope, follower.command_done)
+
+
+class _Follower:
+    """A request streaming one session's events: until its command's reply ("command"),
+    or until its turn ends or waits for an answer ("prompt", "answer").
+
+    A turn is followed once the command replied ("armed"): an answer's turn is the one
+    running when it was sent, a prompt's the one its Delivery names (or the turn its
+    queued prompt starts later)."""
+
+    def __init__(self, run: _Run, session: Session, mode: str) -> None:
+        self.run = run
+        self.session = session
+        self.mode = mode
+        self.turn: str | None = None
+        self.prompt_id: str | None = None
+        self.ended: dict[str, Any] = {}  # turn id -> TurnEnded body, as seen
+        self.armed = False
+        self.ending = False
+
+    def stop(self) -> None:
+        box = self.run.hub.boxes.get(self.session.id)
+        if box is not None:
+            box.unfollow(self)
+
+    def command_done(self, value: Any, error: AgentError | None) -> None:
+        run = self.run
+        sid = self.session.id
+        if error is not None:
+            run.fail(error, session_id=sid)
+            return
+        if self.mode == "command":
+            if run.op == "info":
+                run.result(True, session=value)
+            else:
+                if run.op == "close" and run.ctx.default == sid:
+                    run.ctx.default = None
+                run.result(True, session_id=sid)
+            return
+        if self.mode == "prompt":
+            self.prompt_id = value["prompt_id"]
+            kind = value["kind"]
+            self.turn = None
+            for tag in ("Started", "Steered"):
+                if tag in kind:
+                    self.turn = kind[tag]["turn_id"]
+        self.armed = True
+        if self.turn is not None:
+            self._check_turn()
+
+    def _check_turn(self) -> None:
+        """Just armed, or a queued prompt's turn just started: is it over, or waiting?"""
+        turn_id = self.turn
+        if turn_id in self.ended:
+            self._turn_ended(self.ended[turn_id])
+            return
+        current = self.session.turn
+        if current is not None and current.id == turn_id and current.requests:
+            self.run.result(True, **self._fields(), waiting=next(iter(current.requests.values())))
+
+    def observe(self, line: dict[str, Any]) -> None:
+        if self.mode == "command" or self.run.finished or self.ending or line.get("kind") != "event":
+            return
+        event = line["event"]
+        kind = event["kind"]
+        name = event_kind_name(kind)
+        turn_id: str | None = (event.get("turn_info") or {}).get("id")
+        if name == "TurnEnded" and turn_id is not None:
+            self.ended[turn_id] = kind[name]
+        if not self.armed:
+            return
+        if name == "TurnStarted":
+            if self.turn is None and kind[name]["origin"] == {"Prompt": self.prompt_id}:
+                self.turn = turn_id
+        elif self.turn is None or turn_id != self.turn:
+            return
+        elif name == "TurnEnded":
+            self._turn_ended(kind[name])
+        elif name == "RequestOpened":
+            self.run.result(True, **self._fields(), waiting=kind[name])
+
+    def _fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {"session_id": self.session.id}
+        if self.prompt_id is not None:
+            fields["prompt_id"] = self.prompt_id
+        if self.turn is not None:
+            fields["turn_id"] = self.turn
+        return fields
+
+    def _turn_ended(self, body: dict[str, Any]) -> None:
+        stop = body["stop"]
+        fields = {**self._fields(), "stop": stop, "usage": body.get("usage")}
+        if isinstance(stop, dict) and "Failed" in stop:
+            # The session error (if any) follows TurnEnded within the same tick.
+            self.ending = True
+
+            def report() -> None:
+                error = self.run.hub.errors.get(self.session.id) or AgentError.detail(
+                    "ProtocolFailed", stop["Failed"].get("message", "the turn failed")
+                )
+                self.run.fail(error, **fields)
+
+            self.run.hub.loop.call_soon(report)
+        else:
+            self.run.result(True, **fields)
+
+    def closed(self) -> None:
+        if self.mode == "command" or self.run.finished or self.ending:
+            return
+        error = self.run.hub.errors.get(self.session.id) or AgentError.session_closed(self.session.id)
+        self.run.fail(error, **self._fields())
