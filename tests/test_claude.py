@@ -162,7 +162,7 @@ def test_open_without_credentials_is_auth_required(world):
 
 
 def test_text_turn_streams_deltas_that_join_to_the_message(world):
-    world.api.push(text("Hello there, streaming world!", chunk=3))
+    world.api.push(text("Hello there, streaming world!", chunk=3, delay=0.02))
     info = world.open()
     assert info["resume_token"]
     sid = info["id"]
@@ -485,3 +485,43 @@ for line in sys.stdin:
         continue
     print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
 '''
+
+
+def test_allow_always_and_deny_always_stop_asking(world):
+    world.api.push(
+        tool_use("Bash", {"command": "mkdir -p d1"}),
+        tool_use("Bash", {"command": "mkdir -p d1"}),
+        tool_use("Write", {"file_path": str(world.work / "w1.txt"), "content": "1"}),
+        tool_use("Write", {"file_path": str(world.work / "w2.txt"), "content": "2"}),
+        text("done"),
+    )
+    sid = world.open()["id"]
+    world.sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
+    first = of(world.until(sid, is_kind("RequestOpened")), "RequestOpened")[0]["Permission"]
+    world.sc.ok({"cmd": "answer", "session": sid, "request": first["id"], "answer": {"Permission": "AllowAlways"}})
+    events = world.until(sid, is_kind("RequestOpened"))
+    write = of(events, "RequestOpened")[0]["Permission"]
+    assert write["tool"]["kind"] == "Edit"  # the second Bash ran without asking
+    assert (world.work / "d1").is_dir()
+    world.sc.ok({"cmd": "answer", "session": sid, "request": write["id"], "answer": {"Permission": "DenyAlways"}})
+    rest = world.sc.events(sid, "TurnEnded", 60)
+    assert of(rest, "RequestOpened") == []  # the second Write was denied without asking
+    assert [u["status"] for u in of(rest, "ToolUpdated") if u["kind"] == "Edit"][-1] == "Denied"
+    assert not (world.work / "w1.txt").exists() and not (world.work / "w2.txt").exists()
+    world.close(sid)
+
+
+def test_subagent_events_carry_their_parent_tool(world):
+    world.api.push(
+        tool_use("Agent", {"description": "Sub job", "prompt": "do sub work", "subagent_type": "general-purpose"}),
+        text("sub answer"),
+        text("main done"),
+    )
+    sid = world.open(permission_mode="AutoApprove")["id"]
+    events = world.turn(sid, "delegate")
+    (task,) = {u["id"] for u in of(events, "ToolUpdated") if u["kind"] == "Subagent"}
+    nested = [e for e in events if e["turn_info"]["parent_tool_id"] == task]
+    assert {"UserMessage": {"message_id": nested[0]["kind"]["UserMessage"]["message_id"], "text": "do sub work"}} == nested[0]["kind"]
+    done = [u for u in of(events, "ToolUpdated") if u["id"] == task and u["status"] == "Completed"]
+    assert done and "sub answer" in done[0]["output"]
+    world.close(sid)

@@ -326,6 +326,21 @@ def question_answers(request: dict[str, Any], entries: list[Any]) -> dict[str, s
     return answers
 
 
+def always_rules(tool_name: str, suggestions: Any) -> list[dict[str, Any]]:
+    """``updatedPermissions`` for AllowAlways: the CLI's own suggestions, kept for the session.
+
+    The CLI suggests writing rules to the project's ``.claude/settings.local.json``, which
+    it then ignores in a workspace nobody marked trusted; "always" is this session's.
+    """
+    rules = [
+        dict(s, destination="session")
+        for s in suggestions or []
+        # A setMode suggestion would widen "always this" to "every edit": not ours to take.
+        if isinstance(s, dict) and s.get("type") in ("addRules", "addDirectories")
+    ]
+    return rules or [{"type": "addRules", "rules": [{"toolName": tool_name}], "behavior": "allow", "destination": "session"}]
+
+
 def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
     """``--mcp-config`` JSON for protocol McpServer entries."""
     config: dict[str, Any] = {}
@@ -449,6 +464,8 @@ class ClaudeDriver(Driver):
         self._context_used = 0
         self._parents: dict[str, str] = {}  # tool id -> the subagent tool it runs under
         self._stream_id: str | None = None  # the message the stream events are about
+        self._pending: list[Any] | None = None  # [kind, message id, parent, text] not yet sent
+        self._flush_scheduled = False
 
     # -- the engine's hooks
     def deterministic(self, origin: Any) -> bool:
@@ -551,6 +568,7 @@ class ClaudeDriver(Driver):
             self.proc.kill()
 
     def _on_exit(self, status: str | None, stderr: str) -> None:
+        self._flush()
         previous, self.state = self.state, "gone"
         if self._handshake is not None:
             self._handshake.cancel()
@@ -623,13 +641,8 @@ class ClaudeDriver(Driver):
             choice = answer["Permission"]
             if choice in ("AllowOnce", "AllowAlways"):
                 reply = {"behavior": "allow", "updatedInput": tool_input}
-                suggestions = body.get("permission_suggestions")
                 if choice == "AllowAlways":
-                    if not suggestions:
-                        suggestions = [
-                            {"type": "addRules", "rules": [{"toolName": tool_name}], "behavior": "allow", "destination": "session"}
-                        ]
-                    reply["updatedPermissions"] = suggestions
+                    reply["updatedPermissions"] = always_rules(tool_name, body.get("permission_suggestions"))
             else:
                 if choice == "DenyAlways":
                     self._always_deny.add(tool_name)
@@ -688,7 +701,36 @@ class ClaudeDriver(Driver):
         self._write({"type": "control_response", "response": body})
 
     def _emit(self, kind: Any, parent: str | None = None) -> None:
+        if self._pending is not None:
+            self._flush()
         self.host.emit(kind, None, parent)
+
+    def _delta(self, kind: str, message_id: str, text: str, parent: str | None) -> None:
+        """A text or reasoning delta; the deltas of one read are sent as one event.
+
+        The CLI writes a burst of small deltas at once (one per API stream event); the
+        app gets the same text, joined, at the same moment, for far fewer events.
+        """
+        pending = self._pending
+        if pending is not None:
+            if pending[0] == kind and pending[1] == message_id and pending[2] == parent:
+                pending[3] += text
+                return
+            self._flush()
+        self._pending = [kind, message_id, parent, text]
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.host.loop.call_soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._flush_scheduled = False
+        self._flush()
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            kind, message_id, parent, text = pending
+            self.host.emit({kind: {"message_id": message_id, "text": text}}, None, parent)
 
     def _tool_status(self, tool: dict[str, Any], status: str, output: str | None = None, parent: str | None = None) -> None:
         tool["status"] = status
@@ -703,9 +745,12 @@ class ClaudeDriver(Driver):
         try:
             msg = json.loads(line)
         except (ValueError, UnicodeDecodeError):
+            self._flush()
             shown = line[:200].decode("utf-8", "replace")
             self.host.diagnostic("Warning", f"claude wrote a line that is not JSON: {shown}")
             return
+        if self._pending is not None and not (isinstance(msg, dict) and msg.get("type") == "stream_event"):
+            self._flush()  # whatever this line reports comes after the deltas before it
         if not isinstance(msg, dict):
             self.host.diagnostic("Warning", "claude wrote a JSON value that is not an object")
             return
@@ -816,11 +861,11 @@ class ClaudeDriver(Driver):
             if delta.get("type") == "text_delta" and delta.get("text"):
                 entry[1] += delta["text"]
                 state.emitted = True
-                self._emit({"TextDelta": {"message_id": message_id, "text": delta["text"]}}, parent)
+                self._delta("TextDelta", message_id, delta["text"], parent)
             elif delta.get("type") == "thinking_delta" and delta.get("thinking"):
                 entry[1] += delta["thinking"]
                 state.emitted = True
-                self._emit({"ReasoningDelta": {"message_id": message_id, "text": delta["thinking"]}}, parent)
+                self._delta("ReasoningDelta", message_id, delta["thinking"], parent)
         elif kind == "message_stop":
             self._end_message(message_id, state, parent)
 
@@ -873,8 +918,7 @@ class ClaudeDriver(Driver):
         rest = whole[len(seen) :] if whole.startswith(seen) else ""
         if rest:
             state.emitted = True
-            kind = "TextDelta" if btype == "text" else "ReasoningDelta"
-            self._emit({kind: {"message_id": message_id, "text": rest}}, parent)
+            self._delta("TextDelta" if btype == "text" else "ReasoningDelta", message_id, rest, parent)
 
     def _tool_started(self, block: dict[str, Any], parent: str | None) -> None:
         tool_id = str(block.get("id"))
@@ -905,7 +949,7 @@ class ClaudeDriver(Driver):
         content = message.get("content")
         if isinstance(content, str):
             if parent:
-                self._emit({"UserMessage": {"message_id": str(msg.get("uuid") or uuid.uuid4()), "text": content}}, parent)
+                self._user_message(msg, content, parent)
             return
         for block in content or []:
             if not isinstance(block, dict):
@@ -921,7 +965,13 @@ class ClaudeDriver(Driver):
                 self._tool_status(tool, status, result_text(block.get("content")), parent)
                 self._tools.pop(tool_id, None)
             elif block.get("type") == "text" and parent:
-                self._emit({"UserMessage": {"message_id": str(msg.get("uuid") or uuid.uuid4()), "text": str(block.get("text", ""))}}, parent)
+                self._user_message(msg, str(block.get("text", "")), parent)
+
+    def _user_message(self, msg: dict[str, Any], body: str, parent: str) -> None:
+        """User-role content of a subagent (its prompt from the parent agent): whole at once."""
+        message_id = str(msg.get("uuid") or uuid.uuid4())
+        self._emit({"UserMessage": {"message_id": message_id, "text": body}}, parent)
+        self._emit({"MessageEnded": {"message_id": message_id}}, parent)
 
     def _on_result(self, msg: dict[str, Any]) -> None:
         owner = self._written.popleft() if self._written else None
