@@ -453,6 +453,52 @@ def test_bad_frames_are_answered_and_the_loop_continues() -> None:
         finish(sc)
 
 
+def test_junk_never_crashes_the_sidecar_or_disturbs_a_session() -> None:
+    """Hundreds of random lines: each gets exactly one BadFrame, and a waiting turn carries on."""
+    import random
+
+    rng = random.Random(2)
+    junk = []
+    for n in range(400):
+        raw = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200))).replace(b"\n", b" ")
+        if n % 4 == 0:  # near-frames: a readable id, then garbage
+            raw = b'{"id": %d, "cmd": ' % (5000 + n) + raw
+        junk.append(raw)
+    expected = [raw for raw in junk if raw.strip()]
+    with Serve(["--mock", script("turn")]) as sc:
+        s = sc.open()
+        sc.prompt(s)
+        sc.events(s, "RequestOpened")
+        sc.write_raw(b"\n".join(junk) + b"\n")
+        marker = sc.ok({"cmd": "info", "session": s})
+        assert marker["status"] == "NeedsInput"
+        bad = [l for l in sc.seen if "error" in l and "session" not in l and l["error"]["kind"] == "BadFrame"]
+        assert len(bad) == len(expected)
+        near = {5000 + n for n in range(0, 400, 4)}
+        assert {l["id"] for l in bad if l["id"] is not None} == near, "every readable id is carried back"
+        sc.answer(s, "r1", {"Permission": "AllowOnce"})
+        assert body(sc.events(s)[-1])["stop"] == {"Completed": {"source": "Protocol"}}
+        finish(sc)
+
+
+def test_stdout_closed_by_the_app_ends_serve() -> None:
+    """A stdout that stops accepting writes ends serve (status 1) instead of hanging it."""
+    proc = subprocess.Popen([sys.executable, "-m", "agentproto", "serve"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=base_env(), cwd=str(ROOT))
+    try:
+        assert b"hello" in proc.stdout.readline()  # type: ignore[union-attr]
+        proc.stdout.close()  # type: ignore[union-attr]
+        proc.stdin.write(b'{"id": 1, "cmd": "open", "agent": "mock", "dir": "."}\n')  # type: ignore[union-attr]
+        proc.stdin.write(b'{"id": 2, "cmd": "prompt", "session": "s1", "text": "a b c"}\n')  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        assert proc.wait(20) == 1
+        assert b"stdout" in proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 # -- command semantics over the mock scripts ----------------------------------------------
 
 
@@ -1189,3 +1235,61 @@ def test_inferred_turn_end_after_the_quiet_window(monkeypatch: pytest.MonkeyPatc
         guard.cancel()
     finally:
         loop.close()
+
+
+# -- the open reply precedes the session's first event, even when the agent talks first -----
+
+from agentproto.drivers.mock import MockDriver  # noqa: E402
+
+
+class EarlyDriver(MockDriver):
+    """A mock that reports events while its session is still opening (as ACP agents do)."""
+
+    delay: float | None = None
+
+    def open(self) -> None:
+        self.host.diagnostic("Info", "starting up")
+        self.host.emit({"Diagnostic": {"level": "Info", "message": "handshake done"}})
+        if self.delay is None:
+            MockDriver.open(self)
+        else:
+            self.host.loop.call_later(self.delay, lambda: MockDriver.open(self))
+
+
+@pytest.mark.parametrize("delay", [None, 0.05])
+def test_open_reply_precedes_events_reported_while_opening(monkeypatch: pytest.MonkeyPatch, delay: float | None) -> None:
+    from agentproto.drivers import catalog
+    from agentproto.engine import Runtime, Scope
+    from agentproto.loop import Loop
+
+    monkeypatch.setattr(EarlyDriver, "delay", delay)
+    monkeypatch.setattr(catalog, "MOCK", catalog.AgentSpec(
+        id="mock", name="Mock", commands=(), install_hint="built in", driver=f"{__name__}:EarlyDriver"))
+    order: list[Any] = []
+
+    class Sink:
+        def event(self, session: Any, event: dict[str, Any]) -> None:
+            session.delivered(1)
+            order.append(("event", event))
+
+        def session_error(self, session: Any, error: Any) -> None:
+            order.append(("error", error))
+
+        def session_closed(self, session: Any) -> None:
+            order.append(("closed", session.id))
+
+    loop = Loop()
+    try:
+        runtime = Runtime(loop)
+        guard = loop.call_later(10, loop.stop)
+        runtime.execute("open", {"agent": "mock", "dir": DIR}, Sink(), Scope(runtime),
+                        lambda value, error: order.append(("reply", value, error)))
+        loop.run(until=lambda: len(order) >= 3)
+        guard.cancel()
+    finally:
+        loop.close()
+    assert order[0][0] == "reply" and order[0][2] is None, order[0]
+    events = [item[1] for item in order[1:]]
+    assert [e["kind"]["Diagnostic"]["message"] for e in events] == ["starting up", "handshake done"]
+    assert [e["sequence"] for e in events] == [1, 2]
+    assert all(e["session_id"] == order[0][1]["id"] for e in events)
