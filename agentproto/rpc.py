@@ -218,7 +218,8 @@ class JsonRpcServer:
         except ValueError as exc:
             self._submit_error(raw, error_response(None, PARSE_ERROR, f"Parse error: {exc}"))
             return
-        self.pipeline.submit(Job(lambda job: self._run(msg, job), raw, _is_cancel(msg)))
+        op = _op_of(msg)
+        self.pipeline.submit(Job(lambda job: self._run(msg, job), raw, eager=op == "cancel", op=op))
 
     def _submit_error(self, raw: bytes, response: dict[str, Any]) -> None:
         def run(job: Job) -> None:
@@ -301,13 +302,17 @@ class JsonRpcServer:
         self.hub.close_all(self.on_finished)
 
 
-def _is_cancel(msg: Any) -> bool:
+def _op_of(msg: Any) -> str | None:
+    """The op a single JSON-RPC request stands for (a batch counts as an `open`: never overtaken)."""
+    if isinstance(msg, list):
+        return "open"
     if not isinstance(msg, dict):
-        return False
-    if msg.get("method") == "cancel":
-        return True
-    params = msg.get("params")
-    return msg.get("method") == "request" and isinstance(params, dict) and params.get("op") == "cancel"
+        return None
+    method, params = msg.get("method"), msg.get("params")
+    if method == "request" and isinstance(params, dict):
+        op = params.get("op")
+        return op if isinstance(op, str) else None
+    return method if isinstance(method, str) else None
 
 
 # -- MCP ------------------------------------------------------------------------------------

@@ -62,12 +62,13 @@ class Recorder:
 class Job:
     """One request of a stdio framing: started once, finished once, its output captured."""
 
-    __slots__ = ("run", "eager", "raw", "started", "finished", "buffer", "captured", "exit_code")
+    __slots__ = ("run", "eager", "raw", "op", "started", "finished", "buffer", "captured", "exit_code")
 
-    def __init__(self, run: Callable[["Job"], None], raw: bytes, eager: bool = False) -> None:
+    def __init__(self, run: Callable[["Job"], None], raw: bytes, eager: bool = False, op: str | None = None) -> None:
         self.run = run
         self.raw = raw
         self.eager = eager
+        self.op = op  # the op (or method), when known: an eager job never overtakes an `open`
         self.started = False
         self.finished = False
         self.buffer: list[tuple[bytes, Session | None]] = []
@@ -97,8 +98,9 @@ class Pipeline:
     def submit(self, job: Job) -> None:
         if self.stopped:
             return
+        overtakes_open = any(queued.op == "open" for queued in self.jobs)
         self.jobs.append(job)
-        if len(self.jobs) == 1 or job.eager:
+        if len(self.jobs) == 1 or (job.eager and not overtakes_open):
             self._start(job)
 
     def write(self, job: Job, data: bytes, session: Session | None = None) -> None:
@@ -287,8 +289,10 @@ class OpsStream:
             message = getattr(exc, "message", str(exc))
             self.pipeline.submit(Job(lambda job: _protocol_error(self.pipeline, job, message), line))
             return
-        eager = isinstance(obj, dict) and obj.get("op") == "cancel"
-        self.pipeline.submit(Job(lambda job: self.ctx.run(obj, JobOut(self.pipeline, job)), line, eager))
+        op = obj.get("op") if isinstance(obj, dict) else None
+        op = op if isinstance(op, str) else None
+        run = lambda job: self.ctx.run(obj, JobOut(self.pipeline, job))  # noqa: E731
+        self.pipeline.submit(Job(run, line, eager=op == "cancel", op=op))
 
     def _after(self, job: Job) -> bool:
         if self.recorder is not None and job.raw:

@@ -346,3 +346,29 @@ def test_usage_errors():
     p = Proc(["serve", "--transport", "jsonrpc", "--auth-token", "x"])
     assert p.wait(15) == 2
     p.stop()
+
+
+def test_one_post_cancels_the_turn_another_post_is_streaming(tmp_path):
+    import threading
+
+    from ops_support import SLOW_TURN, write_script
+
+    s = Server("--port", "0", "--mock", write_script(tmp_path, "slow", [SLOW_TURN]))
+    try:
+        sid = result_of(s.post({"op": "open", "agent": "mock", "dir": "/tmp"}))["session"]["id"]
+        streamed: list[Any] = []
+        worker = threading.Thread(target=lambda: streamed.extend(s.post({"op": "prompt", "session": sid, "text": "slow"})))
+        worker.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            info = result_of(s.post({"op": "info", "session": sid}))["session"]
+            if info["status"] == "Working":
+                break
+            time.sleep(0.05)
+        started = time.monotonic()
+        assert result_of(s.post({"op": "cancel", "session": sid}))["ok"]
+        worker.join(15)
+        assert not worker.is_alive() and time.monotonic() - started < 10
+        assert result_of(streamed)["stop"] == "Cancelled" and text_of(streamed) == "thinking"
+    finally:
+        s.stop()

@@ -184,3 +184,19 @@ def test_progress_notifications_when_the_client_asks(raw):
     assert line["result"]["structuredContent"]["text"] == "tick tock"
     assert progress and all(p["progressToken"] == "tok" for p in progress)
     assert [p["progress"] for p in progress] == list(range(1, len(progress) + 1))
+
+
+def test_tool_calls_run_concurrently_so_ping_and_cancel_get_through(tmp_path):
+    from ops_support import SLOW_TURN, write_script
+
+    p = Proc(["serve", "--transport", "mcp", "--mock", write_script(tmp_path, "slow", [SLOW_TURN])])
+    try:
+        assert "result" in call(p, "tools/call", {"name": "agentproto_open", "arguments": {"agent": "mock", "dir": "/tmp"}}, rpc_id=1)
+        p.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "agentproto_prompt", "arguments": {"text": "slow"}}})
+        assert call(p, "ping", rpc_id=3) == {"jsonrpc": "2.0", "id": 3, "result": {}}
+        p.send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "agentproto_cancel", "arguments": {}}})
+        answers = {line["id"]: line for line in (p.line(), p.line())}
+        assert answers[4]["result"]["structuredContent"] == {"op": "cancel", "ok": True, "session_id": "s1"}
+        assert answers[2]["result"]["structuredContent"]["stop"] == "Cancelled"
+    finally:
+        p.stop()

@@ -283,3 +283,14 @@ def test_record_to_an_unwritable_path_never_halts_the_session(tmp_path):
     finally:
         p.stop()
     assert "recording skipped" in p.stderr
+
+
+def test_cancel_never_overtakes_a_queued_open():
+    p = Proc(["agent"])
+    try:
+        p.write(b'{"op": "open", "agent": "mock", "dir": "/tmp"}\n{"op": "cancel"}\n')
+        assert result_of(p.ops())["op"] == "open"
+        cancel = p.ops()
+        assert result_of(cancel) == {"kind": "result", "op": "cancel", "ok": True, "session_id": "s1"}
+    finally:
+        p.stop()
