@@ -303,6 +303,9 @@ class _Run:
         self.out.done(EXIT_OK if ok else EXIT_FAILED)
 
     def fail(self, error: AgentError, **fields: Any) -> None:
+        if self.op in ("prompt", "answer") and "stop" not in fields:
+            # Clients rely on a prompt's result always carrying a stop (or waiting).
+            fields["stop"] = {"Failed": {"message": error.message}}
         self.result(False, **fields, error=error.body())
 
     # Only generate's throwaway session reaches here (its collector already counted it).

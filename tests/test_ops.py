@@ -130,6 +130,7 @@ def test_open_prompt_info_close_on_the_default_session():
         assert done_of(lines) == 2 and lines[0]["message"] == "missing required `session`"
         lines = p.request({"op": "prompt", "session": "s1", "text": "again"})
         assert done_of(lines) == 1 and result_of(lines)["error"]["kind"] == "SessionClosed"
+        assert "Failed" in result_of(lines)["stop"]  # a prompt result always carries a stop
         p.close_stdin()
         assert p.rest() == [] and p.wait() == 0
     finally:
