@@ -40,8 +40,8 @@ import uuid
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from agentproto.client import Runtime, kind_of  # noqa: E402
-from tests import fake_anthropic as fa  # noqa: E402
+from agentproto.client import Runtime, kind_of
+from tests import fake_anthropic as fa
 
 SDK_DIR = os.path.join(ROOT, ".cache", "bench-sdk")
 
@@ -64,7 +64,13 @@ class RawCli:
         self.sel = selectors.DefaultSelector()
         self.sel.register(self.proc.stdout, selectors.EVENT_READ)
         self.buf = b""
-        self.write({"type": "control_request", "request_id": "init", "request": {"subtype": "initialize", "hooks": None}})
+        self.write(
+            {
+                "type": "control_request",
+                "request_id": "init",
+                "request": {"subtype": "initialize", "hooks": None},
+            }
+        )
         self.until(lambda m: m.get("type") == "control_response")
 
     def write(self, obj: dict) -> None:
@@ -87,7 +93,14 @@ class RawCli:
             self.buf += chunk
 
     def turn(self, prompt: str) -> None:
-        self.write({"type": "user", "session_id": "", "message": {"role": "user", "content": prompt}, "parent_tool_use_id": None})
+        self.write(
+            {
+                "type": "user",
+                "session_id": "",
+                "message": {"role": "user", "content": prompt},
+                "parent_tool_use_id": None,
+            }
+        )
         self.until(lambda m: m.get("type") == "result")
 
     def close(self) -> None:
@@ -167,12 +180,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--oneshots", type=int, default=12)
-    parser.add_argument("--chunks", type=int, default=100, help="text deltas per answer")
-    parser.add_argument("--sdk-entrypoint", action="store_true", help="let the SDK tag the CLI as sdk-py")
+    parser.add_argument(
+        "--chunks", type=int, default=100, help="text deltas per answer"
+    )
+    parser.add_argument(
+        "--sdk-entrypoint",
+        action="store_true",
+        help="let the SDK tag the CLI as sdk-py",
+    )
     args = parser.parse_args()
     claude = str(fa.PINNED_CLAUDE)
     if not os.path.exists(claude):
-        print(f"the pinned Claude Code CLI is missing at {claude}: run .ci/run", file=sys.stderr)
+        print(
+            f"the pinned Claude Code CLI is missing at {claude}: run .ci/run",
+            file=sys.stderr,
+        )
         return 1
     sdk = load_sdk()
     answer = " ".join(f"word{i}" for i in range(args.chunks))
@@ -181,15 +203,32 @@ def main() -> int:
     with fa.FakeAnthropic() as api:
         api.default_reply = fa.text(answer, chunk=max(1, len(answer) // args.chunks))
         cli_env = api.cli_env(config)
-        raw_env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"), **cli_env}
-        rt = Runtime.start(env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"), "AGENTPROTO_CLAUDE_BIN": claude})
-        runners = {"raw": lambda: RawCli(claude, work, raw_env), "agentproto": lambda: ViaAgentproto(rt, work, cli_env)}
+        raw_env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": os.environ.get("HOME", "/tmp"),
+            **cli_env,
+        }
+        rt = Runtime.start(
+            env={
+                "PATH": os.environ.get("PATH", ""),
+                "HOME": os.environ.get("HOME", "/tmp"),
+                "AGENTPROTO_CLAUDE_BIN": claude,
+            }
+        )
+        runners = {
+            "raw": lambda: RawCli(claude, work, raw_env),
+            "agentproto": lambda: ViaAgentproto(rt, work, cli_env),
+        }
         if sdk is not None:
             # The SDK tags the CLI's environment CLAUDE_CODE_ENTRYPOINT=sdk-py, which makes
             # the CLI run its turns as an "sdk" session rather than the "sdk-cli" one every
             # other host gets; its own env option overrides that, so all three run the
             # same CLI in the same mode. (--sdk-entrypoint keeps the SDK's tag, to see it.)
-            sdk_env = raw_env if args.sdk_entrypoint else {**raw_env, "CLAUDE_CODE_ENTRYPOINT": "sdk-cli"}
+            sdk_env = (
+                raw_env
+                if args.sdk_entrypoint
+                else {**raw_env, "CLAUDE_CODE_ENTRYPOINT": "sdk-cli"}
+            )
             runners["sdk"] = lambda: ViaSdk(sdk, claude, work, sdk_env)
         try:
             turn: dict[str, list[float]] = {name: [] for name in runners}
@@ -198,7 +237,9 @@ def main() -> int:
                 live_one.turn("warm up")
             for i in range(args.turns):
                 for name in rotated(list(live), i):
-                    turn[name].append(timed(lambda: live[name].turn(f"turn {i}")))
+                    turn[name].append(
+                        timed(lambda name=name, i=i: live[name].turn(f"turn {i}"))
+                    )
             for runner in live.values():
                 runner.close()
             oneshot: dict[str, list[float]] = {name: [] for name in runners}
@@ -210,20 +251,24 @@ def main() -> int:
 
             for i in range(args.oneshots):
                 for name in rotated(list(runners), i):
-                    oneshot[name].append(timed(lambda: once(runners[name])))
+                    oneshot[name].append(timed(lambda name=name: once(runners[name])))
         finally:
             rt.close()
-    print(f"Claude Code {subprocess.run([claude, '--version'], capture_output=True, text=True).stdout.strip()}, "
+    print(f"Claude Code {subprocess.run([claude, '--version'], capture_output=True, text=True, check=False).stdout.strip()}, "
           f"fake API on 127.0.0.1, {args.chunks} text deltas per answer; medians in ms")  # fmt: skip
     if sdk is None:
-        print("(claude-agent-sdk not installed: pip install --target .cache/bench-sdk claude-agent-sdk)")
+        print(
+            "(claude-agent-sdk not installed: pip install --target .cache/bench-sdk claude-agent-sdk)"
+        )
     raw_turn = statistics.median(turn["raw"])
     raw_once = statistics.median(oneshot["raw"])
     print(f"{'':12}{'turn':>10}{'vs raw':>9}{'one-shot':>11}{'vs raw':>9}")
     for name in runners:
         t = statistics.median(turn[name])
         o = statistics.median(oneshot[name])
-        print(f"{name:12}{t:10.1f}{(t / raw_turn - 1) * 100:+8.1f}%{o:11.1f}{(o / raw_once - 1) * 100:+8.1f}%")
+        print(
+            f"{name:12}{t:10.1f}{(t / raw_turn - 1) * 100:+8.1f}%{o:11.1f}{(o / raw_once - 1) * 100:+8.1f}%"
+        )
     if sdk is not None:
         a, s = statistics.median(turn["agentproto"]), statistics.median(turn["sdk"])
         print(f"agentproto vs sdk, turn: {(a / s - 1) * 100:+.1f}%; one-shot: "

@@ -21,9 +21,10 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -41,23 +42,38 @@ class Reply:
     #: Split each text into chunks of this many characters.
     chunk: int = 4
     #: Only a request this accepts takes the reply.
-    match: Callable[["Logged"], bool] | None = None
+    match: Callable[[Logged], bool] | None = None
     #: Stop writing after the first content delta and hold the connection open this long.
     hang: float = 0.0
-    usage: dict[str, int] = field(default_factory=lambda: {"input_tokens": 12, "output_tokens": 7})
+    usage: dict[str, int] = field(
+        default_factory=lambda: {"input_tokens": 12, "output_tokens": 7}
+    )
 
 
 def text(value: str, **kw: Any) -> Reply:
     return Reply(blocks=[{"type": "text", "text": value}], **kw)
 
 
-def tool_use(name: str, tool_input: dict[str, Any], *, tool_id: str | None = None, **kw: Any) -> Reply:
-    block = {"type": "tool_use", "name": name, "input": tool_input, "id": tool_id or "toolu_" + uuid.uuid4().hex[:20]}
+def tool_use(
+    name: str, tool_input: dict[str, Any], *, tool_id: str | None = None, **kw: Any
+) -> Reply:
+    block = {
+        "type": "tool_use",
+        "name": name,
+        "input": tool_input,
+        "id": tool_id or "toolu_" + uuid.uuid4().hex[:20],
+    }
     return Reply(blocks=[block], **kw)
 
 
 def thinking(thought: str, answer: str, **kw: Any) -> Reply:
-    return Reply(blocks=[{"type": "thinking", "thinking": thought}, {"type": "text", "text": answer}], **kw)
+    return Reply(
+        blocks=[
+            {"type": "thinking", "thinking": thought},
+            {"type": "text", "text": answer},
+        ],
+        **kw,
+    )
 
 
 def error(status: int, kind: str, message: str, **kw: Any) -> Reply:
@@ -114,7 +130,7 @@ class FakeAnthropic:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     # -- lifecycle
-    def start(self) -> "FakeAnthropic":
+    def start(self) -> FakeAnthropic:
         self._thread.start()
         return self
 
@@ -122,10 +138,10 @@ class FakeAnthropic:
         self._server.shutdown()
         self._server.server_close()
 
-    def __enter__(self) -> "FakeAnthropic":
+    def __enter__(self) -> FakeAnthropic:  # noqa: PYI034
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # -- scripting
@@ -133,7 +149,9 @@ class FakeAnthropic:
         with self._lock:
             self._queue.extend(replies)
 
-    def cli_env(self, config_dir: str, *, api_key: str | None = "sk-ant-fake", retries: int = 0) -> dict[str, str]:
+    def cli_env(
+        self, config_dir: str, *, api_key: str | None = "sk-ant-fake", retries: int = 0
+    ) -> dict[str, str]:
         """The variables that point the CLI here and keep everything else off."""
         env = {
             "ANTHROPIC_BASE_URL": self.url,
@@ -163,7 +181,9 @@ class FakeAnthropic:
                     return found
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"expected {count} model calls, got {len(found)}")
+                    raise TimeoutError(
+                        f"expected {count} model calls, got {len(found)}"
+                    )
                 self._lock.wait(left)
 
     def pending(self) -> int:
@@ -218,7 +238,13 @@ class FakeAnthropic:
 
             def do_GET(self) -> None:
                 fake._log(Logged("GET", self.path, dict(self.headers), None))
-                self._send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": "not here"}})
+                self._send_json(
+                    404,
+                    {
+                        "type": "error",
+                        "error": {"type": "not_found_error", "message": "not here"},
+                    },
+                )
 
             def do_POST(self) -> None:
                 body = self._read_body()
@@ -230,16 +256,29 @@ class FakeAnthropic:
                     return
                 if path != "/v1/messages":
                     fake._log(logged)
-                    self._send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
+                    self._send_json(
+                        404,
+                        {
+                            "type": "error",
+                            "error": {"type": "not_found_error", "message": path},
+                        },
+                    )
                     return
                 reply = fake._take(logged)
                 logged.reply = reply
                 fake._log(logged)
                 if reply.error:
                     status, kind, message = reply.error
-                    self._send_json(status, {"type": "error", "error": {"type": kind, "message": message}})
+                    self._send_json(
+                        status,
+                        {"type": "error", "error": {"type": kind, "message": message}},
+                    )
                     return
-                model = body.get("model", "claude-fake") if isinstance(body, dict) else "claude-fake"
+                model = (
+                    body.get("model", "claude-fake")
+                    if isinstance(body, dict)
+                    else "claude-fake"
+                )
                 if isinstance(body, dict) and body.get("stream"):
                     try:
                         self._stream(reply, model)
@@ -258,7 +297,9 @@ class FakeAnthropic:
                 first_delta = True
                 for event in sse_events(reply, model):
                     name = event["type"]
-                    self.wfile.write(f"event: {name}\ndata: {json.dumps(event)}\n\n".encode())
+                    self.wfile.write(
+                        f"event: {name}\ndata: {json.dumps(event)}\n\n".encode()
+                    )
                     self.wfile.flush()
                     if name == "content_block_delta" and first_delta and reply.hang:
                         first_delta = False
@@ -273,7 +314,9 @@ class FakeAnthropic:
 def _stop_reason(reply: Reply) -> str:
     if reply.stop_reason:
         return reply.stop_reason
-    return "tool_use" if any(b["type"] == "tool_use" for b in reply.blocks) else "end_turn"
+    return (
+        "tool_use" if any(b["type"] == "tool_use" for b in reply.blocks) else "end_turn"
+    )
 
 
 def message_object(reply: Reply, model: str) -> dict[str, Any]:
@@ -312,34 +355,71 @@ def sse_events(reply: Reply, model: str) -> list[dict[str, Any]]:
     for index, block in enumerate(reply.blocks):
         kind = block["type"]
         if kind == "text":
-            events.append({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "text", "text": ""},
+                }
+            )
             body = block["text"]
             for i in range(0, len(body), max(1, reply.chunk)):
                 piece = body[i : i + reply.chunk]
-                events.append({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}})
+                events.append(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "text_delta", "text": piece},
+                    }
+                )
         elif kind == "thinking":
             events.append(
-                {"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {
+                        "type": "thinking",
+                        "thinking": "",
+                        "signature": "",
+                    },
+                }
             )
             events.append(
-                {"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": block["thinking"]}}
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "thinking_delta", "thinking": block["thinking"]},
+                }
             )
             events.append(
-                {"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": "fake-signature"}}
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "signature_delta", "signature": "fake-signature"},
+                }
             )
         elif kind == "tool_use":
             events.append(
                 {
                     "type": "content_block_start",
                     "index": index,
-                    "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}},
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": block["id"],
+                        "name": block["name"],
+                        "input": {},
+                    },
                 }
             )
             raw = json.dumps(block["input"])
             half = len(raw) // 2
             for piece in (raw[:half], raw[half:]):
                 events.append(
-                    {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}}
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": piece},
+                    }
                 )
         events.append({"type": "content_block_stop", "index": index})
     events.append(
@@ -379,7 +459,9 @@ def claude_bin() -> str:
     import pytest
 
     if not PINNED_CLAUDE.exists():
-        pytest.fail(f"the pinned Claude Code CLI is missing at {PINNED_CLAUDE}: run .ci/run (or scripts/install-test-deps)")
+        pytest.fail(
+            f"the pinned Claude Code CLI is missing at {PINNED_CLAUDE}: run .ci/run (or scripts/install-test-deps)"
+        )
     return str(PINNED_CLAUDE)
 
 

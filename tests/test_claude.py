@@ -18,7 +18,15 @@ from typing import Any
 
 import pytest
 
-from tests.fake_anthropic import FakeAnthropic, claude_bin, error, processes_with_env, text, thinking, tool_use
+from tests.fake_anthropic import (
+    FakeAnthropic,
+    claude_bin,
+    error,
+    processes_with_env,
+    text,
+    thinking,
+    tool_use,
+)
 from tests.sidecar import Sidecar, kind_name, kinds
 
 
@@ -51,7 +59,9 @@ def world(api, tmp_path):
 
 
 class World:
-    def __init__(self, api: FakeAnthropic, sidecar: Sidecar, work: Path, config: Path) -> None:
+    def __init__(
+        self, api: FakeAnthropic, sidecar: Sidecar, work: Path, config: Path
+    ) -> None:
         self.api = api
         self.sc = sidecar
         self.work = work
@@ -64,23 +74,33 @@ class World:
         return env
 
     def options(self, **options: Any) -> dict[str, Any]:
-        base = {"agent": "claude", "dir": str(self.work), "env": self.env(), "config_home": str(self.config)}
+        base = {
+            "agent": "claude",
+            "dir": str(self.work),
+            "env": self.env(),
+            "config_home": str(self.config),
+        }
         base.update(options)
         return base
 
     def open(self, **options: Any) -> dict[str, Any]:
         return self.sc.ok({"cmd": "open", **self.options(**options)}, timeout=60)
 
-    def turn(self, session: str, prompt: str, timeout: float = 60) -> list[dict[str, Any]]:
+    def turn(
+        self, session: str, prompt: str, timeout: float = 60
+    ) -> list[dict[str, Any]]:
         self.sc.ok({"cmd": "prompt", "session": session, "text": prompt})
         return self.sc.events(session, "TurnEnded", timeout)
 
-    def until(self, session: str, predicate, timeout: float = 60) -> list[dict[str, Any]]:
+    def until(
+        self, session: str, predicate, timeout: float = 60
+    ) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         deadline = time.monotonic() + timeout
         while True:
             line = self.sc.wait_for(
-                lambda l: "event" in l and l["event"]["session_id"] == session, max(0.01, deadline - time.monotonic())
+                lambda l: "event" in l and l["event"]["session_id"] == session,
+                max(0.01, deadline - time.monotonic()),
             )
             out.append(line["event"])
             if predicate(line["event"]):
@@ -136,7 +156,9 @@ def test_probe_reports_version_auth_and_options(world):
     models = [c["value"] for c in options["model"]["kind"]["Select"]["choices"]]
     assert "default" in models and "sonnet" in models
     assert options["mode"]["current"] == "default"
-    assert {"Permissions", "Questions", "Resume", "Compact"} <= set(details["capabilities"]["features"])
+    assert {"Permissions", "Questions", "Resume", "Compact"} <= set(
+        details["capabilities"]["features"]
+    )
     assert world.api.main_requests() == []  # probing costs no model call
 
 
@@ -186,25 +208,45 @@ def test_thinking_streams_as_reasoning(world):
     world.api.push(thinking("Let me think about it.", "The answer is 4."))
     sid = world.open()["id"]
     events = world.turn(sid, "2+2?")
-    assert "".join(d["text"] for d in of(events, "ReasoningDelta")) == "Let me think about it."
+    assert (
+        "".join(d["text"] for d in of(events, "ReasoningDelta"))
+        == "Let me think about it."
+    )
     assert list(joined_text(events).values()) == ["The answer is 4."]
     world.close(sid)
 
 
 def test_tool_allowed_runs_only_after_the_answer(world):
-    world.api.push(tool_use("Bash", {"command": "echo made > made.txt", "description": "Make a file"}), text("Made it."))
+    world.api.push(
+        tool_use(
+            "Bash", {"command": "echo made > made.txt", "description": "Make a file"}
+        ),
+        text("Made it."),
+    )
     sid = world.open()["id"]
     world.sc.ok({"cmd": "prompt", "session": sid, "text": "make a file"})
     events = world.until(sid, is_kind("RequestOpened"))
     (request,) = of(events, "RequestOpened")
     permission = request["Permission"]
     assert permission["tool"]["kind"] == "Execute"
-    assert permission["tool"]["input"] == {"Command": {"command": "echo made > made.txt", "cwd": None}}
+    assert permission["tool"]["input"] == {
+        "Command": {"command": "echo made > made.txt", "cwd": None}
+    }
     assert "AllowOnce" in permission["options"]
-    assert any(u["kind"] == "Execute" and u["status"] == "Pending" for u in of(events, "ToolUpdated"))
+    assert any(
+        u["kind"] == "Execute" and u["status"] == "Pending"
+        for u in of(events, "ToolUpdated")
+    )
     time.sleep(0.5)
     assert not (world.work / "made.txt").exists()  # nothing ran before the answer
-    world.sc.ok({"cmd": "answer", "session": sid, "request": permission["id"], "answer": {"Permission": "AllowOnce"}})
+    world.sc.ok(
+        {
+            "cmd": "answer",
+            "session": sid,
+            "request": permission["id"],
+            "answer": {"Permission": "AllowOnce"},
+        }
+    )
     rest = world.sc.events(sid, "TurnEnded", 60)
     assert of(rest, "RequestClosed")[0] == {"request_id": permission["id"]}
     done = [u for u in of(rest, "ToolUpdated") if u["status"] == "Completed"]
@@ -215,22 +257,34 @@ def test_tool_allowed_runs_only_after_the_answer(world):
 
 
 def test_tool_denied_does_not_run_and_the_turn_goes_on(world):
-    world.api.push(tool_use("Write", {"file_path": str(world.work / "nope.txt"), "content": "x"}), text("Understood."))
+    world.api.push(
+        tool_use("Write", {"file_path": str(world.work / "nope.txt"), "content": "x"}),
+        text("Understood."),
+    )
     sid = world.open()["id"]
     world.sc.ok({"cmd": "prompt", "session": sid, "text": "write a file"})
     events = world.until(sid, is_kind("RequestOpened"))
     permission = of(events, "RequestOpened")[0]["Permission"]
     assert permission["tool"]["kind"] == "Edit"
-    assert permission["tool"]["diffs"] == [{"path": str(world.work / "nope.txt"), "old_text": None, "new_text": "x"}]
+    assert permission["tool"]["diffs"] == [
+        {"path": str(world.work / "nope.txt"), "old_text": None, "new_text": "x"}
+    ]
     world.sc.ok(
-        {"cmd": "answer", "session": sid, "request": permission["id"], "answer": {"Deny": {"message": "Not today."}}}
+        {
+            "cmd": "answer",
+            "session": sid,
+            "request": permission["id"],
+            "answer": {"Deny": {"message": "Not today."}},
+        }
     )
     rest = world.sc.events(sid, "TurnEnded", 60)
     assert not (world.work / "nope.txt").exists()
     failed = [u for u in of(rest, "ToolUpdated") if u["status"] == "Failed"]
     assert failed and "Not today." in failed[0]["output"]
     assert of(rest, "TurnEnded")[0]["stop"] == {"Completed": {"source": "Protocol"}}
-    assert "Not today." in world.api.main_requests()[-1].last_user_text()  # the model was told
+    assert (
+        "Not today." in world.api.main_requests()[-1].last_user_text()
+    )  # the model was told
     world.close(sid)
 
 
@@ -249,7 +303,10 @@ def test_question_is_a_question_request(world):
             {
                 "question": "Which color?",
                 "header": "Color",
-                "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}],
+                "options": [
+                    {"label": "Red", "description": "warm"},
+                    {"label": "Blue", "description": "cool"},
+                ],
                 "multiSelect": False,
             }
         ]
@@ -260,8 +317,18 @@ def test_question_is_a_question_request(world):
     events = world.until(sid, is_kind("RequestOpened"))
     question = of(events, "RequestOpened")[0]["Question"]
     (q,) = question["questions"]
-    assert q["text"] == "Which color?" and [c["label"] for c in q["choices"]] == ["Red", "Blue"]
-    world.sc.ok({"cmd": "answer", "session": sid, "request": question["id"], "answer": {"Question": [{"Choices": ["Blue"]}]}})
+    assert q["text"] == "Which color?" and [c["label"] for c in q["choices"]] == [
+        "Red",
+        "Blue",
+    ]
+    world.sc.ok(
+        {
+            "cmd": "answer",
+            "session": sid,
+            "request": question["id"],
+            "answer": {"Question": [{"Choices": ["Blue"]}]},
+        }
+    )
     world.sc.events(sid, "TurnEnded", 60)
     assert 'Which color?\\"=\\"Blue' in world.api.main_requests()[-1].last_user_text()
     world.close(sid)
@@ -295,7 +362,11 @@ def test_prompts_during_a_turn_are_queued_and_run_in_order(world):
         answers += list(joined_text(world.sc.events(sid, "TurnEnded", 60)).values())
     assert answers == ["one", "two", "three"]
     sent = [r.last_user_text() for r in world.api.main_requests()]
-    assert ["first" in sent[0], "second" in sent[1], "third" in sent[2]] == [True, True, True]
+    assert ["first" in sent[0], "second" in sent[1], "third" in sent[2]] == [
+        True,
+        True,
+        True,
+    ]
     world.close(sid)
 
 
@@ -303,11 +374,24 @@ def test_live_model_and_mode_changes(world):
     world.api.push(text("before"), text("after"))
     sid = world.open()["id"]
     world.turn(sid, "one")
-    world.sc.ok({"cmd": "configure", "session": sid, "option": "model", "value": "claude-custom-test-1"})
-    updated = world.until(sid, is_kind("SessionUpdated"), 10)[-1]["kind"]["SessionUpdated"]
+    world.sc.ok(
+        {
+            "cmd": "configure",
+            "session": sid,
+            "option": "model",
+            "value": "claude-custom-test-1",
+        }
+    )
+    updated = world.until(sid, is_kind("SessionUpdated"), 10)[-1]["kind"][
+        "SessionUpdated"
+    ]
     assert updated["configuration"]["options"]["model"] == "claude-custom-test-1"
-    world.sc.ok({"cmd": "configure", "session": sid, "option": "mode", "value": "acceptEdits"})
-    world.sc.ok({"cmd": "configure", "session": sid, "option": "effort", "value": "high"})
+    world.sc.ok(
+        {"cmd": "configure", "session": sid, "option": "mode", "value": "acceptEdits"}
+    )
+    world.sc.ok(
+        {"cmd": "configure", "session": sid, "option": "effort", "value": "high"}
+    )
     world.turn(sid, "two")
     first, second = world.api.main_requests()
     assert first.model != "claude-custom-test-1"
@@ -327,7 +411,10 @@ def test_configure_at_open_passes_a_model_through(world):
 
 def test_instructions_and_args_reach_the_cli(world):
     world.api.push(text("hi"))
-    sid = world.open(instructions="Always answer like a pirate.", args=["--disallowedTools", "WebSearch"])["id"]
+    sid = world.open(
+        instructions="Always answer like a pirate.",
+        args=["--disallowedTools", "WebSearch"],
+    )["id"]
     world.turn(sid, "hello")
     request = world.api.main_requests()[0]
     assert "Always answer like a pirate." in json.dumps(request.body["system"])
@@ -336,7 +423,9 @@ def test_instructions_and_args_reach_the_cli(world):
 
 
 def test_resume_and_fork_a_closed_session(world):
-    world.api.push(text("I will remember 4711."), text("You said 4711."), text("Forked."))
+    world.api.push(
+        text("I will remember 4711."), text("You said 4711."), text("Forked.")
+    )
     first = world.open()
     token = first["resume_token"]
     world.turn(first["id"], "remember the number 4711")
@@ -355,7 +444,9 @@ def test_resume_and_fork_a_closed_session(world):
 
 
 def test_compact(world):
-    world.api.push(text("one"), text("two"), text("three"), text("<summary>We talked.</summary>"))
+    world.api.push(
+        text("one"), text("two"), text("three"), text("<summary>We talked.</summary>")
+    )
     sid = world.open()["id"]
     for prompt in ("a", "b", "c"):
         world.turn(sid, prompt)
@@ -367,10 +458,16 @@ def test_compact(world):
 
 
 def test_api_errors_fail_the_turn_and_retries_are_diagnostics(world):
-    world.api.push(error(400, "invalid_request_error", "bad thing here"), error(529, "overloaded_error", "Overloaded"), text("recovered"))
+    world.api.push(
+        error(400, "invalid_request_error", "bad thing here"),
+        error(529, "overloaded_error", "Overloaded"),
+        text("recovered"),
+    )
     sid = world.open(env=world.env(CLAUDE_CODE_MAX_RETRIES="1"))["id"]
     events = world.turn(sid, "one")
-    assert of(events, "TurnEnded")[0]["stop"] == {"Failed": {"message": "API Error: 400 bad thing here"}}
+    assert of(events, "TurnEnded")[0]["stop"] == {
+        "Failed": {"message": "API Error: 400 bad thing here"}
+    }
     assert joined_text(events) == {}
     events = world.turn(sid, "two")
     assert any("529" in d["message"] for d in of(events, "Diagnostic"))
@@ -381,25 +478,45 @@ def test_api_errors_fail_the_turn_and_retries_are_diagnostics(world):
 def test_mcp_server_tool_called_by_the_model(world, tmp_path):
     server = tmp_path / "echo_mcp.py"
     server.write_text(ECHO_MCP)
-    world.api.push(tool_use("mcp__echo__shout", {"text": "hello mcp"}), text("The server shouted."))
+    world.api.push(
+        tool_use("mcp__echo__shout", {"text": "hello mcp"}), text("The server shouted.")
+    )
     sid = world.open(
-        mcp_servers=[{"name": "echo", "connection": {"Stdio": {"command": "python3", "args": [str(server)], "env": {}}}}]
+        mcp_servers=[
+            {
+                "name": "echo",
+                "connection": {
+                    "Stdio": {"command": "python3", "args": [str(server)], "env": {}}
+                },
+            }
+        ]
     )["id"]
     world.sc.ok({"cmd": "prompt", "session": sid, "text": "use the server"})
     events = world.until(sid, is_kind("RequestOpened"))
     permission = of(events, "RequestOpened")[0]["Permission"]
     assert permission["tool"]["kind"] == {"Mcp": {"server": "echo", "tool": "shout"}}
-    world.sc.ok({"cmd": "answer", "session": sid, "request": permission["id"], "answer": {"Permission": "AllowOnce"}})
+    world.sc.ok(
+        {
+            "cmd": "answer",
+            "session": sid,
+            "request": permission["id"],
+            "answer": {"Permission": "AllowOnce"},
+        }
+    )
     rest = world.sc.events(sid, "TurnEnded", 60)
     done = [u for u in of(rest, "ToolUpdated") if u["status"] == "Completed"]
     assert done and "HELLO MCP" in done[0]["output"]
-    assert "mcp__echo__shout" in [t["name"] for t in world.api.main_requests()[0].body["tools"]]
+    assert "mcp__echo__shout" in [
+        t["name"] for t in world.api.main_requests()[0].body["tools"]
+    ]
     world.close(sid)
 
 
 def test_generate_answers_with_tools_disabled(world):
     world.api.push(text("Generated answer."))
-    answer = world.sc.ok({"cmd": "generate", "prompt": "one line please", **world.options()}, timeout=60)
+    answer = world.sc.ok(
+        {"cmd": "generate", "prompt": "one line please", **world.options()}, timeout=60
+    )
     assert answer == "Generated answer."
     (request,) = world.api.main_requests()
     assert not request.body.get("tools")
@@ -419,7 +536,10 @@ def test_killed_cli_fails_the_turn_and_closes(world):
     events = world.sc.events(sid, "TurnEnded", 30)
     assert "Failed" in of(events, "TurnEnded")[0]["stop"]
     line = world.sc.wait_for(lambda l: l.get("session") == sid and "error" in l, 10)
-    assert line["error"]["kind"] == "ProcessExited" and line["error"]["status"] == "SIGKILL"
+    assert (
+        line["error"]["kind"] == "ProcessExited"
+        and line["error"]["status"] == "SIGKILL"
+    )
     world.sc.wait_for(lambda l: l.get("closed") == sid, 10)
     body = world.sc.error({"cmd": "prompt", "session": sid, "text": "hello?"})
     assert body["kind"] == "SessionClosed"
@@ -434,15 +554,22 @@ def test_close_mid_turn_leaves_nothing_and_prompts_after_close_fail(world):
     world.close(sid)
     assert time.monotonic() - started < 10
     assert processes_with_env(str(world.config)) == []
-    assert world.sc.error({"cmd": "prompt", "session": sid, "text": "x"})["kind"] == "SessionClosed"
+    assert (
+        world.sc.error({"cmd": "prompt", "session": sid, "text": "x"})["kind"]
+        == "SessionClosed"
+    )
 
 
 def test_a_garbled_line_is_a_diagnostic(world, tmp_path):
     wrapper = tmp_path / "claude-noisy"
-    wrapper.write_text(f"#!/bin/sh\necho 'this is {{not json'\nexec {claude_bin()} \"$@\"\n")
+    noise = "echo 'this is {not json'\necho '{\"type\":\"from_a_future_cli\",\"x\":1}'\necho '[1,2]'\n"
+    wrapper.write_text(f'#!/bin/sh\n{noise}exec {claude_bin()} "$@"\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
     world.api.push(text("still fine"))
-    info = world.sc.ok({"cmd": "open", **world.options(agent={"id": "claude", "path": str(wrapper)})}, timeout=60)
+    info = world.sc.ok(
+        {"cmd": "open", **world.options(agent={"id": "claude", "path": str(wrapper)})},
+        timeout=60,
+    )
     sid = info["id"]
     events = world.turn(sid, "hi")
     assert any("not JSON" in d["message"] for d in of(events, "Diagnostic")) or any(
@@ -453,7 +580,11 @@ def test_a_garbled_line_is_a_diagnostic(world, tmp_path):
 
 
 def world_events(world: World, session: str) -> list[dict[str, Any]]:
-    return [l["event"] for l in world.sc.seen if "event" in l and l["event"]["session_id"] == session]
+    return [
+        l["event"]
+        for l in world.sc.seen
+        if "event" in l and l["event"]["session_id"] == session
+    ]
 
 
 def _is_group_leader(pid: int) -> bool:
@@ -464,7 +595,7 @@ def _is_group_leader(pid: int) -> bool:
 
 
 #: A stdio MCP server (newline-delimited JSON-RPC) with one tool, ``shout``.
-ECHO_MCP = r'''
+ECHO_MCP = r"""
 import json, sys
 for line in sys.stdin:
     msg = json.loads(line)
@@ -484,7 +615,7 @@ for line in sys.stdin:
         print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": method}}), flush=True)
         continue
     print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
-'''
+"""
 
 
 def test_allow_always_and_deny_always_stop_asking(world):
@@ -497,23 +628,48 @@ def test_allow_always_and_deny_always_stop_asking(world):
     )
     sid = world.open()["id"]
     world.sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
-    first = of(world.until(sid, is_kind("RequestOpened")), "RequestOpened")[0]["Permission"]
-    world.sc.ok({"cmd": "answer", "session": sid, "request": first["id"], "answer": {"Permission": "AllowAlways"}})
+    first = of(world.until(sid, is_kind("RequestOpened")), "RequestOpened")[0][
+        "Permission"
+    ]
+    world.sc.ok(
+        {
+            "cmd": "answer",
+            "session": sid,
+            "request": first["id"],
+            "answer": {"Permission": "AllowAlways"},
+        }
+    )
     events = world.until(sid, is_kind("RequestOpened"))
     write = of(events, "RequestOpened")[0]["Permission"]
     assert write["tool"]["kind"] == "Edit"  # the second Bash ran without asking
     assert (world.work / "d1").is_dir()
-    world.sc.ok({"cmd": "answer", "session": sid, "request": write["id"], "answer": {"Permission": "DenyAlways"}})
+    world.sc.ok(
+        {
+            "cmd": "answer",
+            "session": sid,
+            "request": write["id"],
+            "answer": {"Permission": "DenyAlways"},
+        }
+    )
     rest = world.sc.events(sid, "TurnEnded", 60)
     assert of(rest, "RequestOpened") == []  # the second Write was denied without asking
-    assert [u["status"] for u in of(rest, "ToolUpdated") if u["kind"] == "Edit"][-1] == "Denied"
+    assert [u["status"] for u in of(rest, "ToolUpdated") if u["kind"] == "Edit"][
+        -1
+    ] == "Denied"
     assert not (world.work / "w1.txt").exists() and not (world.work / "w2.txt").exists()
     world.close(sid)
 
 
 def test_subagent_events_carry_their_parent_tool(world):
     world.api.push(
-        tool_use("Agent", {"description": "Sub job", "prompt": "do sub work", "subagent_type": "general-purpose"}),
+        tool_use(
+            "Agent",
+            {
+                "description": "Sub job",
+                "prompt": "do sub work",
+                "subagent_type": "general-purpose",
+            },
+        ),
         text("sub answer"),
         text("main done"),
     )
@@ -521,7 +677,61 @@ def test_subagent_events_carry_their_parent_tool(world):
     events = world.turn(sid, "delegate")
     (task,) = {u["id"] for u in of(events, "ToolUpdated") if u["kind"] == "Subagent"}
     nested = [e for e in events if e["turn_info"]["parent_tool_id"] == task]
-    assert {"UserMessage": {"message_id": nested[0]["kind"]["UserMessage"]["message_id"], "text": "do sub work"}} == nested[0]["kind"]
-    done = [u for u in of(events, "ToolUpdated") if u["id"] == task and u["status"] == "Completed"]
+    assert {
+        "UserMessage": {
+            "message_id": nested[0]["kind"]["UserMessage"]["message_id"],
+            "text": "do sub work",
+        }
+    } == nested[0]["kind"]
+    done = [
+        u
+        for u in of(events, "ToolUpdated")
+        if u["id"] == task and u["status"] == "Completed"
+    ]
     assert done and "sub answer" in done[0]["output"]
+    world.close(sid)
+
+
+def test_accept_edits_mode_edits_without_asking_but_asks_for_commands(world):
+    world.api.push(
+        tool_use(
+            "Write", {"file_path": str(world.work / "edited.txt"), "content": "hi\n"}
+        ),
+        tool_use("Bash", {"command": "python3 -c \"open('cmd.txt', 'w')\""}),
+        text("done"),
+    )
+    info = world.open(permission_mode="AcceptEdits")
+    assert info["configuration"]["options"]["mode"] == "acceptEdits"
+    sid = info["id"]
+    world.sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
+    events = world.until(sid, is_kind("RequestOpened"))
+    assert (world.work / "edited.txt").read_text() == "hi\n"
+    permission = of(events, "RequestOpened")[0]["Permission"]
+    assert permission["tool"]["kind"] == "Execute"
+    world.sc.ok(
+        {
+            "cmd": "answer",
+            "session": sid,
+            "request": permission["id"],
+            "answer": {"Permission": "DenyOnce"},
+        }
+    )
+    world.sc.events(sid, "TurnEnded", 60)
+    assert not (world.work / "cmd.txt").exists()
+    world.close(sid)
+
+
+def test_cancel_while_a_permission_is_open(world):
+    world.api.push(tool_use("Bash", {"command": "touch never.txt"}), text("after"))
+    sid = world.open()["id"]
+    world.sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
+    permission = of(world.until(sid, is_kind("RequestOpened")), "RequestOpened")[0][
+        "Permission"
+    ]
+    world.sc.ok({"cmd": "cancel", "session": sid})
+    events = world.sc.events(sid, "TurnEnded", 30)
+    assert {"request_id": permission["id"]} in of(events, "RequestClosed")
+    assert of(events, "TurnEnded")[0]["stop"] == "Cancelled"
+    assert not (world.work / "never.txt").exists()
+    assert list(joined_text(world.turn(sid, "again")).values()) == ["after"]
     world.close(sid)

@@ -7,8 +7,8 @@ stdio`` so every permission comes to us as a ``can_use_tool`` control request an
 session; each user message we write is one turn, ended by a ``result`` message.
 
 Rules of this file:
-- The mapping functions at the top are pure (dicts in, protocol values out), so they
-  are tested on captured CLI output without a process.
+- The mapping is pure and lives in ``claude_mapping.py`` (dicts in, protocol values out),
+  tested on captured CLI output without a process.
 - Text reaches the app once: from the stream's deltas, and from a whole ``assistant``
   message only for what the deltas did not carry (synthetic or unstreamed messages).
 - The CLI is the source of truth for turn boundaries: a ``result`` ends the turn whose
@@ -20,408 +20,39 @@ Rules of this file:
 
 from __future__ import annotations
 
-import base64
 import json
-import mimetypes
 import os
 import uuid
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from agentproto.drivers.base import AgentProcess, Driver, Host, Launch
+from agentproto.drivers.claude_mapping import (
+    FEATURES,
+    MCP_TRANSPORTS,
+    PERMISSION_OPTIONS,
+    always_rules,
+    auth_status,
+    build_argv,
+    config_options,
+    initial_mode,
+    login_methods,
+    question_answers,
+    question_request,
+    result_text,
+    slash_commands,
+    stop_reason,
+    tool_snapshot,
+    turn_usage,
+    user_message,
+)
 from agentproto.loop import Timer
-from agentproto.wire import AgentError, tool_update
+from agentproto.wire import AgentError
 
 HANDSHAKE_TIMEOUT = 60.0
 #: How long ``close`` waits after ending the CLI's input before signalling its group.
 CLOSE_GRACE = 2.0
-
-PERMISSION_OPTIONS = ["AllowOnce", "AllowAlways", "DenyOnce", "DenyAlways"]
-FEATURES = [
-    "Images",
-    "Resume",
-    "Permissions",
-    "Questions",
-    "Fork",
-    "SlashCommands",
-    "Plan",
-    "Subagents",
-    "ContextUsage",
-    "Compact",
-]
-MCP_TRANSPORTS = ["Stdio", "Http", "Sse"]
-MODES = [
-    ("default", "Default", "Ask before edits and commands"),
-    ("acceptEdits", "Accept edits", "Edit files without asking"),
-    ("plan", "Plan", "Plan first; no edits or commands"),
-    ("dontAsk", "Don't ask", "Deny whatever would need asking"),
-]
-EFFORTS = ["low", "medium", "high", "xhigh", "max"]
-IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
-MAX_ATTACHMENT = 4 * 1024 * 1024
-
-# -- pure mapping ------------------------------------------------------------------------
-
-_KINDS = {
-    "Bash": "Execute",
-    "BashOutput": "Execute",
-    "KillShell": "Execute",
-    "Read": "Read",
-    "NotebookRead": "Read",
-    "Edit": "Edit",
-    "Write": "Edit",
-    "MultiEdit": "Edit",
-    "NotebookEdit": "Edit",
-    "Grep": "Search",
-    "Glob": "Search",
-    "LS": "Search",
-    "WebFetch": "Fetch",
-    "WebSearch": "Fetch",
-    "Task": "Subagent",
-    "Agent": "Subagent",
-    "TodoWrite": "Think",
-}
-
-
-def tool_kind(name: str) -> Any:
-    if name.startswith("mcp__"):
-        parts = name.split("__", 2)
-        if len(parts) == 3:
-            return {"Mcp": {"server": parts[1], "tool": parts[2]}}
-    return _KINDS.get(name, "Other")
-
-
-def _path_of(tool_input: dict[str, Any]) -> str | None:
-    for key in ("file_path", "notebook_path", "path"):
-        value = tool_input.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def tool_input_of(name: str, tool_input: dict[str, Any]) -> Any:
-    """The ToolInput variant for a Claude tool call."""
-    if name == "Bash" and isinstance(tool_input.get("command"), str):
-        return {"Command": {"command": tool_input["command"], "cwd": None}}
-    if name in ("Grep", "Glob") and isinstance(tool_input.get("pattern"), str):
-        return {"Pattern": tool_input["pattern"]}
-    if name == "WebFetch" and isinstance(tool_input.get("url"), str):
-        return {"Url": tool_input["url"]}
-    if name == "WebSearch" and isinstance(tool_input.get("query"), str):
-        return {"Query": tool_input["query"]}
-    if name in ("Task", "Agent") and isinstance(tool_input.get("prompt"), str):
-        return {"Text": tool_input["prompt"]}
-    path = _path_of(tool_input)
-    if path is not None and _KINDS.get(name) in ("Read", "Edit", "Search"):
-        return {"Path": path}
-    return "None"
-
-
-def tool_title(name: str, tool_input: dict[str, Any]) -> str:
-    detail = None
-    if name == "Bash":
-        detail = tool_input.get("description") or tool_input.get("command")
-    elif name in ("Task", "Agent"):
-        detail = tool_input.get("description")
-    elif name in ("Grep", "Glob"):
-        detail = tool_input.get("pattern")
-    elif name == "WebFetch":
-        detail = tool_input.get("url")
-    elif name == "WebSearch":
-        detail = tool_input.get("query")
-    else:
-        detail = _path_of(tool_input)
-    return f"{name}: {detail}" if isinstance(detail, str) and detail else name
-
-
-def tool_diffs(name: str, tool_input: dict[str, Any]) -> list[dict[str, Any]]:
-    path = _path_of(tool_input)
-    if path is None:
-        return []
-    if name == "Edit" and isinstance(tool_input.get("new_string"), str):
-        return [{"path": path, "old_text": tool_input.get("old_string"), "new_text": tool_input["new_string"]}]
-    if name == "MultiEdit" and isinstance(tool_input.get("edits"), list):
-        return [
-            {"path": path, "old_text": e.get("old_string"), "new_text": e["new_string"]}
-            for e in tool_input["edits"]
-            if isinstance(e, dict) and isinstance(e.get("new_string"), str)
-        ]
-    if name == "Write" and isinstance(tool_input.get("content"), str):
-        return [{"path": path, "old_text": None, "new_text": tool_input["content"]}]
-    return []
-
-
-def tool_snapshot(tool_id: str, name: str, tool_input: Any, status: str = "Pending") -> dict[str, Any]:
-    """A ToolUpdate for one ``tool_use`` block."""
-    args = tool_input if isinstance(tool_input, dict) else {}
-    path = _path_of(args)
-    return tool_update(
-        tool_id,
-        kind=tool_kind(name),
-        title=tool_title(name, args),
-        status=status,
-        input=tool_input_of(name, args),
-        diffs=tool_diffs(name, args),
-        locations=[path] if path else [],
-        raw={"name": name, "input": tool_input},
-    )
-
-
-def result_text(content: Any) -> str:
-    """The text of a ``tool_result`` block's content (a string or a list of blocks)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-            elif isinstance(block, dict) and block.get("type") == "image":
-                parts.append("[image]")
-        return "\n".join(parts)
-    return "" if content is None else json.dumps(content)
-
-
-def login_methods(executable: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "Terminal": {
-                "command": [executable, "/login"],
-                "env": {},
-                "description": "Log in to Claude Code with a Claude account or an Anthropic Console API key",
-            }
-        },
-        {"EnvVar": {"name": "ANTHROPIC_API_KEY"}},
-    ]
-
-
-def auth_status(account: Any, executable: str) -> dict[str, Any]:
-    """AuthStatus from the ``account`` member of the CLI's initialize response."""
-    if not isinstance(account, dict):
-        return {"Unauthenticated": {"login": login_methods(executable)}}
-    info = None
-    if account.get("email") or account.get("subscriptionType"):
-        info = {"email": account.get("email"), "plan": account.get("subscriptionType")}
-    provider = account.get("apiProvider")
-    if provider and provider != "firstParty":
-        return {"Authenticated": {"kind": "CloudProvider", "account": info}}
-    token = account.get("tokenSource")
-    if isinstance(token, str) and token not in ("", "none"):
-        subscription = "claude.ai" in token or "OAUTH" in token.upper()
-        return {"Authenticated": {"kind": "Subscription" if subscription else "ApiKey", "account": info}}
-    key = account.get("apiKeySource")
-    if isinstance(key, str) and key not in ("", "none"):
-        return {"Authenticated": {"kind": "ApiKey", "account": info}}
-    return {"Unauthenticated": {"login": login_methods(executable)}}
-
-
-def config_options(init: dict[str, Any], model: str | None, mode: str, effort: str | None) -> list[dict[str, Any]]:
-    choices = []
-    for entry in init.get("models") or []:
-        if isinstance(entry, dict) and isinstance(entry.get("value"), str):
-            choices.append(
-                {
-                    "value": entry["value"],
-                    "label": str(entry.get("displayName") or entry["value"]),
-                    "description": entry.get("description"),
-                }
-            )
-    return [
-        {"id": "model", "name": "Model", "category": "model", "kind": {"Select": {"choices": choices}}, "current": model or "default", "live": True},
-        {
-            "id": "mode",
-            "name": "Mode",
-            "category": "mode",
-            "kind": {"Select": {"choices": [{"value": v, "label": label, "description": d} for v, label, d in MODES]}},
-            "current": mode,
-            "live": True,
-        },
-        {
-            "id": "effort",
-            "name": "Effort",
-            "category": "thought_level",
-            "kind": {"Select": {"choices": [{"value": e, "label": e.capitalize()} for e in EFFORTS]}},
-            "current": effort,
-            "live": True,
-        },
-    ]
-
-
-def slash_commands(init: dict[str, Any]) -> list[dict[str, Any]]:
-    commands = []
-    for entry in init.get("commands") or []:
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-            hint = entry.get("argumentHint")
-            commands.append(
-                {"name": entry["name"], "description": str(entry.get("description") or ""), "input_hint": hint or None}
-            )
-    return commands
-
-
-def turn_usage(result: dict[str, Any]) -> dict[str, int] | None:
-    usage = result.get("usage")
-    if not isinstance(usage, dict):
-        return None
-
-    def count(key: str) -> int:
-        value = usage.get(key)
-        return value if isinstance(value, int) and value > 0 else 0
-
-    cached = count("cache_read_input_tokens")
-    return {
-        "input_tokens": count("input_tokens") + cached + count("cache_creation_input_tokens"),
-        "cached_input_tokens": cached,
-        "output_tokens": count("output_tokens"),
-    }
-
-
-def stop_reason(result: dict[str, Any], cancelling: bool) -> Any:
-    """The StopReason of a ``result`` message."""
-    if cancelling:
-        return "Cancelled"
-    if result.get("stop_reason") == "refusal":
-        return "Refused"
-    if result.get("is_error") or result.get("subtype") not in (None, "success"):
-        message = result.get("result")
-        if not isinstance(message, str) or not message:
-            errors = result.get("errors")
-            if isinstance(errors, list) and errors:
-                message = "; ".join(str(e) for e in errors)
-            else:
-                message = f"claude ended the turn with {result.get('subtype') or 'an error'}"
-        return {"Failed": {"message": message}}
-    return {"Completed": {"source": "Protocol"}}
-
-
-def question_request(request_id: str, tool_input: dict[str, Any]) -> dict[str, Any]:
-    questions = []
-    for i, q in enumerate(tool_input.get("questions") or []):
-        if not isinstance(q, dict):
-            continue
-        choices = []
-        for option in q.get("options") or []:
-            if isinstance(option, dict) and isinstance(option.get("label"), str):
-                choices.append({"id": option["label"], "label": option["label"], "description": option.get("description")})
-        questions.append(
-            {
-                "id": f"q{i}",
-                "text": str(q.get("question") or ""),
-                "header": q.get("header"),
-                "choices": choices,
-                "multi_select": bool(q.get("multiSelect")),
-                "allows_free_text": True,
-            }
-        )
-    return {"Question": {"id": request_id, "questions": questions}}
-
-
-def question_answers(request: dict[str, Any], entries: list[Any]) -> dict[str, str]:
-    """The CLI's ``answers`` map (question text -> answer) from protocol answers."""
-    answers: dict[str, str] = {}
-    for question, entry in zip(request["Question"]["questions"], entries):
-        if "Choices" in entry:
-            answers[question["text"]] = ", ".join(entry["Choices"])
-        elif "Text" in entry:
-            answers[question["text"]] = entry["Text"]
-    return answers
-
-
-def always_rules(tool_name: str, suggestions: Any) -> list[dict[str, Any]]:
-    """``updatedPermissions`` for AllowAlways: the CLI's own suggestions, kept for the session.
-
-    The CLI suggests writing rules to the project's ``.claude/settings.local.json``, which
-    it then ignores in a workspace nobody marked trusted; "always" is this session's.
-    """
-    rules = [
-        dict(s, destination="session")
-        for s in suggestions or []
-        # A setMode suggestion would widen "always this" to "every edit": not ours to take.
-        if isinstance(s, dict) and s.get("type") in ("addRules", "addDirectories")
-    ]
-    return rules or [{"type": "addRules", "rules": [{"toolName": tool_name}], "behavior": "allow", "destination": "session"}]
-
-
-def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
-    """``--mcp-config`` JSON for protocol McpServer entries."""
-    config: dict[str, Any] = {}
-    for server in servers:
-        (tag, body), = server["connection"].items()
-        if tag == "Stdio":
-            entry: dict[str, Any] = {"type": "stdio", "command": body["command"], "args": list(body.get("args", []))}
-            if body.get("env"):
-                entry["env"] = dict(body["env"])
-        else:
-            entry = {"type": "http" if tag == "Http" else "sse", "url": body["url"]}
-            if body.get("headers"):
-                entry["headers"] = dict(body["headers"])
-        config[server["name"]] = entry
-    return {"mcpServers": config}
-
-
-def build_argv(launch: Launch, session_id: str | None) -> list[str]:
-    argv = [
-        launch.executable,
-        "--output-format", "stream-json",
-        "--input-format", "stream-json",
-        "--verbose",
-        "--include-partial-messages",
-        "--permission-prompt-tool", "stdio",
-    ]  # fmt: skip
-    configure = launch.configure
-    if isinstance(configure.get("model"), str):
-        argv += ["--model", configure["model"]]
-    mode = initial_mode(launch)
-    if mode != "default":
-        argv += ["--permission-mode", mode]
-    if isinstance(configure.get("effort"), str):
-        argv += ["--effort", configure["effort"]]
-    if launch.resume or launch.fork:
-        argv.append(f"--resume={launch.fork or launch.resume}")
-    if launch.fork:
-        argv.append("--fork-session")
-    if launch.fork_at:
-        argv.append(f"--resume-session-at={launch.fork_at}")
-    if session_id:
-        argv.append(f"--session-id={session_id}")
-    if launch.instructions:
-        argv += ["--append-system-prompt", launch.instructions]
-    if launch.mcp_servers:
-        argv += ["--mcp-config", json.dumps(mcp_config(launch.mcp_servers))]
-    if launch.tools_disabled:
-        argv += ["--tools", ""]
-    return argv + list(launch.args)
-
-
-def initial_mode(launch: Launch) -> str:
-    mode = launch.configure.get("mode")
-    if isinstance(mode, str):
-        return mode
-    return "acceptEdits" if launch.permission_mode == "AcceptEdits" else "default"
-
-
-def user_message(text: str, attachments: list[str]) -> dict[str, Any]:
-    content: Any = text
-    if attachments:
-        blocks: list[dict[str, Any]] = []
-        for path in attachments:
-            blocks.append(attachment_block(path))
-        blocks.append({"type": "text", "text": text})
-        content = blocks
-    return {"type": "user", "session_id": "", "message": {"role": "user", "content": content}, "parent_tool_use_id": None}
-
-
-def attachment_block(path: str) -> dict[str, Any]:
-    media, _ = mimetypes.guess_type(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_ATTACHMENT + 1)
-    except OSError as exc:
-        return {"type": "text", "text": f"(attachment {path} could not be read: {exc.strerror})"}
-    if media in IMAGE_TYPES and len(data) <= MAX_ATTACHMENT:
-        return {"type": "image", "source": {"type": "base64", "media_type": media, "data": base64.b64encode(data).decode()}}
-    body = data[:MAX_ATTACHMENT].decode("utf-8", "replace")
-    return {"type": "text", "text": f'<attachment path="{path}">\n{body}\n</attachment>'}
-
 
 # -- the driver --------------------------------------------------------------------------
 
@@ -429,7 +60,7 @@ def attachment_block(path: str) -> dict[str, Any]:
 class _Message:
     """What the stream told us of one assistant message: its blocks' streamed text."""
 
-    __slots__ = ("blocks", "matched", "emitted", "ended")
+    __slots__ = ("blocks", "emitted", "ended", "matched")
 
     def __init__(self) -> None:
         self.blocks: dict[int, list[Any]] = {}  # index -> [type, text]
@@ -448,7 +79,9 @@ class ClaudeDriver(Driver):
         self._init: dict[str, Any] | None = None
         self._version: Any = False  # False until get_binary_version answered
         self._handshake: Timer | None = None
-        self._control: dict[str, Callable[[dict[str, Any] | None, str | None], None]] = {}
+        self._control: dict[
+            str, Callable[[dict[str, Any] | None, str | None], None]
+        ] = {}
         self._counter = 0
         #: Entries of the user messages written, oldest first, until their result:
         #: the engine's turn id, or None for a turn the engine has given up on.
@@ -464,7 +97,9 @@ class ClaudeDriver(Driver):
         self._context_used = 0
         self._parents: dict[str, str] = {}  # tool id -> the subagent tool it runs under
         self._stream_id: str | None = None  # the message the stream events are about
-        self._pending: list[Any] | None = None  # [kind, message id, parent, text] not yet sent
+        self._pending: list[Any] | None = (
+            None  # [kind, message id, parent, text] not yet sent
+        )
         self._flush_scheduled = False
 
     # -- the engine's hooks
@@ -480,9 +115,13 @@ class ClaudeDriver(Driver):
         else:
             self.session_id = new_id = str(uuid.uuid4())
         env = launch.child_env()
-        env.pop("CLAUDECODE", None)  # a parent Claude Code must not make the child think it is nested
+        env.pop(
+            "CLAUDECODE", None
+        )  # a parent Claude Code must not make the child think it is nested
         if launch.config_home:
-            env["CLAUDE_CONFIG_DIR"] = os.path.abspath(os.path.expanduser(launch.config_home))
+            env["CLAUDE_CONFIG_DIR"] = os.path.abspath(
+                os.path.expanduser(launch.config_home)
+            )
         argv = build_argv(launch, new_id)
         try:
             self.proc = AgentProcess(
@@ -492,19 +131,30 @@ class ClaudeDriver(Driver):
                 env=env,
                 on_line=self._on_line,
                 on_exit=self._on_exit,
-                on_too_long=lambda size: self.host.diagnostic("Warning", f"claude wrote a {size}-byte line; skipped"),
+                on_too_long=lambda size: self.host.diagnostic(
+                    "Warning", f"claude wrote a {size}-byte line; skipped"
+                ),
                 record_wire=launch.record_wire,
             )
         except OSError as exc:
-            raise AgentError.detail("SpawnFailed", f"{launch.executable}: {exc.strerror or exc}") from None
-        self._handshake = self.host.loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_expired)
+            raise AgentError.detail(
+                "SpawnFailed", f"{launch.executable}: {exc.strerror or exc}"
+            ) from None
+        self._handshake = self.host.loop.call_later(
+            HANDSHAKE_TIMEOUT, self._handshake_expired
+        )
         self._request({"subtype": "initialize", "hooks": None}, self._initialized)
         self._request({"subtype": "get_binary_version"}, self._got_version)
 
     def _handshake_expired(self) -> None:
         if self.state == "opening":
             self.state = "closing"
-            self.host.open_failed(AgentError.detail("HandshakeTimeout", f"claude did not answer initialize in {HANDSHAKE_TIMEOUT:g} s"))
+            self.host.open_failed(
+                AgentError.detail(
+                    "HandshakeTimeout",
+                    f"claude did not answer initialize in {HANDSHAKE_TIMEOUT:g} s",
+                )
+            )
             self.kill()
 
     def _initialized(self, response: dict[str, Any] | None, error: str | None) -> None:
@@ -512,7 +162,11 @@ class ClaudeDriver(Driver):
             return
         if error is not None or response is None:
             self.state = "closing"
-            self.host.open_failed(AgentError.detail("ProtocolFailed", f"claude refused initialize: {error}"))
+            self.host.open_failed(
+                AgentError.detail(
+                    "ProtocolFailed", f"claude refused initialize: {error}"
+                )
+            )
             self.kill()
             return
         self._init = response
@@ -534,7 +188,9 @@ class ClaudeDriver(Driver):
         if "Unauthenticated" in auth and not probing:
             self.state = "closing"
             self.host.open_failed(
-                AgentError.auth_required("Claude Code is not logged in", auth["Unauthenticated"]["login"])
+                AgentError.auth_required(
+                    "Claude Code is not logged in", auth["Unauthenticated"]["login"]
+                )
             )
             self.kill()
             return
@@ -543,9 +199,15 @@ class ClaudeDriver(Driver):
         details = {
             "version": self._version,
             "auth": auth,
-            "capabilities": {"features": list(FEATURES), "mcp_transports": list(MCP_TRANSPORTS)},
+            "capabilities": {
+                "features": list(FEATURES),
+                "mcp_transports": list(MCP_TRANSPORTS),
+            },
             "config_options": config_options(
-                self._init, launch.configure.get("model"), initial_mode(launch), effort if isinstance(effort, str) else None
+                self._init,
+                launch.configure.get("model"),
+                initial_mode(launch),
+                effort if isinstance(effort, str) else None,
             ),
             "commands": slash_commands(self._init),
         }
@@ -561,9 +223,8 @@ class ClaudeDriver(Driver):
         self.proc.shutdown(CLOSE_GRACE)
 
     def kill(self) -> None:
-        if self.state != "gone":
-            if self.state == "open":
-                self.state = "closing"
+        if self.state == "open":
+            self.state = "closing"
         if self.proc is not None:
             self.proc.kill()
 
@@ -577,7 +238,9 @@ class ClaudeDriver(Driver):
         self._control.clear()
         if previous == "opening":
             tail = stderr.strip()[-2000:]
-            detail = f"claude exited (status {status}) before it was ready" + (f": {tail}" if tail else "")
+            detail = f"claude exited (status {status}) before it was ready" + (
+                f": {tail}" if tail else ""
+            )
             self.host.open_failed(AgentError.detail("SpawnFailed", detail))
         elif previous == "open":
             self.host.fail(AgentError.process_exited(status, stderr))
@@ -604,7 +267,9 @@ class ClaudeDriver(Driver):
     def _begin(self, turn_id: str) -> None:
         # A turn the engine already ended (cancel grace ran out) still owes a result;
         # it must not end this one.
-        self._written = deque(None if entry == self._turn else entry for entry in self._written)
+        self._written = deque(
+            None if entry == self._turn else entry for entry in self._written
+        )
         self._turn = turn_id
         self._cancelling = False
         self._compacting = False
@@ -629,46 +294,74 @@ class ClaudeDriver(Driver):
         tool_name = str(body.get("tool_name", ""))
         tool_input = body.get("input") if isinstance(body.get("input"), dict) else {}
         if answer == "Cancel":
-            reply: dict[str, Any] = {"behavior": "deny", "message": "The user dismissed this request."}
+            reply: dict[str, Any] = {
+                "behavior": "deny",
+                "message": "The user dismissed this request.",
+            }
         elif "Deny" in answer:
             reply = {"behavior": "deny", "message": answer["Deny"]["message"]}
         elif "Question" in answer:
             reply = {
                 "behavior": "allow",
-                "updatedInput": {**tool_input, "answers": question_answers(request, answer["Question"])},
+                "updatedInput": {
+                    **tool_input,
+                    "answers": question_answers(request, answer["Question"]),
+                },
             }
         else:
             choice = answer["Permission"]
             if choice in ("AllowOnce", "AllowAlways"):
                 reply = {"behavior": "allow", "updatedInput": tool_input}
                 if choice == "AllowAlways":
-                    reply["updatedPermissions"] = always_rules(tool_name, body.get("permission_suggestions"))
+                    reply["updatedPermissions"] = always_rules(
+                        tool_name, body.get("permission_suggestions")
+                    )
             else:
                 if choice == "DenyAlways":
                     self._always_deny.add(tool_name)
-                reply = {"behavior": "deny", "message": "The user denied this tool use."}
+                reply = {
+                    "behavior": "deny",
+                    "message": "The user denied this tool use.",
+                }
         self._reply(pending["request_id"], reply)
         tool_id = body.get("tool_use_id")
         tool = self._tools.get(tool_id) if isinstance(tool_id, str) else None
-        if tool is not None and reply["behavior"] == "allow" and tool["status"] == "Pending":
+        if (
+            tool is not None
+            and reply["behavior"] == "allow"
+            and tool["status"] == "Pending"
+        ):
             self._tool_status(tool, "Running", parent=pending.get("parent"))
 
     # -- settings
     def validate_config(self, option: dict[str, Any], value: Any) -> str | None:
         if option.get("id") == "model":
             # Any model id goes through unchanged, listed or not: the CLI resolves it.
-            return None if isinstance(value, str) and value.strip() else "expects a model id"
+            return (
+                None
+                if isinstance(value, str) and value.strip()
+                else "expects a model id"
+            )
         return super().validate_config(option, value)
 
-    def configure(self, option: str, value: Any, done: Callable[[AgentError | None], None]) -> None:
+    def configure(
+        self, option: str, value: Any, done: Callable[[AgentError | None], None]
+    ) -> None:
         if option == "model":
             request: dict[str, Any] = {"subtype": "set_model", "model": value}
         elif option == "mode":
             request = {"subtype": "set_permission_mode", "mode": value}
         elif option == "effort":
-            request = {"subtype": "apply_flag_settings", "settings": {"effortLevel": value}}
+            request = {
+                "subtype": "apply_flag_settings",
+                "settings": {"effortLevel": value},
+            }
         else:
-            done(AgentError.detail("InvalidConfiguration", f"{option}: claude has no such setting"))
+            done(
+                AgentError.detail(
+                    "InvalidConfiguration", f"{option}: claude has no such setting"
+                )
+            )
             return
 
         def applied(response: dict[str, Any] | None, error: str | None) -> None:
@@ -687,17 +380,36 @@ class ClaudeDriver(Driver):
         if self.proc is not None:
             self.proc.write_json(obj)
 
-    def _request(self, request: dict[str, Any], callback: Callable[[dict[str, Any] | None, str | None], None]) -> None:
+    def _request(
+        self,
+        request: dict[str, Any],
+        callback: Callable[[dict[str, Any] | None, str | None], None],
+    ) -> None:
         self._counter += 1
         request_id = f"ap_{self._counter}"
         self._control[request_id] = callback
-        self._write({"type": "control_request", "request_id": request_id, "request": request})
+        self._write(
+            {"type": "control_request", "request_id": request_id, "request": request}
+        )
 
-    def _reply(self, request_id: str, response: dict[str, Any] | None = None, error: str | None = None) -> None:
+    def _reply(
+        self,
+        request_id: str,
+        response: dict[str, Any] | None = None,
+        error: str | None = None,
+    ) -> None:
         if error is not None:
-            body: dict[str, Any] = {"subtype": "error", "request_id": request_id, "error": error}
+            body: dict[str, Any] = {
+                "subtype": "error",
+                "request_id": request_id,
+                "error": error,
+            }
         else:
-            body = {"subtype": "success", "request_id": request_id, "response": response or {}}
+            body = {
+                "subtype": "success",
+                "request_id": request_id,
+                "response": response or {},
+            }
         self._write({"type": "control_response", "response": body})
 
     def _emit(self, kind: Any, parent: str | None = None) -> None:
@@ -730,9 +442,17 @@ class ClaudeDriver(Driver):
         pending, self._pending = self._pending, None
         if pending is not None:
             kind, message_id, parent, text = pending
-            self.host.emit({kind: {"message_id": message_id, "text": text}}, None, parent)
+            self.host.emit(
+                {kind: {"message_id": message_id, "text": text}}, None, parent
+            )
 
-    def _tool_status(self, tool: dict[str, Any], status: str, output: str | None = None, parent: str | None = None) -> None:
+    def _tool_status(
+        self,
+        tool: dict[str, Any],
+        status: str,
+        output: str | None = None,
+        parent: str | None = None,
+    ) -> None:
         tool["status"] = status
         if output is not None:
             tool["output"] = output
@@ -747,12 +467,18 @@ class ClaudeDriver(Driver):
         except (ValueError, UnicodeDecodeError):
             self._flush()
             shown = line[:200].decode("utf-8", "replace")
-            self.host.diagnostic("Warning", f"claude wrote a line that is not JSON: {shown}")
+            self.host.diagnostic(
+                "Warning", f"claude wrote a line that is not JSON: {shown}"
+            )
             return
-        if self._pending is not None and not (isinstance(msg, dict) and msg.get("type") == "stream_event"):
+        if self._pending is not None and not (
+            isinstance(msg, dict) and msg.get("type") == "stream_event"
+        ):
             self._flush()  # whatever this line reports comes after the deltas before it
         if not isinstance(msg, dict):
-            self.host.diagnostic("Warning", "claude wrote a JSON value that is not an object")
+            self.host.diagnostic(
+                "Warning", "claude wrote a JSON value that is not an object"
+            )
             return
         handler = self._HANDLERS.get(msg.get("type"))  # type: ignore[arg-type]
         if handler is None:
@@ -760,7 +486,10 @@ class ClaudeDriver(Driver):
         try:
             handler(self, msg)
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            self.host.diagnostic("Warning", f"claude {msg.get('type')} message not understood ({exc!r}); skipped")
+            self.host.diagnostic(
+                "Warning",
+                f"claude {msg.get('type')} message not understood ({exc!r}); skipped",
+            )
 
     def _on_control_response(self, msg: dict[str, Any]) -> None:
         response = msg.get("response") or {}
@@ -786,26 +515,48 @@ class ClaudeDriver(Driver):
 
     def _permission(self, request_id: str, body: dict[str, Any]) -> None:
         name = str(body.get("tool_name", ""))
-        tool_input = body.get("input") if isinstance(body.get("input"), dict) else {}
-        tool_id = body.get("tool_use_id") if isinstance(body.get("tool_use_id"), str) else request_id
-        parent = body.get("agent_id") if isinstance(body.get("agent_id"), str) else None
-        parent = self._parents.get(tool_id, parent)
+        raw_input = body.get("input")
+        tool_input: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
+        raw_id = body.get("tool_use_id")
+        tool_id = raw_id if isinstance(raw_id, str) else request_id
+        parent = self._parents.get(tool_id)
         tool = self._tools.get(tool_id)
         if tool is None:
             tool = self._tools[tool_id] = tool_snapshot(tool_id, name, tool_input)
             self._emit({"ToolUpdated": dict(tool)}, parent)
         if name in self._always_deny:
-            self._reply(request_id, {"behavior": "deny", "message": "The user denied this tool for the session."})
+            self._reply(
+                request_id,
+                {
+                    "behavior": "deny",
+                    "message": "The user denied this tool for the session.",
+                },
+            )
             self._tool_status(tool, "Denied", parent=parent)
             return
-        self._requests[request_id] = {"request_id": request_id, "request": body, "parent": parent}
+        self._requests[request_id] = {
+            "request_id": request_id,
+            "request": body,
+            "parent": parent,
+        }
         if name == "AskUserQuestion":
-            self._emit({"RequestOpened": question_request(request_id, tool_input)}, parent)
+            self._emit(
+                {"RequestOpened": question_request(request_id, tool_input)}, parent
+            )
             return
         if name == "ExitPlanMode" and isinstance(tool_input.get("plan"), str):
             self._emit({"PlanProposed": {"markdown": tool_input["plan"]}}, parent)
-        detail = body.get("description") or body.get("decision_reason") or body.get("blocked_path")
-        permission = {"id": request_id, "tool": dict(tool), "options": list(PERMISSION_OPTIONS), "detail": detail if isinstance(detail, str) else None}
+        detail = (
+            body.get("description")
+            or body.get("decision_reason")
+            or body.get("blocked_path")
+        )
+        permission = {
+            "id": request_id,
+            "tool": dict(tool),
+            "options": list(PERMISSION_OPTIONS),
+            "detail": detail if isinstance(detail, str) else None,
+        }
         self._emit({"RequestOpened": {"Permission": permission}}, parent)
 
     def _on_control_cancel(self, msg: dict[str, Any]) -> None:
@@ -819,10 +570,18 @@ class ClaudeDriver(Driver):
         subtype = msg.get("subtype")
         if subtype == "init":
             session_id = msg.get("session_id")
-            if isinstance(session_id, str) and session_id and session_id != self.session_id:
+            if (
+                isinstance(session_id, str)
+                and session_id
+                and session_id != self.session_id
+            ):
                 self.session_id = session_id
                 self.host.update(resume_token=session_id)
-            if self._written and self._written[0] is not None and self._written[0] == self._turn:
+            if (
+                self._written
+                and self._written[0] is not None
+                and self._written[0] == self._turn
+            ):
                 self.host.turn_acknowledged()
         elif subtype == "api_retry":
             self.host.diagnostic(
@@ -834,7 +593,9 @@ class ClaudeDriver(Driver):
             self._context_used = 0
             self._emit("ContextCompacted")
         elif subtype == "status" and msg.get("compact_result") == "failed":
-            self.host.diagnostic("Warning", f"claude: compact failed: {msg.get('compact_error')}")
+            self.host.diagnostic(
+                "Warning", f"claude: compact failed: {msg.get('compact_error')}"
+            )
 
     def _on_stream_event(self, msg: dict[str, Any]) -> None:
         event = msg.get("event") or {}
@@ -847,7 +608,7 @@ class ClaudeDriver(Driver):
             return
         message_id = self._stream_id
         state = self._messages.get(message_id) if message_id else None
-        if state is None:
+        if state is None or message_id is None:
             return
         if kind == "content_block_start":
             block = event.get("content_block") or {}
@@ -869,7 +630,9 @@ class ClaudeDriver(Driver):
         elif kind == "message_stop":
             self._end_message(message_id, state, parent)
 
-    def _end_message(self, message_id: str, state: _Message, parent: str | None) -> None:
+    def _end_message(
+        self, message_id: str, state: _Message, parent: str | None
+    ) -> None:
         if state.emitted and not state.ended:
             state.ended = True
             self._emit({"MessageEnded": {"message_id": message_id}}, parent)
@@ -881,7 +644,9 @@ class ClaudeDriver(Driver):
             # A synthetic message reporting an error ("Not logged in", "API Error: …"):
             # the turn's result carries it as the failure; it is not the model's text.
             if msg["error"] == "authentication_failed":
-                self._auth_failed = result_text(message.get("content")) or "authentication failed"
+                self._auth_failed = (
+                    result_text(message.get("content")) or "authentication failed"
+                )
             return
         message_id = str(message.get("id") or msg.get("uuid") or uuid.uuid4())
         state = self._messages.get(message_id)
@@ -890,7 +655,18 @@ class ClaudeDriver(Driver):
             state = self._messages[message_id] = _Message()
         usage = message.get("usage")
         if isinstance(usage, dict) and parent is None:
-            used = sum(v for k, v in usage.items() if k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens") and isinstance(v, int))
+            used = sum(
+                v
+                for k, v in usage.items()
+                if k
+                in (
+                    "input_tokens",
+                    "cache_read_input_tokens",
+                    "cache_creation_input_tokens",
+                    "output_tokens",
+                )
+                and isinstance(v, int)
+            )
             if used:
                 self._context_used = used
         for block in message.get("content") or []:
@@ -906,7 +682,14 @@ class ClaudeDriver(Driver):
         if not streamed:
             self._end_message(message_id, state, parent)
 
-    def _reconcile(self, message_id: str, state: _Message, btype: str, whole: str, parent: str | None) -> None:
+    def _reconcile(
+        self,
+        message_id: str,
+        state: _Message,
+        btype: str,
+        whole: str,
+        parent: str | None,
+    ) -> None:
         """Emit what the deltas of this block did not carry (all of it if none streamed)."""
         seen = ""
         for index in sorted(state.blocks):
@@ -918,7 +701,12 @@ class ClaudeDriver(Driver):
         rest = whole[len(seen) :] if whole.startswith(seen) else ""
         if rest:
             state.emitted = True
-            self._delta("TextDelta" if btype == "text" else "ReasoningDelta", message_id, rest, parent)
+            self._delta(
+                "TextDelta" if btype == "text" else "ReasoningDelta",
+                message_id,
+                rest,
+                parent,
+            )
 
     def _tool_started(self, block: dict[str, Any], parent: str | None) -> None:
         tool_id = str(block.get("id"))
@@ -932,10 +720,21 @@ class ClaudeDriver(Driver):
         if parent:
             self._parents[tool_id] = parent
         self._emit({"ToolUpdated": dict(tool)}, parent)
-        if name == "TodoWrite" and isinstance(tool_input, dict) and isinstance(tool_input.get("todos"), list):
-            status = {"pending": "Pending", "in_progress": "InProgress", "completed": "Completed"}
+        if (
+            name == "TodoWrite"
+            and isinstance(tool_input, dict)
+            and isinstance(tool_input.get("todos"), list)
+        ):
+            status = {
+                "pending": "Pending",
+                "in_progress": "InProgress",
+                "completed": "Completed",
+            }
             entries = [
-                {"text": str(t.get("content", "")), "status": status.get(t.get("status"), "Pending")}
+                {
+                    "text": str(t.get("content", "")),
+                    "status": status.get(str(t.get("status")), "Pending"),
+                }
                 for t in tool_input["todos"]
                 if isinstance(t, dict)
             ]
@@ -962,7 +761,9 @@ class ClaudeDriver(Driver):
                 status = "Failed" if block.get("is_error") else "Completed"
                 if tool["status"] == "Denied":
                     status = "Denied"
-                self._tool_status(tool, status, result_text(block.get("content")), parent)
+                self._tool_status(
+                    tool, status, result_text(block.get("content")), parent
+                )
                 self._tools.pop(tool_id, None)
             elif block.get("type") == "text" and parent:
                 self._user_message(msg, str(block.get("text", "")), parent)
@@ -991,7 +792,9 @@ class ClaudeDriver(Driver):
                     "ContextUsage": {
                         "used_tokens": self._context_used,
                         "window_tokens": window,
-                        "cost_usd": float(cost) if isinstance(cost, (int, float)) else None,
+                        "cost_usd": float(cost)
+                        if isinstance(cost, (int, float))
+                        else None,
                     }
                 }
             )
@@ -1007,9 +810,13 @@ class ClaudeDriver(Driver):
         self._requests.clear()
         self.host.end_turn(stop, turn_usage(msg))
         if auth_failed is not None:
-            self.host.fail(AgentError.auth_required(auth_failed, login_methods(self.launch.executable)))
+            self.host.fail(
+                AgentError.auth_required(
+                    auth_failed, login_methods(self.launch.executable)
+                )
+            )
 
-    _HANDLERS: dict[str, Callable[["ClaudeDriver", dict[str, Any]], None]] = {
+    _HANDLERS: ClassVar[dict[str, Callable[[ClaudeDriver, dict[str, Any]], None]]] = {
         "control_response": _on_control_response,
         "control_request": _on_control_request,
         "control_cancel_request": _on_control_cancel,

@@ -1,0 +1,476 @@
+"""The Claude driver's pure mapping: Claude Code's stream-json values in, protocol 1 out.
+
+Nothing here touches a process or the loop, so every rule is tested on values captured
+from the real CLI (tests/test_claude_mapping.py). The driver (``claude.py``) owns the
+process, the control protocol and the turn bookkeeping.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import mimetypes
+from typing import Any
+
+from agentproto.drivers.base import Launch
+from agentproto.wire import tool_update
+
+PERMISSION_OPTIONS = ["AllowOnce", "AllowAlways", "DenyOnce", "DenyAlways"]
+FEATURES = [
+    "Images",
+    "Resume",
+    "Permissions",
+    "Questions",
+    "Fork",
+    "SlashCommands",
+    "Plan",
+    "Subagents",
+    "ContextUsage",
+    "Compact",
+]
+MCP_TRANSPORTS = ["Stdio", "Http", "Sse"]
+MODES = [
+    ("default", "Default", "Ask before edits and commands"),
+    ("acceptEdits", "Accept edits", "Edit files without asking"),
+    ("plan", "Plan", "Plan first; no edits or commands"),
+    ("dontAsk", "Don't ask", "Deny whatever would need asking"),
+]
+EFFORTS = ["low", "medium", "high", "xhigh", "max"]
+IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
+MAX_ATTACHMENT = 4 * 1024 * 1024
+
+_KINDS = {
+    "Bash": "Execute",
+    "BashOutput": "Execute",
+    "KillShell": "Execute",
+    "Read": "Read",
+    "NotebookRead": "Read",
+    "Edit": "Edit",
+    "Write": "Edit",
+    "MultiEdit": "Edit",
+    "NotebookEdit": "Edit",
+    "Grep": "Search",
+    "Glob": "Search",
+    "LS": "Search",
+    "WebFetch": "Fetch",
+    "WebSearch": "Fetch",
+    "Task": "Subagent",
+    "Agent": "Subagent",
+    "TodoWrite": "Think",
+}
+
+
+def tool_kind(name: str) -> Any:
+    if name.startswith("mcp__"):
+        parts = name.split("__", 2)
+        if len(parts) == 3:
+            return {"Mcp": {"server": parts[1], "tool": parts[2]}}
+    return _KINDS.get(name, "Other")
+
+
+def _path_of(tool_input: dict[str, Any]) -> str | None:
+    for key in ("file_path", "notebook_path", "path"):
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def tool_input_of(name: str, tool_input: dict[str, Any]) -> Any:
+    """The ToolInput variant for a Claude tool call."""
+    if name == "Bash" and isinstance(tool_input.get("command"), str):
+        return {"Command": {"command": tool_input["command"], "cwd": None}}
+    if name in ("Grep", "Glob") and isinstance(tool_input.get("pattern"), str):
+        return {"Pattern": tool_input["pattern"]}
+    if name == "WebFetch" and isinstance(tool_input.get("url"), str):
+        return {"Url": tool_input["url"]}
+    if name == "WebSearch" and isinstance(tool_input.get("query"), str):
+        return {"Query": tool_input["query"]}
+    if name in ("Task", "Agent") and isinstance(tool_input.get("prompt"), str):
+        return {"Text": tool_input["prompt"]}
+    path = _path_of(tool_input)
+    if path is not None and _KINDS.get(name) in ("Read", "Edit", "Search"):
+        return {"Path": path}
+    return "None"
+
+
+def tool_title(name: str, tool_input: dict[str, Any]) -> str:
+    detail = None
+    if name == "Bash":
+        detail = tool_input.get("description") or tool_input.get("command")
+    elif name in ("Task", "Agent"):
+        detail = tool_input.get("description")
+    elif name in ("Grep", "Glob"):
+        detail = tool_input.get("pattern")
+    elif name == "WebFetch":
+        detail = tool_input.get("url")
+    elif name == "WebSearch":
+        detail = tool_input.get("query")
+    else:
+        detail = _path_of(tool_input)
+    return f"{name}: {detail}" if isinstance(detail, str) and detail else name
+
+
+def tool_diffs(name: str, tool_input: dict[str, Any]) -> list[dict[str, Any]]:
+    path = _path_of(tool_input)
+    if path is None:
+        return []
+    if name == "Edit" and isinstance(tool_input.get("new_string"), str):
+        return [
+            {
+                "path": path,
+                "old_text": tool_input.get("old_string"),
+                "new_text": tool_input["new_string"],
+            }
+        ]
+    if name == "MultiEdit" and isinstance(tool_input.get("edits"), list):
+        return [
+            {"path": path, "old_text": e.get("old_string"), "new_text": e["new_string"]}
+            for e in tool_input["edits"]
+            if isinstance(e, dict) and isinstance(e.get("new_string"), str)
+        ]
+    if name == "Write" and isinstance(tool_input.get("content"), str):
+        return [{"path": path, "old_text": None, "new_text": tool_input["content"]}]
+    return []
+
+
+def tool_snapshot(
+    tool_id: str, name: str, tool_input: Any, status: str = "Pending"
+) -> dict[str, Any]:
+    """A ToolUpdate for one ``tool_use`` block."""
+    args = tool_input if isinstance(tool_input, dict) else {}
+    path = _path_of(args)
+    return tool_update(
+        tool_id,
+        kind=tool_kind(name),
+        title=tool_title(name, args),
+        status=status,
+        input=tool_input_of(name, args),
+        diffs=tool_diffs(name, args),
+        locations=[path] if path else [],
+        raw={"name": name, "input": tool_input},
+    )
+
+
+def result_text(content: Any) -> str:
+    """The text of a ``tool_result`` block's content (a string or a list of blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            elif isinstance(block, dict) and block.get("type") == "image":
+                parts.append("[image]")
+        return "\n".join(parts)
+    return "" if content is None else json.dumps(content)
+
+
+def login_methods(executable: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "Terminal": {
+                "command": [executable, "/login"],
+                "env": {},
+                "description": "Log in to Claude Code with a Claude account or an Anthropic Console API key",
+            }
+        },
+        {"EnvVar": {"name": "ANTHROPIC_API_KEY"}},
+    ]
+
+
+def auth_status(account: Any, executable: str) -> dict[str, Any]:
+    """AuthStatus from the ``account`` member of the CLI's initialize response."""
+    if not isinstance(account, dict):
+        return {"Unauthenticated": {"login": login_methods(executable)}}
+    info = None
+    if account.get("email") or account.get("subscriptionType"):
+        info = {"email": account.get("email"), "plan": account.get("subscriptionType")}
+    provider = account.get("apiProvider")
+    if provider and provider != "firstParty":
+        return {"Authenticated": {"kind": "CloudProvider", "account": info}}
+    token = account.get("tokenSource")
+    if isinstance(token, str) and token not in ("", "none"):
+        subscription = "claude.ai" in token or "OAUTH" in token.upper()
+        return {
+            "Authenticated": {
+                "kind": "Subscription" if subscription else "ApiKey",
+                "account": info,
+            }
+        }
+    key = account.get("apiKeySource")
+    if isinstance(key, str) and key not in ("", "none"):
+        return {"Authenticated": {"kind": "ApiKey", "account": info}}
+    return {"Unauthenticated": {"login": login_methods(executable)}}
+
+
+def config_options(
+    init: dict[str, Any], model: str | None, mode: str, effort: str | None
+) -> list[dict[str, Any]]:
+    choices = []
+    for entry in init.get("models") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("value"), str):
+            choices.append(
+                {
+                    "value": entry["value"],
+                    "label": str(entry.get("displayName") or entry["value"]),
+                    "description": entry.get("description"),
+                }
+            )
+    return [
+        {
+            "id": "model",
+            "name": "Model",
+            "category": "model",
+            "kind": {"Select": {"choices": choices}},
+            "current": model or "default",
+            "live": True,
+        },
+        {
+            "id": "mode",
+            "name": "Mode",
+            "category": "mode",
+            "kind": {
+                "Select": {
+                    "choices": [
+                        {"value": v, "label": label, "description": d}
+                        for v, label, d in MODES
+                    ]
+                }
+            },
+            "current": mode,
+            "live": True,
+        },
+        {
+            "id": "effort",
+            "name": "Effort",
+            "category": "thought_level",
+            "kind": {
+                "Select": {
+                    "choices": [{"value": e, "label": e.capitalize()} for e in EFFORTS]
+                }
+            },
+            "current": effort,
+            "live": True,
+        },
+    ]
+
+
+def slash_commands(init: dict[str, Any]) -> list[dict[str, Any]]:
+    commands = []
+    for entry in init.get("commands") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            hint = entry.get("argumentHint")
+            commands.append(
+                {
+                    "name": entry["name"],
+                    "description": str(entry.get("description") or ""),
+                    "input_hint": hint or None,
+                }
+            )
+    return commands
+
+
+def turn_usage(result: dict[str, Any]) -> dict[str, int] | None:
+    usage = result.get("usage")
+    if not isinstance(usage, dict):
+        return None
+
+    def count(key: str) -> int:
+        value = usage.get(key)
+        return value if isinstance(value, int) and value > 0 else 0
+
+    cached = count("cache_read_input_tokens")
+    return {
+        "input_tokens": count("input_tokens")
+        + cached
+        + count("cache_creation_input_tokens"),
+        "cached_input_tokens": cached,
+        "output_tokens": count("output_tokens"),
+    }
+
+
+def stop_reason(result: dict[str, Any], cancelling: bool) -> Any:
+    """The StopReason of a ``result`` message."""
+    if cancelling:
+        return "Cancelled"
+    if result.get("stop_reason") == "refusal":
+        return "Refused"
+    if result.get("is_error") or result.get("subtype") not in (None, "success"):
+        message = result.get("result")
+        if not isinstance(message, str) or not message:
+            errors = result.get("errors")
+            if isinstance(errors, list) and errors:
+                message = "; ".join(str(e) for e in errors)
+            else:
+                message = (
+                    f"claude ended the turn with {result.get('subtype') or 'an error'}"
+                )
+        return {"Failed": {"message": message}}
+    return {"Completed": {"source": "Protocol"}}
+
+
+def question_request(request_id: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+    questions = []
+    for i, q in enumerate(tool_input.get("questions") or []):
+        if not isinstance(q, dict):
+            continue
+        choices = []
+        for option in q.get("options") or []:
+            if isinstance(option, dict) and isinstance(option.get("label"), str):
+                choices.append(
+                    {
+                        "id": option["label"],
+                        "label": option["label"],
+                        "description": option.get("description"),
+                    }
+                )
+        questions.append(
+            {
+                "id": f"q{i}",
+                "text": str(q.get("question") or ""),
+                "header": q.get("header"),
+                "choices": choices,
+                "multi_select": bool(q.get("multiSelect")),
+                "allows_free_text": True,
+            }
+        )
+    return {"Question": {"id": request_id, "questions": questions}}
+
+
+def question_answers(request: dict[str, Any], entries: list[Any]) -> dict[str, str]:
+    """The CLI's ``answers`` map (question text -> answer) from protocol answers."""
+    answers: dict[str, str] = {}
+    for question, entry in zip(request["Question"]["questions"], entries):
+        if "Choices" in entry:
+            answers[question["text"]] = ", ".join(entry["Choices"])
+        elif "Text" in entry:
+            answers[question["text"]] = entry["Text"]
+    return answers
+
+
+def always_rules(tool_name: str, suggestions: Any) -> list[dict[str, Any]]:
+    """``updatedPermissions`` for AllowAlways: the CLI's own suggestions, kept for the session.
+
+    The CLI suggests writing rules to the project's ``.claude/settings.local.json``, which
+    it then ignores in a workspace nobody marked trusted; "always" is this session's.
+    """
+    rules = [
+        dict(s, destination="session")
+        for s in suggestions or []
+        # A setMode suggestion would widen "always this" to "every edit": not ours to take.
+        if isinstance(s, dict) and s.get("type") in ("addRules", "addDirectories")
+    ]
+    return rules or [
+        {
+            "type": "addRules",
+            "rules": [{"toolName": tool_name}],
+            "behavior": "allow",
+            "destination": "session",
+        }
+    ]
+
+
+def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
+    """``--mcp-config`` JSON for protocol McpServer entries."""
+    config: dict[str, Any] = {}
+    for server in servers:
+        ((tag, body),) = server["connection"].items()
+        if tag == "Stdio":
+            entry: dict[str, Any] = {
+                "type": "stdio",
+                "command": body["command"],
+                "args": list(body.get("args", [])),
+            }
+            if body.get("env"):
+                entry["env"] = dict(body["env"])
+        else:
+            entry = {"type": "http" if tag == "Http" else "sse", "url": body["url"]}
+            if body.get("headers"):
+                entry["headers"] = dict(body["headers"])
+        config[server["name"]] = entry
+    return {"mcpServers": config}
+
+
+def build_argv(launch: Launch, session_id: str | None) -> list[str]:
+    argv = [
+        launch.executable,
+        "--output-format", "stream-json",
+        "--input-format", "stream-json",
+        "--verbose",
+        "--include-partial-messages",
+        "--permission-prompt-tool", "stdio",
+    ]  # fmt: skip
+    configure = launch.configure
+    if isinstance(configure.get("model"), str):
+        argv += ["--model", configure["model"]]
+    mode = initial_mode(launch)
+    if mode != "default":
+        argv += ["--permission-mode", mode]
+    if isinstance(configure.get("effort"), str):
+        argv += ["--effort", configure["effort"]]
+    if launch.resume or launch.fork:
+        argv.append(f"--resume={launch.fork or launch.resume}")
+    if launch.fork:
+        argv.append("--fork-session")
+    if launch.fork_at:
+        argv.append(f"--resume-session-at={launch.fork_at}")
+    if session_id:
+        argv.append(f"--session-id={session_id}")
+    if launch.instructions:
+        argv += ["--append-system-prompt", launch.instructions]
+    if launch.mcp_servers:
+        argv += ["--mcp-config", json.dumps(mcp_config(launch.mcp_servers))]
+    if launch.tools_disabled:
+        argv += ["--tools", ""]
+    return argv + list(launch.args)
+
+
+def initial_mode(launch: Launch) -> str:
+    mode = launch.configure.get("mode")
+    if isinstance(mode, str):
+        return mode
+    return "acceptEdits" if launch.permission_mode == "AcceptEdits" else "default"
+
+
+def user_message(text: str, attachments: list[str]) -> dict[str, Any]:
+    content: Any = text
+    if attachments:
+        blocks: list[dict[str, Any]] = []
+        for path in attachments:
+            blocks.append(attachment_block(path))
+        blocks.append({"type": "text", "text": text})
+        content = blocks
+    return {
+        "type": "user",
+        "session_id": "",
+        "message": {"role": "user", "content": content},
+        "parent_tool_use_id": None,
+    }
+
+
+def attachment_block(path: str) -> dict[str, Any]:
+    media, _ = mimetypes.guess_type(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_ATTACHMENT + 1)
+    except OSError as exc:
+        return {
+            "type": "text",
+            "text": f"(attachment {path} could not be read: {exc.strerror})",
+        }
+    if media in IMAGE_TYPES and len(data) <= MAX_ATTACHMENT:
+        return {
+            "type": "image",
+            "source": {
+                "type": "base64",
+                "media_type": media,
+                "data": base64.b64encode(data).decode(),
+            },
+        }
+    body = data[:MAX_ATTACHMENT].decode("utf-8", "replace")
+    return {
+        "type": "text",
+        "text": f'<attachment path="{path}">\n{body}\n</attachment>',
+    }
