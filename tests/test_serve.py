@@ -19,17 +19,26 @@ import select
 import signal
 import subprocess
 import sys
-import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import jsonschema
 import pytest
-
-from sidecar import ROOT, SCRIPTS, Sidecar, base_env, check_line, kind_name, kinds, script
+from sidecar import (
+    ROOT,
+    SCRIPTS,
+    Sidecar,
+    base_env,
+    check_line,
+    kind_name,
+    kinds,
+    script,
+)
 
 from agentproto import __version__
+from agentproto.drivers.mock import MockDriver
 
 REFERENCE = json.loads((ROOT / "fixtures" / "anyagent-schema.json").read_text())
 OURS = json.loads((ROOT / "agentproto" / "schema.json").read_text())
@@ -1095,6 +1104,7 @@ def _expected(steps: list[Any]) -> list[tuple[str, Any, Any]]:
     """What a turn's steps should show the app: (kind, payload, parent_tool_id), in order."""
     out: list[tuple[str, Any, Any]] = []
     pending = list(steps)
+    usage = None
     while pending:
         step = pending.pop(0)
         if step == "AwaitAnswer":
@@ -1108,7 +1118,10 @@ def _expected(steps: list[Any]) -> list[tuple[str, Any, Any]]:
         elif tag == "Nested":
             out.append((kind_name(value[1]), value[1], value[0]))
         elif tag == "End":
-            out.append(("End", value, None))
+            out.append(("End", value, usage))
+            usage = None
+        elif tag == "Usage":
+            usage = value
         elif tag == "Repeat":
             pending[:0] = [s for _ in range(value["times"]) for s in value["steps"]]
     return out
@@ -1125,8 +1138,9 @@ def _answer_for(request: dict[str, Any]) -> Any:
 @pytest.mark.parametrize("path", sorted(SCRIPTS.glob("*.json")), ids=lambda p: p.stem)
 def test_every_mock_script_plays(path: Path) -> None:
     scr = json.loads(path.read_text())
-    big = len(path.read_bytes()) > 0 and "Repeat" in path.read_text()
-    newer = any(k in path.read_text() for k in ("ToolProgress", "TurnDiff", "ModelRerouted", "Nested", "subagent"))
+    text = path.read_text()
+    big = "Repeat" in text
+    newer = any(k in text for k in ("ToolProgress", "TurnDiff", "ModelRerouted", "Nested", "subagent"))
     with Serve(["--mock", str(path)], sample=200 if big else None, reference=not newer) as sc:
         info = sc.ok({"cmd": "open", "agent": "mock", "dir": DIR})
         s = info["id"]
@@ -1137,13 +1151,21 @@ def test_every_mock_script_plays(path: Path) -> None:
             sc.prompt(s)
             seen: list[tuple[str, Any, Any]] = []
             want = _expected(steps)
-            while True:
+            ends = len([w for w in want if w[0] == "End"])  # End then content: the agent's own turn
+            cancelled = False
+            if not ends:  # a turn that never ends by itself: cancel it once it has played
+                want.append(("End", "Cancelled", None))
+            while len([x for x in seen if x[0] == "End"]) < max(ends, 1):
+                if not ends and not cancelled and len(seen) == len(want) - 1:
+                    assert sc.ok({"cmd": "cancel", "session": s}) is None
+                    cancelled = True
                 event = sc.wait_for(lambda l: "event" in l and l["event"]["session_id"] == s, timeout=30)["event"]
                 name = kind_name(event["kind"])
                 if name == "TurnEnded":
                     stop = body(event)["stop"]
-                    seen.append(("End", "Failed" if isinstance(stop, dict) and "Failed" in stop else stop, None))
-                    break
+                    failed = isinstance(stop, dict) and "Failed" in stop
+                    seen.append(("End", "Failed" if failed else stop, body(event)["usage"]))
+                    continue
                 if name in BOOKKEEPING or name == "TurnStarted":
                     continue
                 seen.append((name, event["kind"], event["turn_info"]["parent_tool_id"]))
@@ -1166,7 +1188,7 @@ def test_every_mock_script_plays(path: Path) -> None:
 def test_a_script_that_does_not_load_fails_serve(tmp_path: Path) -> None:
     bad = write_script(tmp_path, {"turns": [], "auth": "x"})
     result = subprocess.run([sys.executable, "-m", "agentproto", "serve", "--mock", bad],
-                            input=b"", capture_output=True, env=base_env(), cwd=str(ROOT), timeout=30)
+                            input=b"", capture_output=True, env=base_env(), cwd=str(ROOT), timeout=30, check=False)
     assert result.returncode == 1 and b"auth" in result.stderr and result.stdout == b""
 
 
@@ -1238,9 +1260,6 @@ def test_inferred_turn_end_after_the_quiet_window(monkeypatch: pytest.MonkeyPatc
 
 
 # -- the open reply precedes the session's first event, even when the agent talks first -----
-
-from agentproto.drivers.mock import MockDriver  # noqa: E402
-
 
 class EarlyDriver(MockDriver):
     """A mock that reports events while its session is still opening (as ACP agents do)."""
