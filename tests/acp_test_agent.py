@@ -102,25 +102,38 @@ class TestAgent:
         if session_id is None:
             self.counter += 1
             session_id = f"sess-{self.counter}"
-        self.sessions[session_id] = {"cwd": cwd, "mode": "ask", "model": "small-1", "fast": False,
-                                     "mcp": [s.model_dump(by_alias=True, exclude_none=True) if hasattr(s, "model_dump") else s
-                                             for s in (mcp_servers or [])]}
+        self.sessions[session_id] = {
+            "cwd": cwd,
+            "mode": "ask",
+            "model": "small-1",
+            "fast": False,
+            "mcp": [
+                s.model_dump(by_alias=True, exclude_none=True) if hasattr(s, "model_dump") else s
+                for s in (mcp_servers or [])
+            ],
+        }
         self.cancelled[session_id] = asyncio.Event()
         asyncio.get_running_loop().call_later(0.05, lambda: asyncio.ensure_future(self._commands(session_id)))
         return {
             "sessionId": session_id,
             "configOptions": config_options("ask", "small-1", False),
-            "modes": {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]},
+            "modes": {
+                "currentModeId": "ask",
+                "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}],
+            },
         }
 
     async def _commands(self, session_id: str) -> None:
-        await self.update(session_id, {
-            "sessionUpdate": "available_commands_update",
-            "availableCommands": [
-                {"name": "review", "description": "Review the diff", "input": {"hint": "what to review"}},
-                {"name": "clear", "description": "Clear the context"},
-            ],
-        })
+        await self.update(
+            session_id,
+            {
+                "sessionUpdate": "available_commands_update",
+                "availableCommands": [
+                    {"name": "review", "description": "Review the diff", "input": {"hint": "what to review"}},
+                    {"name": "clear", "description": "Clear the context"},
+                ],
+            },
+        )
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> dict:
         return await self._new(cwd, mcp_servers)
@@ -128,8 +141,12 @@ class TestAgent:
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kwargs: Any) -> dict:
         result = await self._new(cwd, mcp_servers, session_id)
         # session/load replays the history before it answers.
-        await self.update(session_id, {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "old question"}})
-        await self.update(session_id, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "old answer"}})
+        await self.update(
+            session_id, {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "old question"}}
+        )
+        await self.update(
+            session_id, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "old answer"}}
+        )
         result.pop("sessionId")
         return result
 
@@ -164,7 +181,9 @@ class TestAgent:
         await self.conn.session_update(session_id=session_id, update=update)
 
     async def say(self, session_id: str, text: str) -> None:
-        await self.update(session_id, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+        await self.update(
+            session_id, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+        )
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> dict:
         texts = [getattr(b, "text", None) for b in prompt]
@@ -183,25 +202,51 @@ class TestAgent:
         return await handler(session_id, words[1:])
 
     async def scenario_chunks(self, sid: str, args: list[str]) -> dict:
-        await self.update(sid, {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "thinking..."}})
-        await self.update(sid, {"sessionUpdate": "plan", "entries": [
-            {"content": "look", "priority": "high", "status": "completed"},
-            {"content": "answer", "priority": "medium", "status": "in_progress"},
-            {"content": "rest", "priority": "low", "status": "pending"},
-        ]})
+        await self.update(
+            sid, {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "thinking..."}}
+        )
+        await self.update(
+            sid,
+            {
+                "sessionUpdate": "plan",
+                "entries": [
+                    {"content": "look", "priority": "high", "status": "completed"},
+                    {"content": "answer", "priority": "medium", "status": "in_progress"},
+                    {"content": "rest", "priority": "low", "status": "pending"},
+                ],
+            },
+        )
         for text in ("Hello", ", ", "world"):
             await self.say(sid, text)
-        await self.update(sid, {"sessionUpdate": "usage_update", "used": 1234, "size": 200000,
-                                "cost": {"amount": 0.25, "currency": "USD"}})
+        await self.update(
+            sid,
+            {
+                "sessionUpdate": "usage_update",
+                "used": 1234,
+                "size": 200000,
+                "cost": {"amount": 0.25, "currency": "USD"},
+            },
+        )
         await self.update(sid, {"sessionUpdate": "session_info_update", "title": "Greeting the world"})
-        return {"stopReason": "end_turn", "usage": {"totalTokens": 30, "inputTokens": 20, "outputTokens": 10,
-                                                    "cachedReadTokens": 5}}
+        return {
+            "stopReason": "end_turn",
+            "usage": {"totalTokens": 30, "inputTokens": 20, "outputTokens": 10, "cachedReadTokens": 5},
+        }
 
     async def scenario_tool(self, sid: str, args: list[str]) -> dict:
         path = os.path.join(self.sessions[sid]["cwd"], "edited.txt")
-        await self.update(sid, {"sessionUpdate": "tool_call", "toolCallId": "call-1", "title": "Edit edited.txt",
-                                "kind": "edit", "status": "pending", "locations": [{"path": path, "line": 3}],
-                                "rawInput": {"file_path": path, "new": "b"}})
+        await self.update(
+            sid,
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "call-1",
+                "title": "Edit edited.txt",
+                "kind": "edit",
+                "status": "pending",
+                "locations": [{"path": path, "line": 3}],
+                "rawInput": {"file_path": path, "new": "b"},
+            },
+        )
         answer = await self.conn.request_permission(
             session_id=sid,
             tool_call={"toolCallId": "call-1", "title": "Edit edited.txt (needs approval)"},
@@ -215,11 +260,22 @@ class TestAgent:
         outcome = answer.outcome
         chosen = getattr(outcome, "option_id", None) or outcome.outcome
         if chosen in ("zz-yes-1", "zz-always"):
-            await self.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call-1", "status": "in_progress"})
-            await self.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call-1", "status": "completed",
-                                    "content": [{"type": "diff", "path": path, "oldText": "a", "newText": "b"},
-                                                {"type": "content", "content": {"type": "text", "text": "edited"}}],
-                                    "rawOutput": {"ok": True}})
+            await self.update(
+                sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call-1", "status": "in_progress"}
+            )
+            await self.update(
+                sid,
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": "call-1",
+                    "status": "completed",
+                    "content": [
+                        {"type": "diff", "path": path, "oldText": "a", "newText": "b"},
+                        {"type": "content", "content": {"type": "text", "text": "edited"}},
+                    ],
+                    "rawOutput": {"ok": True},
+                },
+            )
         else:
             await self.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call-1", "status": "failed"})
         await self.say(sid, f"outcome: {chosen}")
@@ -265,14 +321,25 @@ class TestAgent:
             "sys.exit(7)\n"
         )
         term = await self.conn.create_terminal(
-            session_id=sid, command=sys.executable, args=["-c", code],
-            env=[{"name": "TERM_TEST_VAR", "value": "42"}], output_byte_limit=50,
+            session_id=sid,
+            command=sys.executable,
+            args=["-c", code],
+            env=[{"name": "TERM_TEST_VAR", "value": "42"}],
+            output_byte_limit=50,
         )
         tid = term.terminal_id
-        await self.update(sid, {"sessionUpdate": "tool_call", "toolCallId": "call-t", "title": "Run python",
-                                "kind": "execute", "status": "in_progress",
-                                "rawInput": {"command": ["python", "-c", "..."]},
-                                "content": [{"type": "terminal", "terminalId": tid}]})
+        await self.update(
+            sid,
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "call-t",
+                "title": "Run python",
+                "kind": "execute",
+                "status": "in_progress",
+                "rawInput": {"command": ["python", "-c", "..."]},
+                "content": [{"type": "terminal", "terminalId": tid}],
+            },
+        )
         status = await self.conn.wait_for_terminal_exit(session_id=sid, terminal_id=tid)
         out = await self.conn.terminal_output(session_id=sid, terminal_id=tid)
         # A second terminal killed while running: its signal is reported.
@@ -287,8 +354,11 @@ class TestAgent:
         except RequestError:
             released = "gone"
         await self.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call-t", "status": "completed"})
-        await self.say(sid, f"exit={status.exit_code} truncated={out.truncated} len={len(out.output.encode())} "
-                            f"killed={killed.signal} released={released}\n{out.output}")
+        await self.say(
+            sid,
+            f"exit={status.exit_code} truncated={out.truncated} len={len(out.output.encode())} "
+            f"killed={killed.signal} released={released}\n{out.output}",
+        )
         return {"stopReason": "end_turn"}
 
     async def scenario_slow(self, sid: str, args: list[str]) -> dict:
@@ -297,12 +367,24 @@ class TestAgent:
         return {"stopReason": "cancelled"}
 
     async def scenario_slow_permission(self, sid: str, args: list[str]) -> dict:
-        await self.update(sid, {"sessionUpdate": "tool_call", "toolCallId": "call-s", "title": "Run rm",
-                                "kind": "execute", "status": "pending", "rawInput": {"command": "rm -rf build"}})
+        await self.update(
+            sid,
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "call-s",
+                "title": "Run rm",
+                "kind": "execute",
+                "status": "pending",
+                "rawInput": {"command": "rm -rf build"},
+            },
+        )
         answer = await self.conn.request_permission(
-            session_id=sid, tool_call={"toolCallId": "call-s"},
-            options=[{"optionId": "ok", "name": "OK", "kind": "allow_once"},
-                     {"optionId": "nope", "name": "Nope", "kind": "reject_once"}],
+            session_id=sid,
+            tool_call={"toolCallId": "call-s"},
+            options=[
+                {"optionId": "ok", "name": "OK", "kind": "allow_once"},
+                {"optionId": "nope", "name": "Nope", "kind": "reject_once"},
+            ],
         )
         if answer.outcome.outcome == "cancelled":
             return {"stopReason": "cancelled"}
@@ -340,8 +422,9 @@ class TestAgent:
 
     async def scenario_children(self, sid: str, args: list[str]) -> dict:
         code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
-        child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         with open(args[0], "w") as f:
             f.write(str(child.pid))
         await self.say(sid, f"child {child.pid}")
@@ -357,8 +440,13 @@ class TestAgent:
         state["mode"] = "plan"
         await self.update(sid, {"sessionUpdate": "current_mode_update", "currentModeId": "plan"})
         state["model"] = "large-2"
-        await self.update(sid, {"sessionUpdate": "config_option_update",
-                                "configOptions": config_options(state["mode"], state["model"], state["fast"])})
+        await self.update(
+            sid,
+            {
+                "sessionUpdate": "config_option_update",
+                "configOptions": config_options(state["mode"], state["model"], state["fast"]),
+            },
+        )
         await self.say(sid, "switched")
         return {"stopReason": "end_turn"}
 

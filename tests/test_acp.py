@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from sidecar import Sidecar, kind_name, kinds
+from sidecar import Sidecar, kind_name
 
 AGENT_SCRIPT = Path(__file__).resolve().parent / "acp_test_agent.py"
 
@@ -88,7 +88,9 @@ def test_open_reports_details_config_and_commands(sidecar: Sidecar, workdir: Pat
     assert info["configuration"]["options"] == {"mode": "ask", "model": "small-1", "fast": False}
     assert info["resume_token"] == "sess-1"
     # available_commands_update arrives after session/new: a SessionUpdated carries it.
-    updated = sidecar.wait_for(lambda l: "event" in l and kind_name(l["event"]["kind"]) == "SessionUpdated", 10)
+    updated = sidecar.wait_for(
+        lambda line: "event" in line and kind_name(line["event"]["kind"]) == "SessionUpdated", 10
+    )
     commands = updated["event"]["kind"]["SessionUpdated"]["details"]["commands"]
     assert commands == [
         {"name": "review", "description": "Review the diff", "input_hint": "what to review"},
@@ -109,11 +111,13 @@ def test_turn_maps_chunks_thoughts_plan_usage_title(sidecar: Sidecar, workdir: P
     ended = [m["message_id"] for m in of_kind(events, "MessageEnded")]
     assert ended == [thought_id, *text_ids]
     assert of_kind(events, "PlanUpdated") == [
-        {"entries": [
-            {"text": "look", "status": "Completed"},
-            {"text": "answer", "status": "InProgress"},
-            {"text": "rest", "status": "Pending"},
-        ]}
+        {
+            "entries": [
+                {"text": "look", "status": "Completed"},
+                {"text": "answer", "status": "InProgress"},
+                {"text": "rest", "status": "Pending"},
+            ]
+        }
     ]
     assert of_kind(events, "ContextUsage") == [{"used_tokens": 1234, "window_tokens": 200000, "cost_usd": 0.25}]
     titles = [u["title"] for u in of_kind(events, "SessionUpdated")]
@@ -290,7 +294,13 @@ def test_auth_required_at_session_new(workdir: Path) -> None:
         assert error["kind"] == "AuthRequired"
         assert "Terminal login" in error["message"] and "API key" in error["message"]
         assert error["login"] == [
-            {"Terminal": {"command": [str(AGENT_SCRIPT), "--login"], "env": {"LOGIN": "1"}, "description": "Terminal login"}},
+            {
+                "Terminal": {
+                    "command": [str(AGENT_SCRIPT), "--login"],
+                    "env": {"LOGIN": "1"},
+                    "description": "Terminal login",
+                }
+            },
             {"EnvVar": {"name": "TEST_AGENT_KEY"}},
         ]
         # probe reports the auth state instead of failing.
@@ -303,10 +313,10 @@ def test_auth_required_at_prompt_fails_the_session(sidecar: Sidecar, workdir: Pa
     sidecar.ok({"cmd": "prompt", "session": session, "text": "auth"})
     events = sidecar.events(session, "TurnEnded", 20)
     assert "Failed" in of_kind(events, "TurnEnded")[0]["stop"]
-    error = sidecar.wait_for(lambda l: l.get("session") == session and "error" in l, 10)["error"]
+    error = sidecar.wait_for(lambda line: line.get("session") == session and "error" in line, 10)["error"]
     assert error["kind"] == "AuthRequired"
     assert error["login"][1] == {"EnvVar": {"name": "TEST_AGENT_KEY"}}
-    sidecar.wait_for(lambda l: l.get("closed") == session, 10)
+    sidecar.wait_for(lambda line: line.get("closed") == session, 10)
 
 
 def test_agent_death_is_process_exited(sidecar: Sidecar, workdir: Path) -> None:
@@ -314,11 +324,11 @@ def test_agent_death_is_process_exited(sidecar: Sidecar, workdir: Path) -> None:
     sidecar.ok({"cmd": "prompt", "session": session, "text": "die"})
     events = sidecar.events(session, "TurnEnded", 20)
     assert "Failed" in of_kind(events, "TurnEnded")[0]["stop"]
-    error = sidecar.wait_for(lambda l: l.get("session") == session and "error" in l, 10)["error"]
+    error = sidecar.wait_for(lambda line: line.get("session") == session and "error" in line, 10)["error"]
     assert error["kind"] == "ProcessExited"
     assert error["status"] == "3"
     assert "the test agent dies" in error["stderr"]
-    sidecar.wait_for(lambda l: l.get("closed") == session, 10)
+    sidecar.wait_for(lambda line: line.get("closed") == session, 10)
 
 
 def test_garbled_line_is_a_diagnostic(sidecar: Sidecar, workdir: Path) -> None:
@@ -342,7 +352,9 @@ def test_turn_timeout_bounds_a_prompt_that_never_answers(sidecar: Sidecar, workd
 def test_spawn_failure(sidecar: Sidecar, workdir: Path, tmp_path: Path) -> None:
     not_executable = tmp_path / "agent.txt"
     not_executable.write_text("not a program")
-    error = sidecar.error({"cmd": "open", "agent": {"acp": {"name": "x", "path": str(not_executable)}}, "dir": str(workdir)})
+    error = sidecar.error(
+        {"cmd": "open", "agent": {"acp": {"name": "x", "path": str(not_executable)}}, "dir": str(workdir)}
+    )
     assert error["kind"] == "NotInstalled"
 
 
@@ -353,8 +365,12 @@ def test_configure_model_and_dependent_options(sidecar: Sidecar, workdir: Path) 
     session = open_session(sidecar, workdir)["id"]
     sidecar.ok({"cmd": "configure", "session": session, "option": "model", "value": "large-2"})
     updated = sidecar.wait_for(
-        lambda l: "event" in l and kind_name(l["event"]["kind"]) == "SessionUpdated"
-        and l["event"]["kind"]["SessionUpdated"]["configuration"]["options"].get("model") == "large-2", 10
+        lambda line: (
+            "event" in line
+            and kind_name(line["event"]["kind"]) == "SessionUpdated"
+            and line["event"]["kind"]["SessionUpdated"]["configuration"]["options"].get("model") == "large-2"
+        ),
+        10,
     )["event"]["kind"]["SessionUpdated"]
     options = {o["id"]: o["current"] for o in updated["details"]["config_options"]}
     assert options == {"mode": "code", "model": "large-2", "fast": False}  # the agent moved mode too
@@ -474,7 +490,7 @@ def test_grandchild_is_killed_even_after_the_agent_exited(sidecar: Sidecar, work
     turn(sidecar, session, f"children {pid_file}")
     child = int(pid_file.read_text())
     sidecar.ok({"cmd": "prompt", "session": session, "text": "die"})
-    sidecar.wait_for(lambda l: l.get("closed") == session, 20)
+    sidecar.wait_for(lambda line: line.get("closed") == session, 20)
     assert not _alive(child), "the agent died; its child must not outlive the session"
 
 
@@ -493,3 +509,38 @@ def test_flood_loses_nothing(sidecar: Sidecar, workdir: Path) -> None:
     events = turn(sidecar, session, "flood 3000", timeout=60)
     assert texts(events) == "".join(f"{i} " for i in range(3000))
     close(sidecar, session)
+
+
+# -- the Python client ---------------------------------------------------------------------
+
+
+def test_python_client_drives_an_acp_agent(workdir: Path) -> None:
+    from agentproto.client import AgentProtoError, Runtime, kind_of
+
+    with Runtime.start() as rt:
+        session = rt.open(agent_ref(), dir=str(workdir))
+        assert session.info["details"]["version"] == "9.8.7"
+        session.prompt("tool")
+        text = []
+        for event in session.events(timeout=20):
+            kind = kind_of(event)
+            if kind == "RequestOpened":
+                request = event["kind"]["RequestOpened"]["Permission"]
+                session.answer(request["id"], {"Permission": "AllowAlways"})
+            elif kind == "TextDelta":
+                text.append(event["kind"]["TextDelta"]["text"])
+            elif kind == "TurnEnded":
+                assert event["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
+                break
+        assert "".join(text) == "outcome: zz-always"
+        session.configure("model", "large-2")
+        assert session.refresh()["configuration"]["options"]["model"] == "large-2"
+        session.close()
+        details = rt.probe(agent_ref(), dir=str(workdir))
+        assert details["auth"] == "Unknown" and details["version"] == "9.8.7"
+    env = {**os.environ, "ACP_TEST_AUTH": "new"}
+    with Runtime.start(env=env) as rt:
+        with pytest.raises(AgentProtoError) as raised:
+            rt.open(agent_ref(), dir=str(workdir))
+        assert raised.value.kind == "AuthRequired"
+        assert raised.value.login[1] == {"EnvVar": {"name": "TEST_AGENT_KEY"}}

@@ -154,13 +154,13 @@ def test_claude_agent_acp_auth_required_at_prompt(tmp_path: Path) -> None:
         sc.ok({"cmd": "prompt", "session": session, "text": "hello"})
         events = sc.events(session, "TurnEnded", 90)
         assert "Failed" in events[-1]["kind"]["TurnEnded"]["stop"]
-        error = sc.wait_for(lambda l: l.get("session") == session and "error" in l, 30)["error"]
+        error = sc.wait_for(lambda line: line.get("session") == session and "error" in line, 30)["error"]
         assert error["kind"] == "AuthRequired"
         # Its terminal auth method reruns the agent with --cli.
         assert error["login"] == [
             {"Terminal": {"command": [path, "--cli"], "env": {}, "description": "Run `claude /login` in the terminal"}}
         ]
-        sc.wait_for(lambda l: l.get("closed") == session, 30)
+        sc.wait_for(lambda line: line.get("closed") == session, 30)
         assert_all_gone(spawned | descendants(sc.proc.pid))
 
 

@@ -53,7 +53,9 @@ def map_stop_reason(reason: Any) -> tuple[Any, str | None]:
     if reason == "refusal":
         return "Refused", None
     if reason == "max_tokens":
-        return {"Completed": {"source": "Protocol"}}, "the agent stopped: it reached its output token limit (max_tokens)"
+        return {
+            "Completed": {"source": "Protocol"}
+        }, "the agent stopped: it reached its output token limit (max_tokens)"
     if reason == "max_turn_requests":
         return {"Completed": {"source": "Protocol"}}, (
             "the agent stopped: it reached its limit of model requests for one turn (max_turn_requests)"
@@ -95,9 +97,8 @@ def map_plan(entries: Any) -> list[dict[str, str]]:
     out = []
     for entry in entries if isinstance(entries, list) else []:
         if isinstance(entry, dict):
-            out.append(
-                {"text": str(entry.get("content", "")), "status": PLAN_STATUSES.get(entry.get("status"), "Pending")}
-            )
+            status = PLAN_STATUSES.get(str(entry.get("status")), "Pending")
+            out.append({"text": str(entry.get("content", "")), "status": status})
     return out
 
 
@@ -179,13 +180,11 @@ def merge_tool_call(snapshot: dict[str, Any] | None, acp: dict[str, Any]) -> dic
     for key in ("title", "kind", "status", "content", "locations", "rawInput", "rawOutput", "_meta"):
         if key in acp and acp[key] is not None:
             fields[key] = acp[key]
-    kind = TOOL_KINDS.get(fields.get("kind"), "Other")
-    status = TOOL_STATUSES.get(fields.get("status"), "Pending")
+    kind = TOOL_KINDS.get(str(fields.get("kind")), "Other")
+    status = TOOL_STATUSES.get(str(fields.get("status")), "Pending")
     if snapshot and snapshot["status"] in ("Cancelled", "Denied") and "status" not in acp:
         status = snapshot["status"]
-    locations = [
-        str(loc["path"]) for loc in fields.get("locations") or [] if isinstance(loc, dict) and loc.get("path")
-    ]
+    locations = [str(loc["path"]) for loc in fields.get("locations") or [] if isinstance(loc, dict) and loc.get("path")]
     texts: list[str] = []
     diffs: list[dict[str, Any]] = []
     terminals: list[str] = []
@@ -197,7 +196,9 @@ def merge_tool_call(snapshot: dict[str, Any] | None, acp: dict[str, Any]) -> dic
             if text:
                 texts.append(text)
         elif item.get("type") == "diff" and isinstance(item.get("path"), str):
-            diffs.append({"path": item["path"], "old_text": item.get("oldText"), "new_text": str(item.get("newText", ""))})
+            diffs.append(
+                {"path": item["path"], "old_text": item.get("oldText"), "new_text": str(item.get("newText", ""))}
+            )
         elif item.get("type") == "terminal" and isinstance(item.get("terminalId"), str):
             terminals.append(item["terminalId"])
     raw_output = fields.get("rawOutput")
@@ -213,7 +214,10 @@ def merge_tool_call(snapshot: dict[str, Any] | None, acp: dict[str, Any]) -> dic
         if isinstance(meta, dict):
             for value in meta.values():
                 name = _first_str(value, "toolName") or name
-        raw = {"name": name or str(fields.get("title") or fields.get("kind") or "tool"), "input": fields.get("rawInput")}
+        raw = {
+            "name": name or str(fields.get("title") or fields.get("kind") or "tool"),
+            "input": fields.get("rawInput"),
+        }
         if "rawOutput" in fields:
             raw["output"] = raw_output
     update = tool_update(
@@ -271,14 +275,20 @@ def map_config_options(
         else:
             continue  # an option type this client does not know: the agent keeps its default
         category = opt.get("category") if isinstance(opt.get("category"), str) else None
-        public_id = CATEGORY_IDS.get(category or "", opt["id"])
+        public_id = str(CATEGORY_IDS.get(category or "", opt["id"]))
         if public_id in taken:
             public_id = opt["id"]
         if public_id in taken:
             continue
         taken.add(public_id)
-        option = {"id": public_id, "name": str(opt.get("name") or opt["id"]), "category": category,
-                  "kind": kind, "current": current, "live": True}
+        option = {
+            "id": public_id,
+            "name": str(opt.get("name") or opt["id"]),
+            "category": category,
+            "kind": kind,
+            "current": current,
+            "live": True,
+        }
         out.append((option, "config", opt["id"]))
     if isinstance(modes, dict) and "mode" not in taken and isinstance(modes.get("availableModes"), list):
         choices = [
@@ -286,8 +296,14 @@ def map_config_options(
             for m in modes["availableModes"]
             if isinstance(m, dict) and isinstance(m.get("id"), str)
         ]
-        option = {"id": "mode", "name": "Mode", "category": "mode", "kind": {"Select": {"choices": choices}},
-                  "current": modes.get("currentModeId"), "live": True}
+        option = {
+            "id": "mode",
+            "name": "Mode",
+            "category": "mode",
+            "kind": {"Select": {"choices": choices}},
+            "current": modes.get("currentModeId"),
+            "live": True,
+        }
         out.append((option, "mode", "mode"))
         taken.add("mode")
     if isinstance(models, dict) and "model" not in taken and isinstance(models.get("availableModels"), list):
@@ -296,15 +312,19 @@ def map_config_options(
             for m in models["availableModels"]
             if isinstance(m, dict) and isinstance(m.get("modelId"), str)
         ]
-        option = {"id": "model", "name": "Model", "category": "model", "kind": {"Select": {"choices": choices}},
-                  "current": models.get("currentModelId"), "live": True}
+        option = {
+            "id": "model",
+            "name": "Model",
+            "category": "model",
+            "kind": {"Select": {"choices": choices}},
+            "current": models.get("currentModelId"),
+            "live": True,
+        }
         out.append((option, "model", "model"))
     return out
 
 
-def login_steps(
-    auth_methods: Any, launch_argv: list[str], hints: dict[str, Any] | None = None
-) -> list[dict[str, Any]]:
+def login_steps(auth_methods: Any, launch_argv: list[str], hints: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """ACP ``authMethods`` as protocol 1 LoginMethods.
 
     A ``terminal`` method reruns the agent's own launch line with the method's args and
@@ -344,7 +364,7 @@ def mcp_servers(servers: list[dict[str, Any]], http: bool, sse: bool) -> list[di
     """SessionOptions.mcp_servers as ACP ``mcpServers``; AgentError if a transport is missing."""
     out = []
     for server in servers:
-        (tag, body), = server["connection"].items()
+        ((tag, body),) = server["connection"].items()
         if tag == "Stdio":
             out.append(
                 {
@@ -368,7 +388,6 @@ def mcp_servers(servers: list[dict[str, Any]], http: bool, sse: bool) -> list[di
     return out
 
 
-
 def permission_outcome(options: list[dict[str, Any]], answer: Any) -> dict[str, Any]:
     """The ACP outcome for a protocol 1 answer: the option whose kind matches."""
     if isinstance(answer, dict) and "Permission" in answer:
@@ -386,5 +405,3 @@ def permission_outcome(options: list[dict[str, Any]], answer: Any) -> dict[str, 
             if option.get("kind") == kind:
                 return {"outcome": "selected", "optionId": option["optionId"]}
     return {"outcome": "cancelled"}
-
-

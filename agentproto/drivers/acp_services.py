@@ -113,6 +113,33 @@ def write_text_file(root: str, params: dict[str, Any]) -> None:
 # -- terminal/* ---------------------------------------------------------------------------
 
 
+def group_running(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` still runs (zombies do not count).
+
+    ``killpg(pgid, 0)`` alone also succeeds for zombies, which never go away under an
+    init that does not reap orphans (some containers): /proc tells them apart.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[0] != b"Z" and int(fields[2]) == pgid:
+            return True
+    return False
+
+
 def exit_status(returncode: int) -> dict[str, Any]:
     if returncode < 0:
         try:
@@ -125,8 +152,16 @@ def exit_status(returncode: int) -> dict[str, Any]:
 
 class Terminal:
     __slots__ = (
-        "id", "proc", "limit", "out", "truncated", "returncode", "waiters", "decoder",
-        "reading", "released",
+        "id",
+        "proc",
+        "limit",
+        "out",
+        "truncated",
+        "returncode",
+        "waiters",
+        "decoder",
+        "reading",
+        "released",
     )
 
     def __init__(self, terminal_id: str, proc: subprocess.Popen[bytes], limit: int | None) -> None:
@@ -316,11 +351,7 @@ class Terminals:
 
     @staticmethod
     def _group_alive(terminal: Terminal) -> bool:
-        try:
-            os.killpg(terminal.proc.pid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
+        return group_running(terminal.proc.pid)
 
     def close_all(self) -> None:
         """Kill every terminal's process group (the session is ending)."""
