@@ -242,7 +242,8 @@ def _type_name(value: Any) -> str:
 
 
 def _is_uint(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """A u64, as the reference schema types ids and counts."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64
 
 
 def _string(value: Any) -> str | None:

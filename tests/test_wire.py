@@ -275,6 +275,10 @@ def test_valid_frames_parse(frame: dict[str, Any]) -> None:
 def test_id_zero_and_large_ids() -> None:
     assert parse_command(b'{"id":0,"cmd":"discover"}').id == 0
     assert parse_command(b'{"id":18446744073709551615,"cmd":"discover"}').id == 2**64 - 1
+    # Past u64, as the reference schema types ids: a BadFrame without an id to echo.
+    with pytest.raises(FrameError) as raised:
+        parse_command(b'{"id":18446744073709551616,"cmd":"discover"}')
+    assert raised.value.frame_id is None
 
 
 def test_command_get_default_for_null() -> None:
