@@ -456,7 +456,7 @@ def test_fuzz_frame_like_objects(obj: dict[str, Any]) -> None:
     """A JSON object: a Command, or a FrameError carrying its id when the id is valid."""
     result = _parse_or_frame_error(json.dumps(obj).encode())
     frame_id = obj.get("id")
-    readable = isinstance(frame_id, int) and not isinstance(frame_id, bool) and frame_id >= 0
+    readable = isinstance(frame_id, int) and not isinstance(frame_id, bool) and 0 <= frame_id < 2**64
     if isinstance(result, Command):
         assert readable and result.id == frame_id and result.name == obj["cmd"]
     elif readable:
