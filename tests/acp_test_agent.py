@@ -22,7 +22,7 @@ the scenario (its first word), so one agent binary serves every test:
   mode       switches its own mode (current_mode_update) and config (config_option_update)
 
 Environment: ACP_TEST_AUTH=new fails session/new with -32000; ACP_TEST_RESUME=1
-advertises session/resume (else only session/load); ACP_TEST_ECHO=1 echoes env vars.
+advertises session/resume (else only session/load); ACP_TEST_NO_LOAD=1 drops loadSession.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class TestAgent:
 
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, **kwargs: Any) -> dict:
         caps: dict[str, Any] = {
-            "loadSession": True,
+            "loadSession": not os.environ.get("ACP_TEST_NO_LOAD"),
             "promptCapabilities": {"image": True, "embeddedContext": True},
             "mcpCapabilities": {"http": True, "sse": False},
         }

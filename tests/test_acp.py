@@ -544,3 +544,50 @@ def test_python_client_drives_an_acp_agent(workdir: Path) -> None:
             rt.open(agent_ref(), dir=str(workdir))
         assert raised.value.kind == "AuthRequired"
         assert raised.value.login[1] == {"EnvVar": {"name": "TEST_AGENT_KEY"}}
+
+
+def test_resume_is_unsupported_without_load_or_resume(workdir: Path) -> None:
+    with Sidecar(env={"ACP_TEST_NO_LOAD": "1"}) as sc:
+        info = sc.ok({"cmd": "open", "agent": agent_ref(), "dir": str(workdir)}, 30)
+        assert "Resume" not in info["details"]["capabilities"]["features"]
+        close(sc, info["id"])
+        error = sc.error({"cmd": "open", "agent": agent_ref(), "dir": str(workdir), "resume": "sess-1"}, 30)
+        assert error["kind"] == "UnsupportedFeature"
+
+
+def test_instructions_lead_the_first_prompt_only(sidecar: Sidecar, workdir: Path) -> None:
+    session = open_session(sidecar, workdir, instructions="Be brief.")["id"]
+    assert texts(turn(sidecar, session, "hello")) == "echo: Be brief. hello"
+    assert texts(turn(sidecar, session, "again")) == "echo: again"
+    close(sidecar, session)
+
+
+def test_generate_returns_the_text(sidecar: Sidecar, workdir: Path) -> None:
+    text = sidecar.ok({"cmd": "generate", "agent": agent_ref(), "dir": str(workdir), "prompt": "chunks"}, 30)
+    assert text == "Hello, world"
+    # An agent that reaches for a tool fails generate.
+    error = sidecar.error({"cmd": "generate", "agent": agent_ref(), "dir": str(workdir), "prompt": "tool"}, 30)
+    assert error["kind"] == "ProtocolFailed"
+
+
+def test_discover_lists_missing_acp_agents_with_hints(tmp_path: Path) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    env = {"PATH": str(empty), "HOME": str(tmp_path), "NPM_CONFIG_PREFIX": str(tmp_path / "npm")}
+    with Sidecar(env=env) as sc:
+        report = sc.ok({"cmd": "discover"}, 30)
+    missing = {m["id"]: m for m in report["missing"]}
+    for agent_id, hint in [
+        ("gemini", "@google/gemini-cli"),
+        ("claude-acp", "@zed-industries/claude-agent-acp"),
+        ("codex-acp", "@zed-industries/codex-acp"),
+        ("cursor", "cursor.com/install"),
+        ("qwen", "@qwen-code/qwen-code"),
+        ("kiro", "kiro"),
+        ("opencode", "opencode"),
+        ("goose", "goose"),
+    ]:
+        assert agent_id in missing, f"{agent_id} should be missing here"
+        assert hint in missing[agent_id]["install_hint"]
+        assert "PATH" in missing[agent_id]["searched"]
+    assert str(tmp_path / ".local" / "bin" / "cursor-agent") in missing["cursor"]["searched"]

@@ -196,3 +196,19 @@ def test_gemini_through_the_python_client(tmp_path: Path) -> None:
         assert raised.value.kind == "AuthRequired"
         spawned = descendants(rt.proc.pid)
     assert_all_gone(spawned)
+
+
+def test_discover_finds_acp_agents_through_their_overrides(tmp_path: Path) -> None:
+    env = {
+        **isolated_env(tmp_path),
+        "AGENTPROTO_GEMINI_BIN": agent_bin("gemini"),
+        "AGENTPROTO_CODEX_ACP_BIN": agent_bin("codex-acp"),
+    }
+    with Sidecar(env=env) as sc:
+        report = sc.ok({"cmd": "discover"}, 60)
+    agents = {a["id"]: a for a in report["agents"]}
+    assert agents["gemini"]["acp_args"] == ["--acp"]
+    assert agents["gemini"]["source"] == "EnvOverride"
+    assert agents["gemini"]["version"] == "0.61.0"
+    assert agents["codex-acp"]["acp_args"] == []
+    assert agents["codex-acp"]["executable_path"] == agent_bin("codex-acp")

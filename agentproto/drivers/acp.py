@@ -96,6 +96,7 @@ class AcpDriver(Driver):
         self._features_seen: set[str] = set()
         self._auth: Any = "Unknown"
         self._title: str | None = None
+        self._instructed = bool(launch.resume or launch.fork)
         self._reported: dict[str, Any] = {}
         self._turn: _Turn | None = None
         self._message: tuple[str, Any, str] | None = None  # (kind, acp messageId, our id)
@@ -523,7 +524,9 @@ class AcpDriver(Driver):
 
     def _prompt_blocks(self, text: str, attachments: list[str]) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = []
-        if self.launch.instructions and self._message_seq == 0 and not self._tools:
+        if self.launch.instructions and not self._instructed:
+            # ACP has no system prompt: the instructions lead the session's first prompt.
+            self._instructed = True
             blocks.append({"type": "text", "text": self.launch.instructions})
         blocks.append({"type": "text", "text": text})
         images = bool((self._caps().get("promptCapabilities") or {}).get("image"))
@@ -766,6 +769,7 @@ class AcpDriver(Driver):
                 self._respond(rpc_id, None)
             elif method == "terminal/release":
                 self.terminals.release(params)
+                self._term_backlog.pop(params.get("terminalId"), None)  # type: ignore[arg-type]
                 self._respond(rpc_id, None)
             else:
                 self._respond(rpc_id, error={"code": METHOD_NOT_FOUND, "message": f"method not found: {method}"})
