@@ -427,10 +427,11 @@ class AcpDriver(Driver):
         """Report the session's details and configuration, if they differ from the last."""
         if self._state != "open":
             return
-        details, configuration = self.details(), self.configuration()
+        details = self.details()
         if details != self._reported:
             self._reported = details
-            self.host.update(details=details, configuration=configuration)
+            # The engine keeps what it is given: hand it its own copy.
+            self.host.update(details=self.details(), configuration=self.configuration())
 
     def close(self) -> None:
         if self._state in ("closing", "closed"):
