@@ -591,3 +591,27 @@ def test_discover_lists_missing_acp_agents_with_hints(tmp_path: Path) -> None:
         assert hint in missing[agent_id]["install_hint"]
         assert "PATH" in missing[agent_id]["searched"]
     assert str(tmp_path / ".local" / "bin" / "cursor-agent") in missing["cursor"]["searched"]
+
+
+def test_handshake_timeout_and_exit_during_open(sidecar: Sidecar, workdir: Path) -> None:
+    silent = {"acp": {"name": "silent", "path": "/bin/sleep", "args": ["30"]}}
+    started = time.monotonic()
+    error = sidecar.error(
+        {"cmd": "open", "agent": silent, "dir": str(workdir), "env": {"AGENTPROTO_ACP_HANDSHAKE_TIMEOUT": "1"}}, 20
+    )
+    assert error["kind"] == "HandshakeTimeout"
+    assert time.monotonic() - started < 10
+    quitter = {"acp": {"name": "quitter", "path": "/bin/false", "args": []}}
+    error = sidecar.error({"cmd": "open", "agent": quitter, "dir": str(workdir)}, 20)
+    assert error["kind"] == "ProcessExited" and error["status"] == "1"
+
+
+def test_record_wire_keeps_the_acp_conversation(sidecar: Sidecar, workdir: Path, tmp_path: Path) -> None:
+    record = tmp_path / "wire.jsonl"
+    session = open_session(sidecar, workdir, record_wire=str(record))["id"]
+    turn(sidecar, session, "chunks")
+    close(sidecar, session)
+    entries = [json.loads(line) for line in record.read_text().splitlines()]
+    sent = [json.loads(e["line"]).get("method") for e in entries if e["dir"] == "to_agent"]
+    assert sent[:3] == ["initialize", "session/new", "session/prompt"]
+    assert any('"agent_message_chunk"' in e["line"] for e in entries if e["dir"] == "from_agent")
