@@ -30,6 +30,7 @@ from agentproto.wire import (
     FrameError,
     LineFramer,
     TooLong,
+    encode,
     parse_command,
     validate_json,
 )
@@ -618,3 +619,15 @@ def test_salvage_id_needs_a_whole_number() -> None:
     assert wire.salvage_id(b'{"id":12abc') is None
     assert wire.salvage_id(b'{"cmd": "x"') is None
     assert wire.salvage_id("".join(random.Random(1).choices(string.ascii_letters, k=50)).encode()) is None
+
+
+def test_encode_is_strict_ascii_json_on_one_line() -> None:
+    line = encode({"text": "é\ud800\n", "n": [1, 2.5, float("nan"), float("inf")], "ok": None})
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    line.decode("ascii")  # raises if anything is not ASCII
+    # Non-finite numbers are not JSON: they become null rather than NaN/Infinity.
+    assert json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} in output")) == {
+        "text": "é\ud800\n",
+        "n": [1, 2.5, None, None],
+        "ok": None,
+    }
