@@ -14,7 +14,8 @@ import sys
 from typing import Any
 
 from agentproto import __version__
-from agentproto.engine import Runtime, Scope, Session, log
+from agentproto.engine import Session, log
+from agentproto.runtime import Runtime, Scope
 from agentproto.loop import Loop
 from agentproto.serve import Output, P1Connection
 from agentproto.wire import AgentError, event_kind_name

@@ -24,7 +24,8 @@ import socket
 from typing import Any, Callable
 
 from agentproto import CONTRACT, PROTOCOL, __version__
-from agentproto.engine import Runtime, Session, log
+from agentproto.engine import Session, log
+from agentproto.runtime import Runtime
 from agentproto.loop import Loop, Timer
 from agentproto.ops import EXIT_OK, EXIT_PROTOCOL, OpsContext, OpsHub, protocol_error
 from agentproto.serve import Output

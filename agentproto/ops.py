@@ -24,7 +24,8 @@ from typing import Any, Callable, Protocol
 
 from agentproto import CONTRACT, PROTOCOL, __version__
 from agentproto.drivers import catalog
-from agentproto.engine import Runtime, Scope, Session, log
+from agentproto.engine import Session, log
+from agentproto.runtime import Runtime, Scope
 from agentproto.explain import canonical, explain
 from agentproto.wire import (
     COMMAND_NAMES,

@@ -26,7 +26,8 @@ import sys
 from typing import Any, Callable
 
 from agentproto import __version__
-from agentproto.engine import Runtime, Session, log
+from agentproto.engine import Session, log
+from agentproto.runtime import Runtime
 from agentproto.loop import Loop
 from agentproto.ops import (
     EXIT_FAILED,

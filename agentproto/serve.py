@@ -14,7 +14,8 @@ from collections import deque
 from typing import Any, Callable
 
 from agentproto import PROTOCOL, __version__
-from agentproto.engine import Runtime, Scope, Session, log
+from agentproto.engine import Session, log
+from agentproto.runtime import Runtime, Scope
 from agentproto.loop import Loop
 from agentproto.wire import DEFAULT_MAX_LINE, AgentError, FrameError, LineFramer, encode, parse_command
 

@@ -19,7 +19,8 @@ import sys
 from collections import deque
 from typing import Any, Callable
 
-from agentproto.engine import Runtime, Session, log
+from agentproto.engine import Session, log
+from agentproto.runtime import Runtime
 from agentproto.loop import Loop
 from agentproto.ops import (
     EXIT_FAILED,

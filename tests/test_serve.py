@@ -905,6 +905,25 @@ def test_discover_catalog_missing_and_env_override(tmp_path: Path) -> None:
     assert missing, "with an empty PATH and HOME, some catalog agents are missing"
 
 
+def test_discover_survives_an_executable_that_cannot_start(tmp_path: Path) -> None:
+    """An override naming a file that exec refuses (no shebang, not a binary) costs only its
+    version: discover answers, the sidecar lives on."""
+    from agentproto.drivers import catalog
+
+    broken = tmp_path / "broken-agent"
+    broken.write_bytes(b"\x00\x01 not a program\n")
+    broken.chmod(0o755)
+    overridden = catalog.CATALOG[0]
+    env = {"PATH": str(tmp_path / "none"), "HOME": str(tmp_path), overridden.env_override: str(broken)}
+    with Serve(env=env) as sc:
+        report = sc.ok({"cmd": "discover"}, timeout=30)
+        agent = {a["id"]: a for a in report["agents"]}[overridden.id]
+        assert agent["executable_path"] == str(broken) and agent["version"] is None
+        assert any(overridden.id in d["message"] for d in report["diagnostics"])
+        assert sc.ok({"cmd": "discover"}, timeout=30)["agents"][0]["id"] == "mock"
+        finish(sc)
+
+
 # -- flow control ---------------------------------------------------------------------------
 
 
@@ -1199,7 +1218,8 @@ def test_inferred_turn_end_after_the_quiet_window(monkeypatch: pytest.MonkeyPatc
     """serve has no knob for the quiet window (120 s for prompted turns, 20 s for the agent's
     own), so this runs the engine in-process with the windows shortened."""
     from agentproto.drivers.mock import load_script
-    from agentproto.engine import Runtime, Scope, Session
+    from agentproto.engine import Session
+    from agentproto.runtime import Runtime, Scope
     from agentproto.loop import Loop
 
     monkeypatch.setattr(Session, "QUIET_PROMPTED", 0.3)
@@ -1278,7 +1298,7 @@ class EarlyDriver(MockDriver):
 @pytest.mark.parametrize("delay", [None, 0.05])
 def test_open_reply_precedes_events_reported_while_opening(monkeypatch: pytest.MonkeyPatch, delay: float | None) -> None:
     from agentproto.drivers import catalog
-    from agentproto.engine import Runtime, Scope
+    from agentproto.runtime import Runtime, Scope
     from agentproto.loop import Loop
 
     monkeypatch.setattr(EarlyDriver, "delay", delay)

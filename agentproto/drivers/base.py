@@ -502,7 +502,8 @@ def run_capture(
     try:
         proc = AgentProcess(loop, argv, cwd=cwd, env=env or dict(os.environ), on_line=on_line, on_exit=on_exit)
     except OSError as exc:
-        loop.call_soon(lambda: done(None, "", str(exc)))
+        reason = str(exc)  # ``exc`` is unbound once the except block ends
+        loop.call_soon(lambda: done(None, "", reason))
         return
     proc.close_stdin()
     timer = loop.call_later(timeout, on_timeout)

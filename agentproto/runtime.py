@@ -1,0 +1,429 @@
+"""The runtime: every session of one sidecar, the runtime-level commands, and the one
+dispatcher that every framing and transport calls.
+
+``Runtime.execute(name, args, sink, scope, done)`` runs one validated command (see
+``wire.COMMANDS``). ``discover``, ``probe``, ``plan_usage`` and ``generate`` live here;
+session commands go to ``engine.Session``. A ``Scope`` is what one frontend may touch:
+its own sessions (a stdio or socket connection), or all of them (HTTP, where sessions
+outlive connections).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import tempfile
+from typing import Any, Callable
+
+from agentproto.drivers import catalog
+from agentproto.drivers.base import Launch, run_capture
+from agentproto.engine import Done, Session, Sink
+from agentproto.loop import Loop
+from agentproto.wire import AgentError, validate_json
+
+
+class _Collector:
+    """The sink of throwaway sessions (probe, generate): keeps text, drops the rest."""
+
+    def __init__(self, on_event: Callable[[Session, dict[str, Any]], None] | None = None) -> None:
+        self.text: list[str] = []
+        self.messages: list[str] = []
+        self.ended: Any = None
+        self.error: AgentError | None = None
+        self.closed = False
+        self.on_event = on_event
+        self.on_turn_end: Callable[[], None] | None = None
+        self.on_closed: Callable[[], None] | None = None
+
+    def event(self, session: Session, event: dict[str, Any]) -> None:
+        session.delivered(1)
+        if self.on_event is not None:
+            self.on_event(session, event)
+        kind = event["kind"]
+        if isinstance(kind, dict):
+            if "TextDelta" in kind:
+                body = kind["TextDelta"]
+                if body["message_id"] not in self.messages:
+                    self.messages.append(body["message_id"])
+                    self.text.append("")
+                self.text[self.messages.index(body["message_id"])] += body["text"]
+            elif "TurnEnded" in kind:
+                self.ended = kind["TurnEnded"]["stop"]
+                if self.on_turn_end is not None:
+                    self.on_turn_end()
+
+    def session_error(self, session: Session, error: AgentError) -> None:
+        self.error = error
+
+    def session_closed(self, session: Session) -> None:
+        self.closed = True
+        if self.on_closed is not None:
+            self.on_closed()
+
+
+class Runtime:
+    """Every session of one sidecar process, shared by all of its frontends."""
+
+    def __init__(
+        self,
+        loop: Loop,
+        *,
+        mock_script: dict[str, Any] | None = None,
+        stall_timeout: float = 60.0,
+    ) -> None:
+        self.loop = loop
+        self.mock_script = mock_script
+        self.stall_timeout = stall_timeout
+        self.sessions: dict[str, Session] = {}
+        self.closed_ids: set[str] = set()
+        self._session_ids = itertools.count(1)
+
+    def deterministic(self, session: Session, origin: Any) -> bool:
+        check = getattr(session.driver, "deterministic", None)
+        return True if check is None else bool(check(origin))
+
+    def _forget(self, session: Session) -> None:
+        if self.sessions.pop(session.id, None) is not None:
+            self.closed_ids.add(session.id)
+
+    # -- launch -----------------------------------------------------------------------
+
+    def _launch(self, args: dict[str, Any], throwaway: bool = False) -> tuple[Any, Launch]:
+        spec, installation = catalog.resolve_ref(args["agent"])
+        directory = args.get("dir") or tempfile.gettempdir()
+        if not os.path.isdir(directory):
+            raise AgentError.detail("InvalidConfiguration", f"dir is not a directory: {directory}")
+        launch = Launch(
+            agent_id=installation["id"],
+            installation=installation,
+            executable=installation["executable_path"],
+            dir=os.path.abspath(directory),
+            resume=args.get("resume"),
+            fork=args.get("fork"),
+            fork_at=args.get("fork_at"),
+            permission_mode=args.get("permission_mode") or "Ask",
+            mcp_servers=list(args.get("mcp_servers") or []),
+            configure=dict(args.get("configure") or {}),
+            instructions=args.get("instructions"),
+            output_schema=args.get("output_schema"),
+            env=dict(args.get("env") or {}),
+            args=list(args.get("args") or []),
+            config_home=args.get("config_home"),
+            record_wire=args.get("record_wire"),
+            throwaway=throwaway,
+            acp_args=list(installation.get("acp_args") or []),
+        )
+        return spec, launch
+
+    def open(self, args: dict[str, Any], sink: Sink, done: Done, throwaway: bool = False) -> Session | None:
+        try:
+            spec, launch = self._launch(args, throwaway)
+            launch.tools_disabled = bool(args.get("_tools_disabled"))
+            driver_class = spec.driver_class()
+        except AgentError as error:
+            done(None, error)
+            return None
+        session = Session(self, f"s{next(self._session_ids)}", launch, sink)
+        session.open_done = done
+        self.sessions[session.id] = session
+        try:
+            session.driver = driver_class(session, launch)
+            session.driver.open()
+        except AgentError as error:
+            session.driver_gone = True
+            session.open_failed(error)
+        except OSError as error:
+            session.driver_gone = True
+            session.open_failed(AgentError.detail("SpawnFailed", str(error)))
+        return session
+
+    # -- runtime commands -------------------------------------------------------------
+
+    def discover(self, done: Done) -> None:
+        agents = [catalog.installation(catalog.MOCK, "mock", "Pinned")]
+        agents[0]["version"] = "mock"
+        report: dict[str, Any] = {"agents": agents, "missing": [], "diagnostics": []}
+        if self.mock_script is not None:
+            done(report, None)
+            return
+        pending: list[dict[str, Any]] = []
+        for spec in catalog.CATALOG:
+            found = catalog.locate(spec)
+            if isinstance(found, list):
+                report["missing"].append(catalog.missing(spec, found))
+                continue
+            entry = catalog.installation(spec, *found)
+            entry["version"] = None
+            agents.append(entry)
+            pending.append(entry)
+        if not pending:
+            done(report, None)
+            return
+        remaining = [len(pending)]
+        versions: dict[str, str | None] = {}
+
+        def finish(entry: dict[str, Any], code: int | None, out: str, err: str) -> None:
+            text = (out.strip() or err.strip()).splitlines()
+            entry["version"] = text[0].strip() if code == 0 and text else None
+            if code != 0:
+                report["diagnostics"].append(
+                    {"level": "Warning", "message": f"{entry['id']}: `{entry['executable_path']} --version` failed"}
+                )
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                done(report, None)
+
+        for entry in pending:
+            spec = catalog.spec_for(entry["id"])
+            assert spec is not None
+            path = entry["executable_path"]
+            key = path
+            if key in versions:
+                continue
+            run_capture(
+                self.loop,
+                [path, *spec.version_args],
+                lambda code, out, err, entry=entry: finish(entry, code, out, err),
+                timeout=10.0,
+            )
+
+    def probe(self, args: dict[str, Any], done: Done) -> Session | None:
+        if args.get("resume") or args.get("fork"):
+            done(None, AgentError.detail("InvalidConfiguration", "probe does not take resume or fork"))
+            return None
+        collector = _Collector()
+
+        def opened(info: Any, error: AgentError | None) -> None:
+            if error is not None:
+                done(None, error)
+                return
+            details = info["details"]
+            collector.on_closed = lambda: done(details, None)
+            # open() may answer synchronously, before ``session`` is bound: close next tick.
+            self.loop.call_soon(lambda: session.close(lambda _ok, _err: None))
+
+        session = self.open(args, collector, opened, throwaway=True)
+        return session
+
+    def plan_usage(self, args: dict[str, Any], done: Done) -> None:
+        if args.get("resume") or args.get("fork"):
+            done(None, AgentError.detail("InvalidConfiguration", "plan_usage does not take resume or fork"))
+            return
+        try:
+            spec, launch = self._launch(args, throwaway=True)
+            driver_class = spec.driver_class()
+        except AgentError as error:
+            done(None, error)
+            return
+        hook = getattr(driver_class, "plan_usage", None)
+        if hook is None:
+            done(None, AgentError.detail("UnsupportedFeature", "plan usage"))
+            return
+        hook(self, launch, done)
+
+    def generate(
+        self,
+        args: dict[str, Any],
+        done: Done,
+        on_event: Callable[[Session, dict[str, Any]], None] | None = None,
+    ) -> Session | None:
+        if args.get("resume") or args.get("fork"):
+            done(None, AgentError.detail("InvalidConfiguration", "generate requires a new session"))
+            return None
+        collector = _Collector(on_event)
+        outcome: list[Any] = []
+        schema = args.get("output_schema")
+
+        def finish(value: Any, error: AgentError | None) -> None:
+            if outcome:
+                return
+            outcome.append((value, error))
+            if session is not None and session.state != "closed":
+                collector.on_closed = lambda: done(value, error)
+                session.close(lambda _ok, _err: None)
+            else:
+                done(value, error)
+
+        def watch(name: str, body: Any) -> None:
+            # generate is hands-off: permissions are declined, free-text questions get blank
+            # answers, and anything that needs a person or runs a tool fails it.
+            if name == "ToolUpdated":
+                finish(None, AgentError.detail("ProtocolFailed", "the agent tried to use a tool during generate"))
+            elif name == "RequestOpened":
+                self.loop.call_soon(lambda: decline(body))
+
+        def decline(request: dict[str, Any]) -> None:
+            if outcome or session is None or session.state != "open":
+                return
+            if "Permission" in request:
+                body = request["Permission"]
+                choice = next((c for c in ("DenyOnce", "DenyAlways") if c in body.get("options", [])), None)
+                answer: Any = {"Permission": choice} if choice else "Cancel"
+                session.answer(body["id"], answer, lambda _v, _e: None)
+                return
+            questions = request["Question"]["questions"]
+            if all(q.get("allows_free_text") for q in questions):
+                answer = {"Question": [{"Text": ""} for _ in questions]}
+                session.answer(request["Question"]["id"], answer, lambda _v, _e: None)
+            else:
+                finish(None, AgentError.detail("ProtocolFailed", "the agent asked a question during generate"))
+
+        def turn_ended() -> None:
+            stop = collector.ended
+            text = "".join(collector.text)
+            if isinstance(stop, dict) and "Completed" in stop:
+                if schema is not None:
+                    problems = _check_output(text, schema)
+                    if problems:
+                        finish(None, AgentError.detail("ProtocolFailed", "the answer does not match output_schema: " + "; ".join(problems[:5])))
+                        return
+                finish(text, None)
+            elif isinstance(stop, dict) and "Failed" in stop:
+                finish(None, collector.error or AgentError.detail("ProtocolFailed", stop["Failed"]["message"]))
+            else:
+                finish(None, AgentError.detail("ProtocolFailed", f"the turn ended {json.dumps(stop)}"))
+
+        def closed_early() -> None:
+            finish(None, collector.error or AgentError.detail("ProtocolFailed", "the session closed before the answer"))
+
+        def opened(info: Any, error: AgentError | None) -> None:
+            if error is not None:
+                finish(None, error)
+                return
+            # open() may answer synchronously, before ``session`` is bound: start next tick.
+            self.loop.call_soon(lambda: start(info))
+
+        def start(info: Any) -> None:
+            assert session is not None
+            if outcome or session.state != "open":
+                return
+            if "Permissions" not in info["details"]["capabilities"]["features"] and not getattr(
+                session.driver, "tools_disabled", False
+            ):
+                finish(None, AgentError.detail("UnsupportedFeature", "generate needs an agent whose tool use can be refused"))
+                return
+            collector.on_turn_end = turn_ended
+            collector.on_closed = closed_early
+            session.prompt(args["prompt"], list(args.get("attachments") or []), lambda _d, _e: None)
+
+        session: Session | None = None
+        # Hands-off whatever the app asked: every request reaches the watcher, which declines.
+        launch_args = {**args, "_tools_disabled": True, "permission_mode": "Ask"}
+        session = self.open(launch_args, collector, opened, throwaway=True)
+        if session is not None:
+            session.watcher = watch
+        return session
+
+    def close_all(self, sessions: list[Session] | None = None) -> None:
+        for session in list(self.sessions.values() if sessions is None else sessions):
+            session.abandon()
+
+    # -- the one dispatcher every framing and transport calls -------------------------
+
+    def execute(self, name: str, args: dict[str, Any], sink: Sink, scope: "Scope", done: Done) -> None:
+        """Run one validated command (see wire.COMMANDS) for a frontend."""
+        if name == "discover":
+            self.discover(done)
+        elif name == "open":
+            opening: list[Session] = []
+
+            def opened(value: Any, error: AgentError | None) -> None:
+                done(value, error)
+
+            session = self.open(args, sink, opened)
+            if session is not None and session.state != "closed":
+                opening.append(session)
+                scope.add(session)
+        elif name == "probe":
+            session = self.probe(args, done)
+            if session is not None and session.state != "closed":
+                scope.add(session, visible=False)
+        elif name == "plan_usage":
+            self.plan_usage(args, done)
+        elif name == "generate":
+            session = self.generate(args, done, getattr(sink, "generate_event", None))
+            if session is not None and session.state != "closed":
+                scope.add(session, visible=False)
+        else:
+            try:
+                session = scope.lookup(args["session"])
+            except AgentError as error:
+                done(None, error)
+                return
+            if session.state != "open":
+                done(None, AgentError.session_closed(session.id))
+            elif name == "prompt":
+                session.prompt(args["text"], list(args.get("attachments") or []), done)
+            elif name == "answer":
+                session.answer(args["request"], args["answer"], done)
+            elif name == "configure":
+                session.configure(args["option"], args["value"], done)
+            elif name == "cancel":
+                session.cancel(bool(args.get("clear_queue")), args.get("turn"), done)
+            elif name == "rollback":
+                session.rollback(args["turns"], args["scope"], done)
+            elif name == "dequeue":
+                session.dequeue(args["prompt"], done)
+            elif name == "compact":
+                session.compact(done)
+            elif name == "close":
+                session.close(done)
+            elif name == "info":
+                done(session.snapshot(), None)
+            else:
+                done(None, AgentError.detail("InvalidRequest", f"unknown command {name}"))
+
+
+class Scope:
+    """The sessions one frontend may touch: its own (a connection), or all (HTTP).
+
+    It also holds the frontend's throwaway sessions (probe, generate), which no command
+    can name but which must close with the frontend all the same.
+    """
+
+    def __init__(self, runtime: Runtime, shared: bool = False) -> None:
+        self.runtime = runtime
+        self.shared = shared
+        self.live: dict[str, Session] = {}
+        self.hidden: dict[str, Session] = {}
+        self.closed: set[str] = set()
+        #: Called when the last session of this scope has closed.
+        self.on_empty: Callable[[], None] | None = None
+
+    def add(self, session: Session, visible: bool = True) -> None:
+        (self.live if visible else self.hidden)[session.id] = session
+        session.scopes.append(self)
+
+    def discard(self, session: Session) -> None:
+        if self.live.pop(session.id, None) is not None:
+            self.closed.add(session.id)
+        elif self.hidden.pop(session.id, None) is None:
+            return
+        if self.on_empty is not None and not self.live and not self.hidden:
+            self.on_empty()
+
+    def sessions(self) -> list[Session]:
+        return [*self.live.values(), *self.hidden.values()]
+
+    def lookup(self, session_id: str) -> Session:
+        live = self.runtime.sessions if self.shared else self.live
+        session = live.get(session_id)
+        if session is not None:
+            return session
+        closed = self.runtime.closed_ids if self.shared else self.closed
+        if session_id in closed:
+            raise AgentError.session_closed(session_id)
+        raise AgentError.unknown_session(session_id)
+
+
+def _check_output(text: str, schema: Any) -> list[str]:
+    body = text.strip()
+    if body.startswith("```"):
+        body = body.split("\n", 1)[1] if "\n" in body else ""
+        body = body.rsplit("```", 1)[0]
+    try:
+        value = json.loads(body)
+    except json.JSONDecodeError as exc:
+        return [f"not JSON: {exc.msg}"]
+    return validate_json(value, schema)
