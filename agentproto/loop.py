@@ -18,6 +18,7 @@ import os
 import selectors
 import signal
 import subprocess
+import sys
 import time
 from typing import Any, Callable
 
@@ -170,7 +171,7 @@ class Loop:
         for pid, (proc, on_exit) in list(self._children.items()):
             if proc.poll() is not None:
                 del self._children[pid]
-                on_exit(proc.returncode)
+                self._guard(on_exit, proc.returncode)
 
     def add_signal_handler(self, signum: int, callback: Callback) -> None:
         """Run ``callback`` on the loop (not inside the signal handler) when signum arrives."""
@@ -223,29 +224,44 @@ class Loop:
                     self._drain_wakeup()
                     continue
                 if mask & selectors.EVENT_READ and watch.reader is not None:
-                    watch.reader()
+                    self._guard(watch.reader)
                 if mask & selectors.EVENT_WRITE and watch.writer is not None:
-                    watch.writer()
+                    self._guard(watch.writer)
             for watch in list(self._always.values()):
                 if watch.reader is not None:
-                    watch.reader()
+                    self._guard(watch.reader)
                 if watch.writer is not None:
-                    watch.writer()
+                    self._guard(watch.writer)
             now = time.monotonic()
             while self._timers and (self._timers[0][2].cancelled or self._timers[0][0] <= now):
                 _, _, timer = heapq.heappop(self._timers)
                 if not timer.cancelled:
                     timer.cancelled = True
-                    timer.callback()
+                    self._guard(timer.callback)
             if self._children and now >= next_child_poll:
                 self._poll_children()
                 next_child_poll = now + self.CHILD_POLL_INTERVAL
+
+    @staticmethod
+    def _guard(callback: Callable[..., Any], *args: Any) -> None:
+        """Run one callback; a bug in it is logged and costs that callback, not the loop
+        and every session on it."""
+        try:
+            callback(*args)
+        except Exception:
+            import traceback  # only on this path: it is not free at start-up
+
+            try:
+                sys.stderr.write("agentproto: internal error in an event-loop callback:\n" + traceback.format_exc())
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
 
     def _run_soon(self) -> None:
         while self._soon:
             batch, self._soon = self._soon, []
             for callback in batch:
-                callback()
+                self._guard(callback)
 
     def _drain_wakeup(self) -> None:
         try:
@@ -259,7 +275,7 @@ class Loop:
         for signum in signals:
             handler = self._signal_handlers.get(signum)
             if handler is not None:
-                handler()
+                self._guard(handler)
 
     def close(self) -> None:
         for signum, old in self._old_handlers.items():
