@@ -621,6 +621,19 @@ def _resolve(ref: str, root: Any) -> Any:
     return node
 
 
+def _json_equal(a: Any, b: Any) -> bool:
+    """JSON equality: unlike Python's, ``true`` is not ``1`` (and 1 is 1.0)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a is b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, dict)) or isinstance(b, (list, dict)):
+        return False
+    return bool(a == b)
+
+
 def _validate(inst: Any, schema: Any, path: str, root: Any) -> list[str]:
     if schema is True or schema == {}:
         return []
@@ -636,9 +649,9 @@ def _validate(inst: Any, schema: Any, path: str, root: Any) -> list[str]:
         names = expected if isinstance(expected, list) else [expected]
         if not any(_TYPES.get(n, lambda v: True)(inst) for n in names):
             return errors + [f"{path}: expected {' or '.join(names)}, got {_type_name(inst)}"]
-    if "enum" in schema and inst not in schema["enum"]:
+    if "enum" in schema and not any(_json_equal(inst, option) for option in schema["enum"]):
         errors.append(f"{path}: {json.dumps(inst)} is not one of {json.dumps(schema['enum'])}")
-    if "const" in schema and inst != schema["const"]:
+    if "const" in schema and not _json_equal(inst, schema["const"]):
         errors.append(f"{path}: expected {json.dumps(schema['const'])}")
     if isinstance(inst, dict):
         props = schema.get("properties", {})

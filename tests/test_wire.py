@@ -631,3 +631,12 @@ def test_encode_is_strict_ascii_json_on_one_line() -> None:
         "n": [1, 2.5, None, None],
         "ok": None,
     }
+
+
+def test_validate_json_booleans_are_not_numbers() -> None:
+    assert validate_json(True, {"enum": ["a", 1]}) != []
+    assert validate_json(1, {"enum": ["a", True]}) != []
+    assert validate_json(False, {"const": 0}) != []
+    assert validate_json([True], {"const": [1]}) != []
+    assert validate_json(1.0, {"const": 1}) == []
+    assert validate_json({"a": [1, True]}, {"const": {"a": [1.0, True]}}) == []
