@@ -8,12 +8,14 @@ API on 127.0.0.1 (tests/fake_anthropic.py), streaming the same answer:
   initialize and the user message, read lines until ``result``;
 - agentproto: ``python -m agentproto serve`` driven by the Python client: prompt, read
   events until TurnEnded;
+- ap-frames: the same sidecar spoken to in raw protocol 1 frames (no client library);
+  its one-shot includes starting the sidecar itself, the others reuse a running one;
 - sdk: ``claude-agent-sdk`` (PyPI) with ``ClaudeSDKClient``, ``cli_path`` set to the
   same CLI and the ``claude_code`` system prompt preset: query, read messages until
   ``ResultMessage``.
 
 Two measures, interleaved round by round with the order rotated each round (going first
-in a round costs), so drift hits all alike; figures are medians:
+in a round costs), so drift hits all alike; times are medians, ratios are medians of the per-round ratios:
 - turn: prompt to end of turn in an open session;
 - one-shot: start the session, one turn, closed (what ``generate`` or a script pays).
 
@@ -124,6 +126,54 @@ class ViaAgentproto:
         self.session.close()
 
 
+class ViaFrames:
+    """``agentproto serve`` spoken to in raw protocol 1 frames (no client library)."""
+
+    def __init__(self, claude: str, cwd: str, env: dict[str, str]) -> None:
+        child_env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "AGENTPROTO_CLAUDE_BIN": claude,
+            "PYTHONPATH": ROOT,
+        }
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agentproto", "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=child_env,
+        )
+        assert self.proc.stdout
+        self.proc.stdout.readline()  # hello
+        self.next_id = 0
+        opened = self.call({"cmd": "open", "agent": "claude", "dir": cwd, "env": env})
+        self.session = opened["ok"]["id"]
+
+    def send(self, cmd: dict) -> int:
+        assert self.proc.stdin
+        self.next_id += 1
+        self.proc.stdin.write((json.dumps({"id": self.next_id, **cmd}) + "\n").encode())
+        self.proc.stdin.flush()
+        return self.next_id
+
+    def call(self, cmd: dict) -> dict:
+        frame_id = self.send(cmd)
+        while True:
+            line = json.loads(self.proc.stdout.readline())  # type: ignore[union-attr]
+            if line.get("id") == frame_id:
+                return line
+
+    def turn(self, prompt: str) -> None:
+        self.send({"cmd": "prompt", "session": self.session, "text": prompt})
+        while b'"TurnEnded"' not in self.proc.stdout.readline():  # type: ignore[union-attr]
+            pass
+
+    def close(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        self.proc.wait(15)
+
+
 class ViaSdk:
     """claude-agent-sdk's ClaudeSDKClient on its own asyncio loop, driven step by step."""
 
@@ -218,6 +268,7 @@ def main() -> int:
         runners = {
             "raw": lambda: RawCli(claude, work, raw_env),
             "agentproto": lambda: ViaAgentproto(rt, work, cli_env),
+            "ap-frames": lambda: ViaFrames(claude, work, cli_env),
         }
         if sdk is not None:
             # The SDK tags the CLI's environment CLAUDE_CODE_ENTRYPOINT=sdk-py, which makes
@@ -260,19 +311,27 @@ def main() -> int:
         print(
             "(claude-agent-sdk not installed: pip install --target .cache/bench-sdk claude-agent-sdk)"
         )
-    raw_turn = statistics.median(turn["raw"])
-    raw_once = statistics.median(oneshot["raw"])
-    print(f"{'':12}{'turn':>10}{'vs raw':>9}{'one-shot':>11}{'vs raw':>9}")
+
+    def paired(samples: dict[str, list[float]], name: str, base: str) -> float:
+        """Median over rounds of name/base within the same round: drift cancels out."""
+        return (
+            statistics.median(a / b for a, b in zip(samples[name], samples[base])) - 1
+        ) * 100
+
+    print(
+        f"{'':12}{'turn':>10}{'vs raw':>9}{'one-shot':>11}{'vs raw':>9}   (vs raw: paired per round)"
+    )
     for name in runners:
         t = statistics.median(turn[name])
         o = statistics.median(oneshot[name])
         print(
-            f"{name:12}{t:10.1f}{(t / raw_turn - 1) * 100:+8.1f}%{o:11.1f}{(o / raw_once - 1) * 100:+8.1f}%"
+            f"{name:12}{t:10.1f}{paired(turn, name, 'raw'):+8.1f}%{o:11.1f}{paired(oneshot, name, 'raw'):+8.1f}%"
         )
     if sdk is not None:
-        a, s = statistics.median(turn["agentproto"]), statistics.median(turn["sdk"])
-        print(f"agentproto vs sdk, turn: {(a / s - 1) * 100:+.1f}%; one-shot: "
-              f"{(statistics.median(oneshot['agentproto']) / statistics.median(oneshot['sdk']) - 1) * 100:+.1f}%")  # fmt: skip
+        print(
+            f"agentproto vs sdk, turn: {paired(turn, 'agentproto', 'sdk'):+.1f}%; "
+            f"one-shot: {paired(oneshot, 'agentproto', 'sdk'):+.1f}%"
+        )
     return 0
 
 
