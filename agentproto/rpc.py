@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import os
 import signal
 import sys
 from typing import Any, Callable
@@ -28,7 +27,6 @@ from typing import Any, Callable
 from agentproto import __version__
 from agentproto.engine import Session, log
 from agentproto.runtime import Runtime
-from agentproto.loop import Loop
 from agentproto.ops import (
     EXIT_FAILED,
     EXIT_OK,
@@ -38,7 +36,7 @@ from agentproto.ops import (
     OpsHub,
     parse_request,
 )
-from agentproto.serve import INPUT_PAUSE_LINES, Output
+from agentproto.serve import INPUT_PAUSE_LINES, LineReader, Output
 from agentproto.transports import (
     Job,
     Pipeline,
@@ -47,7 +45,6 @@ from agentproto.transports import (
 )
 from agentproto.wire import (
     DEFAULT_MAX_LINE,
-    LineFramer,
     TooLong,
     decode_json_line,
     encode,
@@ -96,62 +93,6 @@ def ops_object(method: str, params: Any) -> dict[str, Any]:
     return {**params, "op": method}
 
 
-class StdinLines:
-    """Lines of stdin through the loop, with bounded memory and back-pressure."""
-
-    READ_SIZE = 256 * 1024
-
-    def __init__(self, loop: Loop, on_line: Callable[[bytes | TooLong], None], on_eof: Callable[[], None], busy: Callable[[], bool]) -> None:
-        self.loop = loop
-        self.fd = sys.stdin.fileno()
-        self.on_line = on_line
-        self.on_eof = on_eof
-        self.busy = busy
-        self.framer = LineFramer(DEFAULT_MAX_LINE)
-        self.reading = False
-        self.eof = False
-
-    def start(self) -> None:
-        if not self.reading and not self.eof:
-            self.reading = True
-            self.loop.add_reader(self.fd, self._readable)
-
-    def stop(self) -> None:
-        if self.reading:
-            self.reading = False
-            self.loop.remove_reader(self.fd)
-
-    def _readable(self) -> None:
-        try:
-            data = os.read(self.fd, self.READ_SIZE)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self.eof = True
-            self.stop()
-            for line in self.framer.close():
-                self.on_line(line)
-            self.on_eof()
-            return
-        for line in self.framer.feed(data):
-            self.on_line(line)
-            if self.eof:
-                return
-        if self.reading and self.busy():
-            self.stop()
-            self.loop.call_later(0.05, self._resume)
-
-    def _resume(self) -> None:
-        if self.eof:
-            return
-        if self.busy():
-            self.loop.call_later(0.05, self._resume)
-        else:
-            self.start()
-
-
 class _RpcOut:
     """The ops ``Out`` of one JSON-RPC call: events as notifications, then the response."""
 
@@ -197,7 +138,7 @@ class JsonRpcServer:
         self.hub = OpsHub(runtime)
         self.ctx = OpsContext(self.hub)
         self.pipeline = Pipeline(self.loop, output.send, self._after)
-        self.reader = StdinLines(self.loop, self._line, self._eof, self._busy)
+        self.reader = LineReader(self.loop, sys.stdin.fileno(), self._line, self._eof, self._busy)
         self.ending = False
 
     def start(self) -> None:
@@ -298,8 +239,7 @@ class JsonRpcServer:
         if self.ending:
             return
         self.ending = True
-        self.reader.eof = True
-        self.reader.stop()
+        self.reader.close()
         self.hub.close_all(self.on_finished)
 
 
@@ -464,7 +404,9 @@ class McpServer:
         self.on_finished = on_finished
         self.hub = OpsHub(runtime)
         self.ctx = OpsContext(self.hub)
-        self.reader = StdinLines(self.loop, self._line, self._eof, lambda: len(self.output) > INPUT_PAUSE_LINES)
+        self.reader = LineReader(
+            self.loop, sys.stdin.fileno(), self._line, self._eof, lambda: len(self.output) > INPUT_PAUSE_LINES
+        )
         self.pending = 0
         self.ending = False
         self._tools: list[dict[str, Any]] | None = None
@@ -615,8 +557,7 @@ class McpServer:
         if self.ending:
             return
         self.ending = True
-        self.reader.eof = True
-        self.reader.stop()
+        self.reader.close()
         self.hub.close_all(self.on_finished)
 
 

@@ -17,7 +17,7 @@ from agentproto import PROTOCOL, __version__
 from agentproto.engine import Session, log
 from agentproto.runtime import Runtime, Scope
 from agentproto.loop import Loop
-from agentproto.wire import DEFAULT_MAX_LINE, AgentError, FrameError, LineFramer, encode, parse_command
+from agentproto.wire import DEFAULT_MAX_LINE, AgentError, FrameError, LineFramer, TooLong, encode, parse_command
 
 #: anyagent's clients check the hello's ``anyagent`` member; this is the anyagent release
 #: whose protocol 1 agentproto speaks.
@@ -154,10 +154,82 @@ class Output:
                 pass
 
 
-class P1Connection:
-    """One protocol 1 conversation: commands in, frames out."""
+class LineReader:
+    """Lines of one descriptor through the loop, with bounded memory and back-pressure.
+
+    Every framing reads its input this way. While ``busy()`` says the consumer is behind
+    (its replies wait unwritten, its jobs pile up), reading pauses and the kernel's pipe
+    or socket buffer throttles the writer; ``busy`` is checked again every ``RECHECK``
+    seconds. ``close()`` stops at once, even in the middle of a chunk (``halt``).
+    """
 
     READ_SIZE = 256 * 1024
+    RECHECK = 0.05
+
+    def __init__(
+        self,
+        loop: Loop,
+        fd: int,
+        on_line: Callable[[bytes | TooLong], None],
+        on_eof: Callable[[], None],
+        busy: Callable[[], bool] | None = None,
+        max_line: int = DEFAULT_MAX_LINE,
+    ) -> None:
+        self.loop = loop
+        self.fd = fd
+        self.on_line = on_line
+        self.on_eof = on_eof
+        self.busy = busy
+        self.framer = LineFramer(max_line)
+        self.reading = False
+        self.eof = False
+
+    def start(self) -> None:
+        if not self.reading and not self.eof:
+            self.reading = True
+            self.loop.add_reader(self.fd, self._readable)
+
+    def pause(self) -> None:
+        if self.reading:
+            self.reading = False
+            self.loop.remove_reader(self.fd)
+
+    def close(self) -> None:
+        self.eof = True
+        self.pause()
+
+    def _readable(self) -> None:
+        try:
+            data = os.read(self.fd, self.READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.close()
+            for line in self.framer.close():
+                self.on_line(line)
+            self.on_eof()
+            return
+        for line in self.framer.feed(data):
+            self.on_line(line)
+            if self.eof:
+                return
+        if self.reading and self.busy is not None and self.busy():
+            self.pause()
+            self.loop.call_later(self.RECHECK, self._resume)
+
+    def _resume(self) -> None:
+        if self.eof:
+            return
+        if self.busy is not None and self.busy():
+            self.loop.call_later(self.RECHECK, self._resume)
+        else:
+            self.start()
+
+
+class P1Connection:
+    """One protocol 1 conversation: commands in, frames out."""
 
     def __init__(
         self,
@@ -174,49 +246,18 @@ class P1Connection:
         self.output = output
         self.on_finished = on_finished
         self.max_line = max_line
-        self.framer = LineFramer(max_line)
+        self.reader = LineReader(
+            self.loop, in_fd, self._line, self.end_input, lambda: len(self.output) > INPUT_PAUSE_LINES, max_line
+        )
         self.scope = Scope(runtime)
         self.scope.on_empty = self._maybe_finished
         self.eof = False
         self.finished = False
-        self.reading = False
 
     # -- input --------------------------------------------------------------------------
     def start(self) -> None:
         self.output.send(hello_line())
-        self._read_on()
-
-    def _read_on(self) -> None:
-        if not self.reading and not self.eof:
-            self.reading = True
-            self.loop.add_reader(self.in_fd, self._readable)
-
-    def _read_off(self) -> None:
-        if self.reading:
-            self.reading = False
-            self.loop.remove_reader(self.in_fd)
-
-    def _readable(self) -> None:
-        try:
-            data = os.read(self.in_fd, self.READ_SIZE)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            for line in self.framer.close():
-                self._line(line)
-            self.end_input()
-            return
-        for line in self.framer.feed(data):
-            self._line(line)
-        if len(self.output) > INPUT_PAUSE_LINES and self.reading:
-            self._read_off()
-            self.output.on_drained = self._drained
-
-    def _drained(self) -> None:
-        self.output.on_drained = None
-        self._read_on()
+        self.reader.start()
 
     def _line(self, line: Any) -> None:
         if isinstance(line, bytes) and not line.strip():
@@ -245,7 +286,7 @@ class P1Connection:
         if self.eof:
             return
         self.eof = True
-        self._read_off()
+        self.reader.close()
         if self.in_fd != self.output.fd:  # a socket is its own output: keep its writer
             self.loop.forget(self.in_fd)
         self.runtime.close_all(self.scope.sessions())

@@ -30,8 +30,8 @@ from agentproto.ops import (
     OpsHub,
     decode_request,
 )
-from agentproto.serve import INPUT_PAUSE_LINES, Output, P1Connection
-from agentproto.wire import DEFAULT_MAX_LINE, LineFramer, TooLong, encode
+from agentproto.serve import INPUT_PAUSE_LINES, LineReader, Output, P1Connection
+from agentproto.wire import DEFAULT_MAX_LINE, TooLong, encode
 
 # -- recording ------------------------------------------------------------------------------
 
@@ -206,7 +206,6 @@ def watch_lifetime(loop: Loop, shutdown: Callable[[], None]) -> None:
 class OpsStream:
     """The interactive ops loop over one input descriptor and one ``Output``."""
 
-    READ_SIZE = 256 * 1024
     MAX_JOBS = 1024
 
     def __init__(
@@ -225,55 +224,22 @@ class OpsStream:
         self.recorder = recorder
         self.hub = OpsHub(runtime)
         self.ctx = OpsContext(self.hub)
-        self.framer = LineFramer(DEFAULT_MAX_LINE)
         self.pipeline = Pipeline(self.loop, self._send, self._after)
-        self.reading = False
+        self.reader = LineReader(
+            self.loop,
+            in_fd,
+            self._line,
+            self.end_input,
+            lambda: len(self.output) > INPUT_PAUSE_LINES or len(self.pipeline) > self.MAX_JOBS,
+        )
         self.eof = False
         self.ending = False
 
     def start(self) -> None:
-        self._read_on()
+        self.reader.start()
 
     def _send(self, data: bytes, session: Session | None) -> None:
         self.output.send(data, session)
-
-    def _read_on(self) -> None:
-        if not self.reading and not self.eof:
-            self.reading = True
-            self.loop.add_reader(self.in_fd, self._readable)
-
-    def _read_off(self) -> None:
-        if self.reading:
-            self.reading = False
-            self.loop.remove_reader(self.in_fd)
-
-    def _readable(self) -> None:
-        try:
-            data = os.read(self.in_fd, self.READ_SIZE)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            for line in self.framer.close():
-                self._line(line)
-            self.end_input()
-            return
-        for line in self.framer.feed(data):
-            self._line(line)
-            if self.ending:
-                return
-        if self.reading and (len(self.output) > INPUT_PAUSE_LINES or len(self.pipeline) > self.MAX_JOBS):
-            self._read_off()
-            self.loop.call_later(0.05, self._maybe_resume)
-
-    def _maybe_resume(self) -> None:
-        if self.ending or self.eof:
-            return
-        if len(self.output) > INPUT_PAUSE_LINES or len(self.pipeline) > self.MAX_JOBS:
-            self.loop.call_later(0.05, self._maybe_resume)
-        else:
-            self._read_on()
 
     def _line(self, line: bytes | TooLong) -> None:
         if self.ending:
@@ -310,7 +276,7 @@ class OpsStream:
         if self.eof:
             return
         self.eof = True
-        self._read_off()
+        self.reader.close()
         if not self.pipeline.jobs:
             self._end()
 
@@ -319,7 +285,7 @@ class OpsStream:
             return
         self.ending = True
         self.eof = True
-        self._read_off()
+        self.reader.close()
         self.hub.close_all(self.on_finished)
 
 
