@@ -735,3 +735,48 @@ def test_cancel_while_a_permission_is_open(world):
     assert not (world.work / "never.txt").exists()
     assert list(joined_text(world.turn(sid, "again")).values()) == ["after"]
     world.close(sid)
+
+
+def test_fork_at_a_message(world):
+    world.api.push(
+        text("First answer."), text("Second answer."), text("Forked answer.")
+    )
+    info = world.open()
+    sid, token = info["id"], info["resume_token"]
+    first = world.turn(sid, "first question")
+    world.turn(sid, "second question")
+    world.close(sid)
+    (ended,) = [e for e in first if kind_name(e["kind"]) == "MessageEnded"]
+    at = ended["extensions"]["claude"]["uuid"]
+    forked = world.open(resume=token, fork=token, fork_at=at)
+    world.turn(forked["id"], "third question")
+    history = json.dumps(world.api.main_requests()[-1].body["messages"])
+    assert "First answer." in history and "second question" not in history
+    world.close(forked["id"])
+
+
+def test_plan_mode_proposal_and_the_cli_leaving_plan_mode(world):
+    world.api.push(
+        tool_use("ExitPlanMode", {"plan": "1. do a\n2. do b"}), text("Going.")
+    )
+    info = world.open(configure={"mode": "plan"})
+    assert info["configuration"]["options"]["mode"] == "plan"
+    sid = info["id"]
+    world.sc.ok({"cmd": "prompt", "session": sid, "text": "plan it"})
+    events = world.until(sid, is_kind("RequestOpened"))
+    assert of(events, "PlanProposed") == [{"markdown": "1. do a\n2. do b"}]
+    permission = of(events, "RequestOpened")[0]["Permission"]
+    world.sc.ok(
+        {
+            "cmd": "answer",
+            "session": sid,
+            "request": permission["id"],
+            "answer": {"Permission": "AllowOnce"},
+        }
+    )
+    rest = world.sc.events(sid, "TurnEnded", 60)
+    updated = of(rest, "SessionUpdated")[-1]
+    assert updated["configuration"]["options"]["mode"] == "default"
+    mode = next(o for o in updated["details"]["config_options"] if o["id"] == "mode")
+    assert mode["current"] == "default"
+    world.close(sid)

@@ -60,13 +60,14 @@ CLOSE_GRACE = 2.0
 class _Message:
     """What the stream told us of one assistant message: its blocks' streamed text."""
 
-    __slots__ = ("blocks", "emitted", "ended", "matched")
+    __slots__ = ("blocks", "emitted", "ended", "matched", "uuid")
 
     def __init__(self) -> None:
         self.blocks: dict[int, list[Any]] = {}  # index -> [type, text]
         self.matched: set[int] = set()
         self.emitted = False
         self.ended = False
+        self.uuid: str | None = None  # the transcript entry of its last block
 
 
 class ClaudeDriver(Driver):
@@ -97,6 +98,8 @@ class ClaudeDriver(Driver):
         self._context_used = 0
         self._parents: dict[str, str] = {}  # tool id -> the subagent tool it runs under
         self._stream_id: str | None = None  # the message the stream events are about
+        self._details: dict[str, Any] = {}  # as reported to the engine, kept current
+        self._settings: dict[str, Any] = {}  # option id -> current value
         self._pending: list[Any] | None = (
             None  # [kind, message id, parent, text] not yet sent
         )
@@ -211,7 +214,24 @@ class ClaudeDriver(Driver):
             ),
             "commands": slash_commands(self._init),
         }
-        self.host.opened(details, resume_token=self.session_id)
+        self._details = details
+        self._settings = {
+            o["id"]: o["current"]
+            for o in details["config_options"]
+            if o["current"] is not None
+        }
+        # The engine keeps (and edits) its own copy.
+        self.host.opened(json.loads(json.dumps(details)), resume_token=self.session_id)
+
+    def _setting_changed(self, option: str, value: Any) -> bool:
+        """Track a setting's value (the engine keeps its own copy); True if it changed."""
+        if self._settings.get(option) == value:
+            return False
+        self._settings[option] = value
+        for entry in self._details.get("config_options", []):
+            if entry["id"] == option:
+                entry["current"] = value
+        return True
 
     def close(self) -> None:
         if self.proc is None or self.state == "gone":
@@ -368,6 +388,7 @@ class ClaudeDriver(Driver):
             if error is not None:
                 done(AgentError.detail("InvalidConfiguration", f"{option}: {error}"))
             else:
+                self._setting_changed(option, value)
                 done(None)
 
         if self.state != "open":
@@ -412,10 +433,15 @@ class ClaudeDriver(Driver):
             }
         self._write({"type": "control_response", "response": body})
 
-    def _emit(self, kind: Any, parent: str | None = None) -> None:
+    def _emit(
+        self,
+        kind: Any,
+        parent: str | None = None,
+        extensions: dict[str, Any] | None = None,
+    ) -> None:
         if self._pending is not None:
             self._flush()
-        self.host.emit(kind, None, parent)
+        self.host.emit(kind, extensions, parent)
 
     def _delta(self, kind: str, message_id: str, text: str, parent: str | None) -> None:
         """A text or reasoning delta; the deltas of one read are sent as one event.
@@ -592,10 +618,22 @@ class ClaudeDriver(Driver):
         elif subtype == "compact_boundary":
             self._context_used = 0
             self._emit("ContextCompacted")
-        elif subtype == "status" and msg.get("compact_result") == "failed":
-            self.host.diagnostic(
-                "Warning", f"claude: compact failed: {msg.get('compact_error')}"
-            )
+        elif subtype == "status":
+            if msg.get("compact_result") == "failed":
+                self.host.diagnostic(
+                    "Warning", f"claude: compact failed: {msg.get('compact_error')}"
+                )
+            mode = msg.get("permissionMode")
+            # The CLI changes its own mode too (approving ExitPlanMode leaves plan mode).
+            if (
+                isinstance(mode, str)
+                and self._details
+                and self._setting_changed("mode", mode)
+            ):
+                self.host.update(
+                    details=json.loads(json.dumps(self._details)),
+                    configuration={"options": dict(self._settings)},
+                )
 
     def _on_stream_event(self, msg: dict[str, Any]) -> None:
         event = msg.get("event") or {}
@@ -635,7 +673,9 @@ class ClaudeDriver(Driver):
     ) -> None:
         if state.emitted and not state.ended:
             state.ended = True
-            self._emit({"MessageEnded": {"message_id": message_id}}, parent)
+            # The transcript entry's uuid is what ``fork_at`` (--resume-session-at) takes.
+            extensions = {"claude": {"uuid": state.uuid}} if state.uuid else None
+            self._emit({"MessageEnded": {"message_id": message_id}}, parent, extensions)
 
     def _on_assistant(self, msg: dict[str, Any]) -> None:
         message = msg.get("message") or {}
@@ -653,6 +693,8 @@ class ClaudeDriver(Driver):
         streamed = state is not None
         if state is None:
             state = self._messages[message_id] = _Message()
+        if isinstance(msg.get("uuid"), str):
+            state.uuid = msg["uuid"]
         usage = message.get("usage")
         if isinstance(usage, dict) and parent is None:
             used = sum(
