@@ -46,7 +46,7 @@ from agentproto.drivers.acp_mapping import (
     public_tool,
 )
 from agentproto.drivers.acp_services import RpcError, Terminals
-from agentproto.drivers.base import AgentProcess, Driver, Host, Launch
+from agentproto.drivers.base import AgentProcess, Driver, Host, Launch, group_alive
 from agentproto.wire import AgentError
 
 PROTOCOL_VERSION = 1
@@ -479,7 +479,7 @@ class AcpDriver(Driver):
     def _reap_group(self, deadline: float) -> None:
         """Wait until nothing of the agent's process group (or its terminals) is left."""
         assert self.proc is not None
-        alive = services.group_running(self.proc.pgid)
+        alive = group_alive(self.proc.pgid)
         if alive:
             try:
                 os.killpg(self.proc.pgid, signal.SIGKILL)

@@ -20,6 +20,8 @@ import signal
 import subprocess
 from typing import TYPE_CHECKING, Any, Callable
 
+from agentproto.drivers.base import group_alive
+
 if TYPE_CHECKING:
     from agentproto.loop import Loop
 
@@ -111,34 +113,6 @@ def write_text_file(root: str, params: dict[str, Any]) -> None:
 
 
 # -- terminal/* ---------------------------------------------------------------------------
-
-
-def group_running(pgid: int) -> bool:
-    """Whether any process of group ``pgid`` still runs (zombies do not count).
-
-    ``killpg(pgid, 0)`` alone also succeeds for zombies, which never go away under an
-    init that does not reap orphans (some containers): /proc tells them apart.
-    """
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and fields[0] != b"Z" and int(fields[2]) == pgid:
-            return True
-    return False
-
 
 def exit_status(returncode: int) -> dict[str, Any]:
     if returncode < 0:
@@ -351,7 +325,7 @@ class Terminals:
 
     @staticmethod
     def _group_alive(terminal: Terminal) -> bool:
-        return group_running(terminal.proc.pid)
+        return group_alive(terminal.proc.pid)
 
     def close_all(self) -> None:
         """Kill every terminal's process group (the session is ending)."""

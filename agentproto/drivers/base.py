@@ -434,11 +434,7 @@ class AgentProcess:
         self._on_exit(describe_status(self._returncode), self.stderr_tail)
 
     def _group_alive(self) -> bool:
-        try:
-            os.killpg(self.pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
+        return group_alive(self.pgid)
 
     def _signal_group(self, signum: int) -> None:
         try:
@@ -461,6 +457,34 @@ class AgentProcess:
     def kill(self) -> None:
         self._drop_stdin()
         self._signal_group(signal.SIGKILL)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a live process is left in group ``pgid`` (zombies do not count).
+
+    ``killpg(pgid, 0)`` alone also succeeds for zombies, and an orphaned zombie waits for
+    init to reap it, which some container inits do late or never: /proc tells them apart.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True  # no /proc: trust the signal
+    wanted = str(pgid).encode()
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[0] != b"Z" and fields[2] == wanted:
+            return True
+    return False
 
 
 def run_capture(

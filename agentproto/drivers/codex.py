@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentproto.drivers.base import AgentProcess, Driver, Host, Launch
+from agentproto.drivers.base import AgentProcess, Driver, Host, Launch, group_alive
 from agentproto.drivers.codex_mapping import (
     DELTAS,
     LOGIN,
@@ -36,7 +36,6 @@ from agentproto.drivers.codex_mapping import (
     auth_status,
     config_options,
     file_diffs,
-    group_alive,
     is_auth_error,
     mcp_config,
     plan_entries,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from typing import Any
 
@@ -318,33 +317,6 @@ def config_options(models: list[dict[str, Any]], model: str | None, effort: str 
         _select("sandbox", "Sandbox", [{"value": s, "label": s} for s in SANDBOXES], sandbox),
         _select("mode", "Mode", [{"value": "default", "label": "Default"}, {"value": "plan", "label": "Plan"}], mode, "mode"),
     ]
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether a live (not zombie) process is left in the group.
-
-    Zombies are dead already; an orphaned one waits for init to reap it, which some
-    container inits do only every second or so.
-    """
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True  # no /proc: trust the signal
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
-            return True
-    return False
 
 
 def version_of(user_agent: str) -> str | None:
