@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -67,9 +68,13 @@ class AgentProtoError(Exception):
         raise AttributeError(name)
 
 
-def kind_of(event: dict[str, Any]) -> str:
-    """The variant name of an event's kind, for both the object and the string form."""
-    kind = event.get("kind", event)
+def kind_of(event: Any) -> str:
+    """The variant name of an event's kind, for both the object and the string form.
+
+    Takes an event (``{"kind": ...}``) or a kind itself (``"ContextCompacted"``,
+    ``{"TextDelta": {...}}``).
+    """
+    kind = event.get("kind", event) if isinstance(event, dict) and "kind" in event else event
     if isinstance(kind, str):
         return kind
     if isinstance(kind, dict) and kind:
@@ -95,6 +100,7 @@ class Session:
         self._queue: deque[Any] = deque()
         self._cond = threading.Condition()
         self._ended = False
+        self._gone = False  # `closed` was read, or the sidecar is gone: nothing left to close
 
     @property
     def status(self) -> str:
@@ -104,7 +110,7 @@ class Session:
     def resume_token(self) -> str | None:
         return self.info.get("resume_token")
 
-    # -- reader side (called with the runtime's routing lock held)
+    # -- reader side (called on the reader thread only)
     def _push(self, item: Any) -> None:
         with self._cond:
             if self._ended:
@@ -127,7 +133,13 @@ class Session:
                     self._queue.append(_END)
                     self._ended = True
                     self._cond.notify_all()
-                    self.runtime._send_nowait({"cmd": "close", "session": self.id})
+                    # Never write from the reader: a full stdin pipe would stall every session.
+                    threading.Thread(
+                        target=self.runtime._send_nowait,
+                        args=({"cmd": "close", "session": self.id},),
+                        name="agentproto-lagged-close",
+                        daemon=True,
+                    ).start()
                     return
             self._queue.append(item)
             if item is _END:
@@ -183,7 +195,10 @@ class Session:
         return self.info
 
     def close(self) -> None:
-        """Close the session; idempotent (closing a closed session is not an error)."""
+        """Close the session; idempotent (closing a closed session, or one whose sidecar is
+        gone, is not an error)."""
+        if self._gone or self.runtime._dead is not None:
+            return
         try:
             self.runtime._call("close", session=self.id)
         except AgentProtoError as error:
@@ -231,8 +246,15 @@ class Runtime:
             root = str(Path(__file__).resolve().parent.parent)
             child_env["PYTHONPATH"] = root + (os.pathsep + child_env["PYTHONPATH"] if child_env.get("PYTHONPATH") else "")
         try:
+            # Its own process group: a terminal's Ctrl-C is the app's to handle (close()
+            # ends the sidecar gracefully), and a failed start kills the whole group.
             proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=child_env,
+                start_new_session=True,
             )
         except OSError as exc:
             raise AgentProtoError("SpawnFailed", f"cannot start {argv[0]}: {exc.strerror}", detail=str(exc)) from None
@@ -289,6 +311,7 @@ class Runtime:
         if "closed" in line:
             session = self._sessions.pop(line["closed"], None)
             if session is not None:
+                session._gone = True
                 session._push(_END)
             return
         if "session" in line and "error" in line:
@@ -324,6 +347,7 @@ class Runtime:
             call.error = error
             call.done.set()
         for session in sessions.values():
+            session._gone = True
             if not self._closed:
                 session._push(error)
             session._push(_END)
@@ -406,7 +430,10 @@ class Runtime:
 
     def _kill(self) -> None:
         if self.proc.poll() is None:
-            self.proc.kill()
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                self.proc.kill()
         self.proc.wait()
 
     def __enter__(self) -> "Runtime":
