@@ -780,3 +780,47 @@ def test_plan_mode_proposal_and_the_cli_leaving_plan_mode(world):
     mode = next(o for o in updated["details"]["config_options"] if o["id"] == "mode")
     assert mode["current"] == "default"
     world.close(sid)
+
+
+def test_a_rejected_key_mid_session_is_auth_required(world):
+    world.api.push(error(401, "authentication_error", "invalid x-api-key"))
+    sid = world.open()["id"]
+    events = world.turn(sid, "hello")
+    assert "Failed" in of(events, "TurnEnded")[0]["stop"]
+    line = world.sc.wait_for(lambda l: l.get("session") == sid and "error" in l, 10)
+    assert line["error"]["kind"] == "AuthRequired"
+    assert {"EnvVar": {"name": "ANTHROPIC_API_KEY"}} in line["error"]["login"]
+    world.sc.wait_for(lambda l: l.get("closed") == sid, 15)
+
+
+def test_attachments_reach_the_model(world, tmp_path):
+    png = tmp_path / "dot.png"
+    png.write_bytes(
+        bytes.fromhex(
+            "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+            "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
+        )
+    )
+    notes = tmp_path / "notes.txt"
+    notes.write_text("the secret word is teal")
+    world.api.push(text("Seen."))
+    sid = world.open()["id"]
+    world.sc.ok(
+        {
+            "cmd": "prompt",
+            "session": sid,
+            "text": "look",
+            "attachments": [str(png), str(notes)],
+        }
+    )
+    world.sc.events(sid, "TurnEnded", 60)
+    (user,) = [
+        m for m in world.api.main_requests()[0].body["messages"] if m["role"] == "user"
+    ]
+    content = user["content"]
+    assert any(
+        b.get("type") == "image" and b["source"]["media_type"] == "image/png"
+        for b in content
+    )
+    assert "the secret word is teal" in json.dumps(content)
+    world.close(sid)
