@@ -359,6 +359,13 @@ class Session:
         if self.state != "closed":
             self._send({"Diagnostic": {"level": level, "message": message}})
 
+    def request_withdrawn(self, request_id: str) -> None:
+        turn = self.turn
+        if self.state == "closed" or turn is None or turn.requests.pop(request_id, None) is None:
+            return  # answered already, or never shown to the app
+        self._send({"RequestClosed": {"request_id": request_id}})
+        self._refresh_status()
+
     def fail(self, error: AgentError) -> None:
         if self.state == "opening":
             self._abort_open(error)

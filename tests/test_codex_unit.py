@@ -189,6 +189,9 @@ class FakeHost:
     def fail(self, error):
         self.calls.append(("fail", error))
 
+    def request_withdrawn(self, request_id):
+        self.calls.append(("withdrawn", request_id))
+
     def closed(self):
         self.calls.append(("closed", None))
 
@@ -367,3 +370,19 @@ def test_configure_applies_to_the_next_turn_start(driver):
     assert params["input"][1] == {"type": "localImage", "path": "/w/pic.png"}
     assert "/w/notes.md" in params["input"][0]["text"]
     assert driver.validate_config({"id": "model", "kind": {"Select": {"choices": []}}}, "unlisted") is None
+
+
+def test_a_request_codex_resolves_itself_is_withdrawn_once(driver):
+    start(driver)
+    params = {"threadId": THREAD, "turnId": TURN, "itemId": "f9"}
+    feed(driver, {"method": "item/fileChange/requestApproval", "id": 9, "params": params})
+    request_id = driver.host.emitted()[-1]["RequestOpened"]["Permission"]["id"]
+    resolved = {"method": "serverRequest/resolved", "params": {"threadId": THREAD, "requestId": 9}}
+    feed(driver, resolved, resolved)  # the second one finds nothing open
+    assert [c for c in driver.host.calls if c[0] == "withdrawn"] == [("withdrawn", request_id)]
+    # One the app answered is not withdrawn afterwards.
+    feed(driver, {"method": "item/fileChange/requestApproval", "id": 10, "params": params})
+    answered = driver.host.emitted()[-1]["RequestOpened"]
+    driver.answer(answered, {"Permission": "AllowOnce"})
+    feed(driver, {"method": "serverRequest/resolved", "params": {"threadId": THREAD, "requestId": 10}})
+    assert len([c for c in driver.host.calls if c[0] == "withdrawn"]) == 1

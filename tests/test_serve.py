@@ -1332,3 +1332,66 @@ def test_open_reply_precedes_events_reported_while_opening(monkeypatch: pytest.M
     assert [e["kind"]["Diagnostic"]["message"] for e in events] == ["starting up", "handshake done"]
     assert [e["sequence"] for e in events] == [1, 2]
     assert all(e["session_id"] == order[0][1]["id"] for e in events)
+
+
+# -- a request the agent withdraws itself closes for the app too ----------------------------
+
+class WithdrawingDriver(MockDriver):
+    """Opens a permission request, then withdraws it (Claude's control_cancel_request)."""
+
+    def start_turn(self, turn_id: str, text: str, attachments: list[str]) -> None:
+        self.host.turn_acknowledged()
+        tool = {"id": "t-1", "kind": "Execute", "title": "ls", "status": "Pending", "input": "None",
+                "output": None, "diffs": [], "locations": [], "raw": None}
+        self.host.emit({"RequestOpened": {"Permission": {"id": "r-1", "tool": tool, "options": ["AllowOnce"], "detail": None}}})
+        self.host.loop.call_later(0.01, self._withdraw)
+
+    def _withdraw(self) -> None:
+        self.host.request_withdrawn("r-1")
+        self.host.request_withdrawn("r-1")  # twice: the second is a no-op
+        self.host.request_withdrawn("never-opened")
+        self.host.end_turn({"Completed": {"source": "Protocol"}})
+
+
+def test_a_withdrawn_request_closes_and_the_status_follows(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentproto.drivers import catalog
+    from agentproto.loop import Loop
+    from agentproto.runtime import Runtime, Scope
+
+    monkeypatch.setattr(catalog, "MOCK", catalog.AgentSpec(
+        id="mock", name="Mock", commands=(), install_hint="built in", driver=f"{__name__}:WithdrawingDriver"))
+    events: list[dict[str, Any]] = []
+
+    class Sink:
+        def event(self, session: Any, event: dict[str, Any]) -> None:
+            session.delivered(1)
+            events.append(event)
+
+        def session_error(self, session: Any, error: Any) -> None:
+            raise AssertionError(error)
+
+        def session_closed(self, session: Any) -> None:
+            pass
+
+    loop = Loop()
+    try:
+        runtime = Runtime(loop)
+        scope = Scope(runtime)
+        guard = loop.call_later(10, loop.stop)
+        opened: list[Any] = []
+        runtime.execute("open", {"agent": "mock", "dir": DIR}, Sink(), scope, lambda v, e: opened.append(v))
+        runtime.execute("prompt", {"session": opened[0]["id"], "text": "go"}, Sink(), scope, lambda v, e: None)
+        loop.run(until=lambda: any(kind_name(e["kind"]) == "TurnEnded" for e in events))
+        answer: list[Any] = []
+        runtime.execute("answer", {"session": opened[0]["id"], "request": "r-1", "answer": {"Permission": "AllowOnce"}},
+                        Sink(), scope, lambda v, e: answer.append(e))
+        guard.cancel()
+    finally:
+        loop.close()
+    assert [kind_name(e["kind"]) for e in events] == [
+        "TurnStarted", "StatusChanged", "RequestOpened", "StatusChanged",
+        "RequestClosed", "StatusChanged", "TurnEnded", "StatusChanged",
+    ]
+    assert [e["kind"]["StatusChanged"] for e in events if kind_name(e["kind"]) == "StatusChanged"] == [
+        "Working", "NeedsInput", "Working", "Idle"]
+    assert answer[0].kind == "InvalidRequest"  # nothing is open any more

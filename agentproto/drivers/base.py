@@ -9,7 +9,7 @@ Engine -> driver (``Driver``): open, start_turn, steer, answer, cancel, configur
 rollback, compact, close, kill, pause_output, resume_output.
 
 Driver -> engine (``Host``): opened / open_failed, turn_acknowledged, emit, end_turn,
-update, diagnostic, fail, closed.
+update, diagnostic, request_withdrawn, fail, closed.
 
 ``AgentProcess`` is the shared plumbing for drivers whose agent is a child process: its
 own process group, non-blocking pipes watched by the loop, line framing with a bound,
@@ -91,6 +91,9 @@ class Host(Protocol):
         """SessionInfo members changed (details, resume_token, title, configuration)."""
 
     def diagnostic(self, level: str, message: str) -> None: ...
+
+    def request_withdrawn(self, request_id: str) -> None:
+        """The agent withdrew an open request itself (it no longer waits for the answer)."""
 
     def fail(self, error: AgentError) -> None:
         """A terminal session error (the agent died, lost auth…); the engine closes it."""

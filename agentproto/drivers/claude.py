@@ -588,9 +588,7 @@ class ClaudeDriver(Driver):
     def _on_control_cancel(self, msg: dict[str, Any]) -> None:
         request_id = str(msg.get("request_id"))
         if self._requests.pop(request_id, None) is not None:
-            withdraw = getattr(self.host, "request_withdrawn", None)
-            if withdraw is not None:
-                withdraw(request_id)
+            self.host.request_withdrawn(request_id)
 
     def _on_system(self, msg: dict[str, Any]) -> None:
         subtype = msg.get("subtype")

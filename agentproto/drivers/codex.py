@@ -573,6 +573,13 @@ class CodexDriver(Driver):
         return turn == self.turn_id
 
     def _notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == "serverRequest/resolved":
+            # Codex settled a request itself (an interrupt, a timeout): the app must not
+            # keep waiting on it. One the app answered was popped already.
+            request_id = self._request_id(params.get("requestId"))
+            if self._mine(params) and self._requests.pop(request_id, None) is not None:
+                self.host.request_withdrawn(request_id)
+            return
         if method == "turn/started":
             turn = params.get("turn") or {}
             if self._mine(params) and self._turn_wanted and self.turn_id is None and turn.get("id") not in self._ended:
