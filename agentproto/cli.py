@@ -187,9 +187,9 @@ class _Style:
 class Chat:
     """``agentproto chat``: one session in a terminal, or one turn from a pipe."""
 
-    def __init__(self, agent: Any, interactive: bool) -> None:
+    def __init__(self, agent: Any, interactive: bool, mock_script: dict[str, Any] | None = None) -> None:
         self.loop = Loop()
-        self.runtime = Runtime(self.loop)
+        self.runtime = Runtime(self.loop, mock_script=mock_script)
         self.scope = Scope(self.runtime)
         self.agent = agent
         self.interactive = interactive
@@ -201,6 +201,7 @@ class Chat:
         self.stdin_buffer = b""
         self.prompt_text = ""
         self.turn_running = False
+        self.finished = False
 
     def write(self, text: str) -> None:
         sys.stdout.write(text)
@@ -232,7 +233,14 @@ class Chat:
         elif name == "RequestOpened":
             self._newline()
             self.pending.append(body)
-            self._ask()
+            if len(self.pending) == 1:
+                self._ask()
+        elif name == "RequestClosed":
+            # Answered here, or closed by the agent or a cancel: stop asking about it.
+            before = len(self.pending)
+            self.pending = [r for r in self.pending if next(iter(r.values()))["id"] != body["request_id"]]
+            if before != len(self.pending):
+                self._newline_after_question()
         elif name == "Diagnostic":
             self._newline()
             log(f"{body['level'].lower()}: {body['message']}")
@@ -247,8 +255,13 @@ class Chat:
             elif stop == "Refused":
                 log("the agent refused")
             self.turn_running = False
+            if self.pending:
+                self.pending = []
+                self.write("\n")
             if not self.interactive:
-                session.close(lambda _v, _e: None)
+                # Not from inside the event: the session may be closing already (a close or
+                # an error ends the turn), and closing it again from here would re-enter it.
+                self.loop.call_soon(self._close)
             else:
                 self._show_prompt()
 
@@ -259,6 +272,7 @@ class Chat:
 
     def session_closed(self, session: Session) -> None:
         self.session = None
+        self.finished = True
         self.loop.stop()
 
     # -- terminal side
@@ -266,6 +280,14 @@ class Chat:
         if self.in_text:
             self.write("\n")
             self.in_text = False
+
+    def _newline_after_question(self) -> None:
+        """A question was on screen unanswered: end its line, ask the next or prompt again."""
+        self.write("\n")
+        if self.pending:
+            self._ask()
+        elif not self.turn_running:
+            self._show_prompt()
 
     def _show_prompt(self) -> None:
         if self.interactive and not self.pending:
@@ -280,7 +302,8 @@ class Chat:
             self.write(self.style("33", f"Allow {_tool_kind(tool['kind'])}: {tool['title']}? [y/N] "))
             if not self.interactive:
                 self.write("n (no terminal to ask)\n")
-                self._answer_line("n")
+                # Not from inside the event: the agent is still between asking and waiting.
+                self.loop.call_soon(lambda: self._answer_line("n"))
         else:
             questions = request["Question"]["questions"]
             q = questions[0]
@@ -288,11 +311,12 @@ class Chat:
             self.write(self.style("33", f"{q['text']} {choices} ") )
             if not self.interactive:
                 self.write("(no terminal to ask: cancelled)\n")
-                self._answer_line("")
+                self.loop.call_soon(lambda: self._answer_line(""))
 
     def _answer_line(self, line: str) -> None:
+        if not self.pending or self.session is None:
+            return
         request = self.pending.pop(0)
-        assert self.session is not None
         if "Permission" in request:
             body = request["Permission"]
             yes = line.strip().lower() in ("y", "yes")
@@ -317,6 +341,10 @@ class Chat:
         self.session.answer(request_id, answer, self._report)
         self._ask()
 
+    def _close(self) -> None:
+        if self.session is not None and self.session.state == "open":
+            self.session.close(lambda _v, _e: None)
+
     def _report(self, _value: Any, error: AgentError | None) -> None:
         if error is not None:
             log(f"{error.kind}: {error.message}")
@@ -334,10 +362,19 @@ class Chat:
         if text.startswith("/set "):
             parts = text.split(None, 2)
             if len(parts) == 3:
-                value: Any = {"true": True, "false": False}.get(parts[2], parts[2])
-                self.session.configure(parts[1], value, lambda v, e: (self._report(v, e), self._show_prompt()))
+                option, value = parts[1], {"true": True, "false": False}.get(parts[2], parts[2])
+
+                def configured(_value: Any, error: AgentError | None) -> None:
+                    if error is None:
+                        self.write(f"{option} = {json.dumps(value)}\n")
+                    self._report(_value, error)
+                    if not self.turn_running:
+                        self._show_prompt()
+
+                self.session.configure(option, value, configured)
             else:
                 log("usage: /set OPTION VALUE")
+                self._show_prompt()
             return
         if text in ("/quit", "/exit"):
             self.session.close(lambda _v, _e: None)
@@ -388,6 +425,7 @@ class Chat:
                 for step in error.fields.get("login") or []:
                     log(f"  login: {json.dumps(step)}")
                 self.status = EXIT_FAILED
+                self.finished = True
                 self.loop.stop()
                 return
             if self.interactive:
@@ -396,27 +434,18 @@ class Chat:
                 self._show_prompt()
             self.loop.add_reader(sys.stdin.fileno(), self._readable)
 
+        # ``opened`` runs when the open completes: at once (the mock, a launch error) or later.
         self.runtime.execute(
-            "open",
-            {"agent": self.agent, "dir": os.getcwd(), "permission_mode": "Ask"},
-            self,
-            self.scope,
-            lambda v, e: None,
+            "open", {"agent": self.agent, "dir": os.getcwd(), "permission_mode": "Ask"}, self, self.scope, opened
         )
         for session in self.scope.live.values():
             self.session = session
-        if self.session is None:
-            # The open failed synchronously; ``opened`` has not run: run it for its report.
-            pass
+        if self.finished:
+            self.loop.close()
+            return self.status
         self.loop.add_signal_handler(signal.SIGINT, self._interrupt)
         self.loop.add_signal_handler(signal.SIGTERM, lambda: self.runtime.close_all())
-        if self.session is not None and self.session.state == "open":
-            opened(self.session.snapshot(), None)
-        elif self.session is not None:
-            self.session.open_done = opened
-        else:
-            return self.status if self.status else EXIT_FAILED
-        self.loop.run()
+        self.loop.run(until=lambda: self.finished)
         self.loop.close()
         return self.status
 
@@ -430,8 +459,12 @@ def _tool_kind(kind: Any) -> str:
 def cmd_chat(args: argparse.Namespace) -> int:
     agent: Any = args.agent
     if agent.startswith("{"):
-        agent = json.loads(agent)
-    return Chat(agent, interactive=sys.stdin.isatty()).run()
+        try:
+            agent = json.loads(agent)
+        except ValueError as exc:
+            log(f"AGENT is a catalog id or a JSON agent reference: {exc}")
+            return EXIT_USAGE
+    return Chat(agent, interactive=sys.stdin.isatty(), mock_script=_load_mock(args.mock)).run()
 
 
 def _record_option(parser: argparse.ArgumentParser) -> None:
@@ -488,6 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat = sub.add_parser("chat", help="chat with an agent in the terminal; from a pipe, run one turn")
     chat.add_argument("agent", nargs="?", default="mock", help="catalog id (default: mock)")
+    chat.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
     chat.set_defaults(func=cmd_chat)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of every line agentproto reads and writes")
