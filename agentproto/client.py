@@ -293,6 +293,7 @@ class Runtime:
             if isinstance(line, dict):
                 self._route(line)
         self.proc.wait()
+        self._stderr_reader.join(2)  # its last words (a traceback) belong in ProcessExited.stderr
         self._die()
 
     def _read_stderr(self) -> None:

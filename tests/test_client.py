@@ -281,6 +281,21 @@ def test_process_death_fails_every_pending_call_and_iterator(start: Callable[...
     assert rt.close() == -signal.SIGKILL
 
 
+def test_process_exited_carries_the_status_and_the_last_stderr(tmp_path: Path) -> None:
+    bin = executable(
+        tmp_path,
+        "crashing",
+        f"#!{sys.executable}\nimport sys\nprint('{{\"hello\": {{\"protocol\": 1}}}}', flush=True)\n"
+        "sys.stdin.readline()\nsys.stderr.write('Traceback: boom\\n')\nsys.exit(3)\n",
+    )
+    rt = Runtime.start(bin=bin, start_timeout=GUARD)
+    with pytest.raises(AgentProtoError) as caught:
+        rt.discover()
+    assert caught.value.kind == "ProcessExited" and caught.value.status == "3"
+    assert "Traceback: boom" in caught.value.stderr
+    assert rt.close() == 3
+
+
 def test_runtime_close_is_graceful_and_idempotent(start: Callable[..., Runtime]) -> None:
     rt = start("turn")
     session = rt.open("mock", dir=".")
