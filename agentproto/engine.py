@@ -130,6 +130,7 @@ class Session:
         self.last_progress = time.monotonic()
         self.stall_timer: Timer | None = None
         self.close_waiters: list[Done] = []
+        self.finalizing = False
         self.close_timers: list[Timer] = []
         self.failed: AgentError | None = None
         self.driver_gone = False
@@ -630,8 +631,10 @@ class Session:
         self.close_timers.append(self.loop.call_later(self.KILL_GRACE, self._finalize))
 
     def _finalize(self) -> None:
-        if self.state == "closed":
+        # Re-entry guard: a sink may call close() from inside the events emitted here.
+        if self.state == "closed" or self.finalizing:
             return
+        self.finalizing = True
         for timer in self.close_timers:
             timer.cancel()
         if self.turn is not None:

@@ -1395,3 +1395,93 @@ def test_a_withdrawn_request_closes_and_the_status_follows(monkeypatch: pytest.M
     assert [e["kind"]["StatusChanged"] for e in events if kind_name(e["kind"]) == "StatusChanged"] == [
         "Working", "NeedsInput", "Working", "Idle"]
     assert answer[0].kind == "InvalidRequest"  # nothing is open any more
+
+
+# -- engine and mock edge cases, in process ----------------------------------------------------
+
+def test_an_answer_before_the_mock_awaits_it_is_not_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app (or auto-approval) can answer between the RequestOpened step and the
+    AwaitAnswer step; the mock keeps that answer for its AwaitAnswer."""
+    from agentproto.drivers.mock import MockDriver as Mock
+    from agentproto.loop import Loop
+
+    tool = {"id": "t", "kind": "Execute", "title": "x", "status": "Pending", "input": "None",
+            "output": None, "diffs": [], "locations": [], "raw": None}
+    script = {"turns": [[
+        {"Emit": {"RequestOpened": {"Permission": {"id": "r1", "tool": tool, "options": ["AllowOnce"], "detail": None}}}},
+        "AwaitAnswer",
+        {"Emit": {"TextDelta": {"message_id": "m", "text": "after"}}},
+        {"End": {"Completed": {"source": "Protocol"}}},
+    ]]}
+    from agentproto.drivers.mock import load_script
+
+    calls: list[Any] = []
+
+    class Host:
+        loop = Loop()
+        session_id = "s1"
+        runtime = type("R", (), {"mock_script": load_script(json.dumps(script))})()
+
+        def emit(self, kind: Any, extensions: Any = None, parent_tool_id: Any = None) -> None:
+            calls.append(kind)
+            if "RequestOpened" in kind:
+                driver.answer(kind["RequestOpened"], {"Permission": "AllowOnce"})  # at once
+
+        def turn_acknowledged(self) -> None:
+            pass
+
+        def end_turn(self, stop: Any, usage: Any = None) -> None:
+            calls.append(("end", stop))
+
+    host = Host()
+    driver = Mock(host, None)  # type: ignore[arg-type]
+    try:
+        driver.start_turn("t1", "go", [])
+        host.loop.run(until=lambda: any(isinstance(c, tuple) for c in calls))
+    finally:
+        host.loop.close()
+    assert calls[1:] == [{"TextDelta": {"message_id": "m", "text": "after"}}, ("end", {"Completed": {"source": "Protocol"}})]
+
+
+def test_close_from_inside_the_closing_turn_end_does_not_reenter() -> None:
+    """A sink that calls close() when it sees the TurnEnded of a closing session (as a
+    frontend reacting to events may) gets one clean close, not a recursion."""
+    from agentproto.loop import Loop
+    from agentproto.runtime import Runtime, Scope
+
+    loop = Loop()
+    seen: list[str] = []
+    replies: list[Any] = []
+
+    class Sink:
+        def event(self, session: Any, event: dict[str, Any]) -> None:
+            session.delivered(1)
+            seen.append(kind_name(event["kind"]))
+            if seen[-1] == "TurnEnded":
+                session.close(lambda v, e: replies.append(("inner", e)))
+
+        def session_error(self, session: Any, error: Any) -> None:
+            raise AssertionError(error)
+
+        def session_closed(self, session: Any) -> None:
+            seen.append("closed")
+
+    try:
+        from agentproto.drivers.mock import load_script
+
+        # No turns: every prompt starts a turn that hangs until cancel or close.
+        runtime = Runtime(loop, mock_script=load_script('{"turns": []}'))
+        scope = Scope(runtime)
+        opened: list[Any] = []
+        runtime.execute("open", {"agent": "mock", "dir": DIR}, Sink(), scope, lambda v, e: opened.append(v))
+        session_id = opened[0]["id"]
+        runtime.execute("prompt", {"session": session_id, "text": "hang"}, Sink(), scope, lambda v, e: None)
+        runtime.execute("close", {"session": session_id}, Sink(), scope, lambda v, e: replies.append(("outer", e)))
+        guard = loop.call_later(10, loop.stop)
+        loop.run(until=lambda: len(replies) == 2)
+        guard.cancel()
+    finally:
+        loop.close()
+    assert seen.count("closed") == 1 and seen[-1] == "closed"
+    assert seen.count("TurnEnded") == 1
+    assert sorted(replies) == [("inner", None), ("outer", None)]

@@ -129,6 +129,9 @@ class MockDriver(Driver):
         self.sleeping = False
         self.scheduled = False
         self.usage: dict[str, int] | None = None
+        #: Answers that arrived before the script reached its AwaitAnswer (the app, or the
+        #: engine's auto-approval, can be quicker than the player between two ticks).
+        self.early_answers = 0
         self.gone = False
         self.turn_count = 0
 
@@ -215,6 +218,7 @@ class MockDriver(Driver):
         self.steps = deque(steps)
         self.turn_open = True
         self.awaiting = False
+        self.early_answers = 0
         self._schedule()
 
     def steer(self, text: str, attachments: list[str], done: Callable[[bool], None]) -> None:
@@ -226,12 +230,15 @@ class MockDriver(Driver):
         if self.awaiting:
             self.awaiting = False
             self._schedule()
+        elif self.turn_open:
+            self.early_answers += 1
 
     def cancel(self) -> None:
         if not self.turn_open:
             return
         self.steps.clear()
         self.awaiting = False
+        self.early_answers = 0
         self.turn_open = False
         self.usage = None
         self.host.end_turn("Cancelled")
@@ -276,7 +283,10 @@ class MockDriver(Driver):
             step = steps.popleft()
             if isinstance(step, str):
                 if step == "AwaitAnswer":
-                    self.awaiting = True
+                    if self.early_answers:
+                        self.early_answers -= 1
+                    else:
+                        self.awaiting = True
                 else:  # Die
                     self.gone = True
                     steps.clear()
