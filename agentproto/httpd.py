@@ -29,7 +29,7 @@ from agentproto.runtime import Runtime
 from agentproto.loop import Loop, Timer
 from agentproto.ops import EXIT_OK, EXIT_PROTOCOL, OpsContext, OpsHub, protocol_error
 from agentproto.serve import Output
-from agentproto.transports import Recorder, watch_lifetime
+from agentproto.transports import Recorder, accept_ready, watch_lifetime
 from agentproto.wire import encode
 
 MAX_HEAD = 64 * 1024
@@ -366,19 +366,13 @@ class HttpServer:
 
     def _accept(self) -> None:
         assert self.listener is not None
-        for _ in range(64):
-            try:
-                sock, _addr = self.listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                log(f"accept failed: {exc}")
-                return
-            sock.setblocking(False)
-            if len(self.connections) >= MAX_CONNECTIONS:
-                sock.close()
-                continue
-            self.connections.add(HttpConnection(self, sock))
+        accept_ready(self.listener, self._serve)
+
+    def _serve(self, sock: socket.socket) -> None:
+        if len(self.connections) >= MAX_CONNECTIONS:
+            sock.close()
+            return
+        self.connections.add(HttpConnection(self, sock))
 
     # -- routing ------------------------------------------------------------------------
     def unauthorized(self, conn: HttpConnection) -> None:

@@ -464,16 +464,7 @@ class UnixServer:
 
     def _accept(self) -> None:
         assert self.listener is not None
-        for _ in range(64):
-            try:
-                sock, _addr = self.listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                log(f"accept failed: {exc}")
-                return
-            sock.setblocking(False)
-            self._serve(sock)
+        accept_ready(self.listener, self._serve)
 
     def _serve(self, sock: socket.socket) -> None:
         fd = sock.fileno()
@@ -532,6 +523,21 @@ class UnixServer:
                 os.unlink(self.path)
             except OSError:
                 pass
+
+
+def accept_ready(listener: socket.socket, serve: Callable[[socket.socket], None], batch: int = 64) -> None:
+    """Accept what is waiting on a ready listener (at most ``batch``, so one flood of
+    connections cannot hold the loop), each as a non-blocking socket handed to ``serve``."""
+    for _ in range(batch):
+        try:
+            sock, _addr = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            log(f"accept failed: {exc}")
+            return
+        sock.setblocking(False)
+        serve(sock)
 
 
 class RecordingP1Connection(P1Connection):
