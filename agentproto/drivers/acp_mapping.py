@@ -290,37 +290,27 @@ def map_config_options(
             "live": True,
         }
         out.append((option, "config", opt["id"]))
-    if isinstance(modes, dict) and "mode" not in taken and isinstance(modes.get("availableModes"), list):
-        choices = [
-            {"value": m["id"], "label": str(m.get("name") or m["id"]), "description": m.get("description")}
-            for m in modes["availableModes"]
-            if isinstance(m, dict) and isinstance(m.get("id"), str)
-        ]
-        option = {
-            "id": "mode",
-            "name": "Mode",
-            "category": "mode",
-            "kind": {"Select": {"choices": choices}},
-            "current": modes.get("currentModeId"),
-            "live": True,
-        }
-        out.append((option, "mode", "mode"))
-        taken.add("mode")
-    if isinstance(models, dict) and "model" not in taken and isinstance(models.get("availableModels"), list):
-        choices = [
-            {"value": m["modelId"], "label": str(m.get("name") or m["modelId"]), "description": m.get("description")}
-            for m in models["availableModels"]
-            if isinstance(m, dict) and isinstance(m.get("modelId"), str)
-        ]
-        option = {
-            "id": "model",
-            "name": "Model",
-            "category": "model",
-            "kind": {"Select": {"choices": choices}},
-            "current": models.get("currentModelId"),
-            "live": True,
-        }
-        out.append((option, "model", "model"))
+    # The older session-level lists, for agents without config options for them.
+    for state, oid, name, listed, key, current in (
+        (modes, "mode", "Mode", "availableModes", "id", "currentModeId"),
+        (models, "model", "Model", "availableModels", "modelId", "currentModelId"),
+    ):
+        if isinstance(state, dict) and oid not in taken and isinstance(state.get(listed), list):
+            choices = [
+                {"value": m[key], "label": str(m.get("name") or m[key]), "description": m.get("description")}
+                for m in state[listed]
+                if isinstance(m, dict) and isinstance(m.get(key), str)
+            ]
+            option = {
+                "id": oid,
+                "name": name,
+                "category": oid,
+                "kind": {"Select": {"choices": choices}},
+                "current": state.get(current),
+                "live": True,
+            }
+            out.append((option, oid, oid))
+            taken.add(oid)
     return out
 
 
