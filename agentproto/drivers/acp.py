@@ -46,7 +46,7 @@ from agentproto.drivers.acp_mapping import (
     public_tool,
 )
 from agentproto.drivers.acp_services import RpcError, Terminals
-from agentproto.drivers.base import AgentProcess, Driver, Host, Launch, group_alive
+from agentproto.drivers.base import AgentProcess, ProcessDriver, Host, Launch, group_alive
 from agentproto.wire import AgentError
 
 PROTOCOL_VERSION = 1
@@ -70,7 +70,7 @@ class _Turn:
         self.tools: list[str] = []
 
 
-class AcpDriver(Driver):
+class AcpDriver(ProcessDriver):
     """One ACP agent process serving one agentproto session."""
 
     def __init__(self, host: Host, launch: Launch) -> None:
@@ -84,7 +84,6 @@ class AcpDriver(Driver):
         self.handshake_timeout = _seconds(env.get("AGENTPROTO_ACP_HANDSHAKE_TIMEOUT"), DEFAULT_HANDSHAKE_TIMEOUT)
         self.turn_timeout = _seconds(env.get("AGENTPROTO_ACP_TURN_TIMEOUT"), DEFAULT_TURN_TIMEOUT)
         self.argv = [launch.executable, *launch.acp_args, *launch.args]
-        self.proc: AgentProcess | None = None
         self._next_id = 0
         self._answers: dict[int, Callable[[Any, dict[str, Any] | None], None]] = {}
         self._state = "new"  # new, opening, open, closing, closed
@@ -500,13 +499,6 @@ class AcpDriver(Driver):
 
     # -- flow control -----------------------------------------------------------------
 
-    def pause_output(self) -> None:
-        if self.proc is not None:
-            self.proc.pause()
-
-    def resume_output(self) -> None:
-        if self.proc is not None:
-            self.proc.resume()
 
     # -- turns ------------------------------------------------------------------------
 

@@ -166,6 +166,23 @@ class Driver:
         pass
 
 
+class ProcessDriver(Driver):
+    """A driver whose agent is one ``AgentProcess`` (``self.proc`` once started)."""
+
+    def __init__(self, host: Host, launch: Launch) -> None:
+        super().__init__(host, launch)
+        self.proc: AgentProcess | None = None
+
+    # Flow control is the pipe's: stop reading the agent and it blocks on a full pipe.
+    def pause_output(self) -> None:
+        if self.proc is not None:
+            self.proc.pause()
+
+    def resume_output(self) -> None:
+        if self.proc is not None:
+            self.proc.resume()
+
+
 # -- child processes ---------------------------------------------------------------------
 
 

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from agentproto.drivers.base import AgentProcess, Driver, Host, Launch
+from agentproto.drivers.base import AgentProcess, ProcessDriver, Host, Launch
 from agentproto.drivers.claude_mapping import (
     FEATURES,
     MCP_TRANSPORTS,
@@ -70,10 +70,9 @@ class _Message:
         self.uuid: str | None = None  # the transcript entry of its last block
 
 
-class ClaudeDriver(Driver):
+class ClaudeDriver(ProcessDriver):
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
-        self.proc: AgentProcess | None = None
         self.tools_disabled = launch.tools_disabled
         self.session_id: str | None = None
         self.state = "opening"  # opening -> open -> closing -> gone
@@ -266,13 +265,6 @@ class ClaudeDriver(Driver):
             self.host.fail(AgentError.process_exited(status, stderr))
         self.host.closed()
 
-    def pause_output(self) -> None:
-        if self.proc is not None:
-            self.proc.pause()
-
-    def resume_output(self) -> None:
-        if self.proc is not None:
-            self.proc.resume()
 
     # -- turns
     def start_turn(self, turn_id: str, text: str, attachments: list[str]) -> None:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentproto.drivers.base import AgentProcess, Driver, Host, Launch, group_alive
+from agentproto.drivers.base import AgentProcess, ProcessDriver, Host, Launch, group_alive
 from agentproto.drivers.codex_mapping import (
     DELTAS,
     LOGIN,
@@ -71,11 +71,10 @@ TEXT_ONLY = "Answer with text only. Do not call any tool, do not run commands an
 # -- the driver -------------------------------------------------------------------------
 
 
-class CodexDriver(Driver):
+class CodexDriver(ProcessDriver):
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
         self.loop = host.loop
-        self.proc: AgentProcess | None = None
         self.tools_disabled = launch.tools_disabled
         self._next_id = 0
         self._pending: dict[int, Callable[[Any, dict[str, Any] | None], None]] = {}
@@ -286,13 +285,6 @@ class CodexDriver(Driver):
             return
         self.proc.kill()
 
-    def pause_output(self) -> None:
-        if self.proc is not None:
-            self.proc.pause()
-
-    def resume_output(self) -> None:
-        if self.proc is not None:
-            self.proc.resume()
 
     def _on_exit(self, status: str | None, stderr: str) -> None:
         self._flush_deltas()
