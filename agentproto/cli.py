@@ -212,7 +212,7 @@ class Chat:
         session.delivered(1)
         kind = event["kind"]
         name = event_kind_name(kind)
-        body = kind.get(name) if isinstance(kind, dict) else None
+        body: Any = kind.get(name) if isinstance(kind, dict) else None
         if name == "TextDelta":
             self.write(body["text"])
             self.in_text = True
@@ -327,7 +327,7 @@ class Chat:
         else:
             body = request["Question"]
             request_id = body["id"]
-            entries = []
+            entries: list[dict[str, Any]] = []
             for q in body["questions"]:
                 pick = line.strip()
                 if pick.isdigit() and 0 < int(pick) <= len(q["choices"]):

@@ -298,7 +298,7 @@ class Runtime:
 
     def _read_stderr(self) -> None:
         assert self.proc.stderr is not None
-        for chunk in iter(lambda: self.proc.stderr.read1(65536), b""):  # type: ignore[union-attr]
+        for chunk in iter(lambda: self.proc.stderr.read1(65536), b""):  # type: ignore[union-attr,attr-defined]
             self._stderr_tail += chunk
             del self._stderr_tail[:-8192]
 

@@ -236,7 +236,10 @@ class Session:
                 self.info["configuration"]["options"][option["id"]] = option["current"]
         for key, value in self.launch.configure.items():
             option = options.get(key)
-            problem = "the agent does not offer it" if option is None else self.driver.validate_config(option, value)
+            if option is None:
+                self._abort_open(AgentError.detail("InvalidConfiguration", f"{key}: the agent does not offer it"))
+                return
+            problem = self.driver.validate_config(option, value)
             if problem is not None:
                 self._abort_open(AgentError.detail("InvalidConfiguration", f"{key}: {problem}"))
                 return
@@ -326,7 +329,11 @@ class Session:
                 choice = "AllowOnce" if "AllowOnce" in options or not options else options[0]
                 # After the driver's current step: an agent cannot take an answer to a
                 # request it is still in the middle of reporting.
-                self.loop.call_soon(lambda: self.driver_gone or self.driver.answer(request, {"Permission": choice}))
+                def approve() -> None:
+                    if not self.driver_gone:
+                        self.driver.answer(request, {"Permission": choice})
+
+                self.loop.call_soon(approve)
                 return True
             turn.requests[body["id"]] = request
         elif "Question" in request:

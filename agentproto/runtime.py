@@ -161,7 +161,6 @@ class Runtime:
             done(report, None)
             return
         remaining = [len(pending)]
-        versions: dict[str, str | None] = {}
 
         def finish(entry: dict[str, Any], code: int | None, out: str, err: str) -> None:
             text = (out.strip() or err.strip()).splitlines()
@@ -175,17 +174,14 @@ class Runtime:
                 done(report, None)
 
         for entry in pending:
-            spec = catalog.spec_for(entry["id"])
-            assert spec is not None
-            path = entry["executable_path"]
-            key = path
-            if key in versions:
-                continue
+            found_spec = catalog.spec_for(entry["id"])
+            assert found_spec is not None
+
+            def version_read(code: int | None, out: str, err: str, entry: dict[str, Any] = entry) -> None:
+                finish(entry, code, out, err)
+
             run_capture(
-                self.loop,
-                [path, *spec.version_args],
-                lambda code, out, err, entry=entry: finish(entry, code, out, err),
-                timeout=10.0,
+                self.loop, [entry["executable_path"], *found_spec.version_args], version_read, timeout=10.0
             )
 
     def probe(self, args: dict[str, Any], done: Done) -> Session | None:
@@ -201,7 +197,7 @@ class Runtime:
             details = info["details"]
             collector.on_closed = lambda: done(details, None)
             # open() may answer synchronously, before ``session`` is bound: close next tick.
-            self.loop.call_soon(lambda: session.close(lambda _ok, _err: None))
+            self.loop.call_soon(lambda: None if session is None else session.close(lambda _ok, _err: None))
 
         session = self.open(args, collector, opened, throwaway=True)
         return session

@@ -16,7 +16,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypeGuard
 
 # -- errors -----------------------------------------------------------------------------
 
@@ -209,7 +209,7 @@ if _c_encoder is not None:
         return "".join(_iterencode(obj, 0))
 
 else:  # pragma: no cover - CPython always has the C encoder
-    _encode_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+    _encode_json = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode  # type: ignore[assignment]
 
 
 def _finite(obj: Any) -> Any:
@@ -276,7 +276,7 @@ def _type_name(value: Any) -> str:
     return "object"
 
 
-def _is_uint(value: Any) -> bool:
+def _is_uint(value: Any) -> TypeGuard[int]:
     """A u64, as the reference schema types ids and counts."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64
 
@@ -508,11 +508,12 @@ def parse_command(line: bytes | TooLong, max_line: int = DEFAULT_MAX_LINE) -> Co
 def command_from_object(obj: Any) -> Command:
     if not isinstance(obj, dict):
         raise FrameError(None, f"a frame must be a JSON object, got {_type_name(obj)}")
-    frame_id = obj.get("id")
-    if not _is_uint(frame_id):
+    raw_id = obj.get("id")
+    if not _is_uint(raw_id):
         if "id" not in obj:
             raise FrameError(None, "missing field `id` (a non-negative integer)")
-        raise FrameError(None, f"field `id` must be a non-negative integer, got {_type_name(frame_id)}")
+        raise FrameError(None, f"field `id` must be a non-negative integer below 2^64, got {_type_name(raw_id)}")
+    frame_id: int = raw_id
     name = obj.get("cmd")
     if name is None:
         raise FrameError(frame_id, "missing field `cmd`; valid commands: " + ", ".join(COMMAND_NAMES))

@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from agentproto.wire import AgentError
 
@@ -138,9 +138,9 @@ def spec_for(agent_id: str) -> AgentSpec | None:
     return None
 
 
-def npm_global_bins(env: dict[str, str] | None = None) -> list[str]:
+def npm_global_bins(environ: Mapping[str, str] | None = None) -> list[str]:
     """Where ``npm install -g`` puts executables, worked out without running npm."""
-    env = os.environ if env is None else env
+    env: Mapping[str, str] = os.environ if environ is None else environ
     prefixes: list[str] = []
     if env.get("NPM_CONFIG_PREFIX"):
         prefixes.append(env["NPM_CONFIG_PREFIX"])
@@ -169,9 +169,9 @@ def _executable(path: str) -> bool:
     return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
-def locate(spec: AgentSpec, env: dict[str, str] | None = None) -> tuple[str, str] | list[str]:
+def locate(spec: AgentSpec, environ: Mapping[str, str] | None = None) -> tuple[str, str] | list[str]:
     """``(path, source)`` of the agent's executable, or the places searched."""
-    env = os.environ if env is None else env
+    env: Mapping[str, str] = os.environ if environ is None else environ
     searched: list[str] = []
     override = env.get(spec.env_override)
     if override:
