@@ -112,6 +112,52 @@ def agentproto_turn(session, text: str) -> str:
     raise RuntimeError("session ended")
 
 
+class FramesClient:
+    """``agentproto serve`` spoken to in raw protocol 1 frames, on this thread: what the
+    sidecar itself costs, without the Python client library's reader thread."""
+
+    def __init__(self, bin: str | None, env: dict[str, str]) -> None:
+        argv = [bin] if bin else [sys.executable, "-m", "agentproto"]
+        child_env = dict(env, PYTHONPATH=str(ROOT))
+        self.proc = subprocess.Popen(argv + ["serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=child_env)
+        assert self.proc.stdout is not None
+        self.proc.stdout.readline()  # hello
+        self.next_id = 0
+
+    def call(self, cmd: dict) -> dict:
+        self.next_id += 1
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write((json.dumps({"id": self.next_id, **cmd}) + "\n").encode())
+        self.proc.stdin.flush()
+        while True:
+            line = json.loads(self.proc.stdout.readline())
+            if line.get("id") == self.next_id:
+                if "error" in line:
+                    raise RuntimeError(line["error"])
+                return line["ok"]
+
+    def turn(self, session: str, text: str) -> str:
+        self.call({"cmd": "prompt", "session": session, "text": text})
+        assert self.proc.stdout is not None
+        out = []
+        for raw in self.proc.stdout:
+            line = json.loads(raw)
+            kind = line.get("event", {}).get("kind")
+            if isinstance(kind, dict):
+                if "TextDelta" in kind:
+                    out.append(kind["TextDelta"]["text"])
+                elif "TurnEnded" in kind:
+                    return "".join(out)
+        raise RuntimeError("sidecar ended")
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        for _ in self.proc.stdout:
+            pass
+        self.proc.wait(15)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=30, help="measured turns per side (default 30)")
@@ -137,24 +183,46 @@ def main() -> int:
             session = rt.open("codex", dir=world.work)
             ap_open = time.perf_counter() - t0
 
+            frames = FramesClient(args.bin, env)
+            frames_session = frames.call({"cmd": "open", "agent": "codex", "dir": world.work})["id"]
+
             raw_times: list[float] = []
             ap_times: list[float] = []
+            frames_times: list[float] = []
+            sides = [
+                (lambda i: raw.turn(thread, f"turn {i}"), raw_times),
+                (lambda i: agentproto_turn(session, f"turn {i}"), ap_times),
+                (lambda i: frames.turn(frames_session, f"turn {i}"), frames_times),
+            ]
             for i in range(args.warmup + args.turns):
-                for side in ((0, 1) if i % 2 == 0 else (1, 0)):
+                # Rotate who goes first each round: going first in a round costs.
+                for run, times in sides[i % 3 :] + sides[: i % 3]:
                     start = time.perf_counter()
-                    if side == 0:
-                        text = raw.turn(thread, f"turn {i}")
-                        elapsed = time.perf_counter() - start
-                        if i >= args.warmup:
-                            raw_times.append(elapsed)
-                    else:
-                        text = agentproto_turn(session, f"turn {i}")
-                        elapsed = time.perf_counter() - start
-                        if i >= args.warmup:
-                            ap_times.append(elapsed)
+                    text = run(i)
+                    elapsed = time.perf_counter() - start
+                    if i >= args.warmup:
+                        times.append(elapsed)
                     assert text == answer, f"unexpected answer: {text[:80]!r}"
+            # Where the time goes: with record_wire, the sidecar stamps each line it sends to
+            # and reads from Codex, so its own latency per turn (before turn/start leaves,
+            # after turn/completed arrives) separates from Codex's turn time.
+            wire = os.path.join(root, "wire.ndjson")
+            probe = frames.call({"cmd": "open", "agent": "codex", "dir": world.work, "record_wire": wire})["id"]
+            spans: list[tuple[int, int]] = []
+            for i in range(args.warmup + 15):
+                t0 = time.time_ns()
+                frames.turn(probe, f"probe {i}")
+                spans.append((t0, time.time_ns()))
+            frames.call({"cmd": "close", "session": probe})
+            with open(wire, encoding="utf-8") as f:
+                records = [json.loads(line) for line in f]
+            starts = [r["t"] for r in records if r["dir"] == "to_agent" and '"turn/start"' in r["line"]]
+            ends = [r["t"] for r in records if r["dir"] == "from_agent" and '"turn/completed"' in r["line"]]
+            own = [((s - t0) + (t1 - e)) / 1e9 for (t0, t1), s, e in zip(spans, starts, ends)][args.warmup :]
+            inner = [(e - s) / 1e9 for s, e in zip(starts, ends)][args.warmup :]
             session.close()
             rt.close()
+            frames.close()
             raw.close()
         finally:
             world.close()
@@ -163,10 +231,17 @@ def main() -> int:
     ap_med = statistics.median(ap_times)
     print(f"codex app-server, fake Responses API, {args.chunks} text deltas per turn, {args.turns} turns per side (alternating)")
     print(f"{'':24}{'median':>10}{'mean':>10}{'p90':>10}")
-    for name, times in (("raw app-server client", raw_times), ("agentproto serve+client", ap_times)):
+    frames_med = statistics.median(frames_times)
+    for name, times in (("raw app-server client", raw_times), ("agentproto serve+client", ap_times),
+                        ("agentproto serve, frames", frames_times)):
         p90 = sorted(times)[int(0.9 * (len(times) - 1))]
         print(f"{name:24}{statistics.median(times) * 1000:9.1f}ms{statistics.mean(times) * 1000:9.1f}ms{p90 * 1000:9.1f}ms")
-    print(f"turn overhead (median): {(ap_med / raw_med - 1) * 100:+.1f}%   (target <= 3%)")
+    print(f"turn overhead (median), raw frames to serve: {(frames_med / raw_med - 1) * 100:+.1f}%   (target <= 3%)")
+    print(f"turn overhead (median), through the Python client: {(ap_med / raw_med - 1) * 100:+.1f}%")
+    own_med, inner_med = statistics.median(own), statistics.median(inner)
+    print(f"the sidecar's own latency per turn (app -> turn/start, turn/completed -> app): {own_med * 1000:.2f} ms "
+          f"= {own_med / raw_med * 100:.1f}% of a raw turn; Codex's own turn inside it: {inner_med * 1000:.1f} ms "
+          f"(the end-to-end medians above also carry Codex's variance between two processes)")
     print(f"events per agentproto turn: {EVENTS['count'] / (args.warmup + args.turns):.1f} "
           f"(Codex wrote {args.chunks} deltas; deltas read together are merged)")
     print(f"session open: raw {raw_open * 1000:.0f} ms, agentproto {ap_open * 1000:.0f} ms "
