@@ -17,7 +17,8 @@ from agentproto import __version__
 from agentproto.engine import Session, log
 from agentproto.runtime import Runtime, Scope
 from agentproto.loop import Loop
-from agentproto.serve import Output, P1Connection
+from agentproto.serve import P1Connection
+from agentproto.streams import Output
 from agentproto.wire import AgentError, event_kind_name
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2

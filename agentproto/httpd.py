@@ -28,7 +28,7 @@ from agentproto.engine import Session, log
 from agentproto.runtime import Runtime
 from agentproto.loop import Loop, Timer
 from agentproto.ops import EXIT_OK, EXIT_PROTOCOL, OpsContext, OpsHub, protocol_error
-from agentproto.serve import Output
+from agentproto.streams import Output
 from agentproto.transports import Recorder, accept_ready, watch_lifetime
 from agentproto.wire import encode
 

@@ -8,6 +8,8 @@ Rules of this file:
 - Children are reaped here: SIGCHLD wakes the loop through a self-pipe (set_wakeup_fd) and
   every watched child is polled; a slow periodic poll covers platforms where the signal is
   not delivered.
+- ``loop.io`` is the one place descriptors are read and written (see streams.py), and
+  ``loop.time()`` the one clock timers and the engine read; a test replaces either.
 """
 
 from __future__ import annotations
@@ -49,10 +51,25 @@ class _Watch:
         self.always = False  # not pollable: call the callbacks every tick
 
 
+class SystemIO:
+    """Reads and writes of descriptors, as the operating system does them.
+
+    Every reader and writer of the loop's descriptors calls these, so a fault-injecting
+    subclass (EAGAIN, short writes, EPIPE, ENOSPC, a read error) can stand in for it.
+    """
+
+    def read(self, fd: int, size: int) -> bytes:
+        return os.read(fd, size)
+
+    def write(self, fd: int, data: bytes | memoryview) -> int:
+        return os.write(fd, data)
+
+
 class Loop:
     CHILD_POLL_INTERVAL = 0.5
 
-    def __init__(self) -> None:
+    def __init__(self, io: SystemIO | None = None) -> None:
+        self.io = io if io is not None else SystemIO()
         self._selector = selectors.DefaultSelector()
         self._watches: dict[int, _Watch] = {}
         self._always: dict[int, _Watch] = {}
@@ -144,8 +161,13 @@ class Loop:
 
     # -- timers ------------------------------------------------------------------------
 
+    @staticmethod
+    def time() -> float:
+        """The loop's clock (monotonic seconds): timers fire by it."""
+        return time.monotonic()
+
     def call_later(self, delay: float, callback: Callback) -> Timer:
-        timer = Timer(time.monotonic() + max(0.0, delay), callback)
+        timer = Timer(self.time() + max(0.0, delay), callback)
         heapq.heappush(self._timers, (timer.when, next(self._counter), timer))
         return timer
 
@@ -200,12 +222,12 @@ class Loop:
     def run(self, until: Callable[[], bool] | None = None) -> None:
         """Run until stop() is called (or ``until()`` turns true)."""
         self._stopping = False
-        next_child_poll = time.monotonic() + self.CHILD_POLL_INTERVAL
+        next_child_poll = self.time() + self.CHILD_POLL_INTERVAL
         while not self._stopping and not (until is not None and until()):
             self._run_soon()
             if self._stopping or (until is not None and until()):
                 break
-            now = time.monotonic()
+            now = self.time()
             if self._soon or self._always:
                 timeout: float | None = 0.0
             else:
@@ -232,7 +254,7 @@ class Loop:
                     self._guard(watch.reader)
                 if watch.writer is not None:
                     self._guard(watch.writer)
-            now = time.monotonic()
+            now = self.time()
             while self._timers and (self._timers[0][2].cancelled or self._timers[0][0] <= now):
                 _, _, timer = heapq.heappop(self._timers)
                 if not timer.cancelled:

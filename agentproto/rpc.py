@@ -36,7 +36,8 @@ from agentproto.ops import (
     OpsHub,
     parse_request,
 )
-from agentproto.serve import INPUT_PAUSE_LINES, LineReader, Output
+from agentproto.serve import INPUT_PAUSE_LINES
+from agentproto.streams import LineReader, Output
 from agentproto.transports import (
     Job,
     Pipeline,

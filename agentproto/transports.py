@@ -30,7 +30,8 @@ from agentproto.ops import (
     OpsHub,
     decode_request,
 )
-from agentproto.serve import INPUT_PAUSE_LINES, LineReader, Output, P1Connection
+from agentproto.serve import INPUT_PAUSE_LINES, P1Connection
+from agentproto.streams import LineReader, Output
 from agentproto.wire import DEFAULT_MAX_LINE, TooLong, encode
 
 # -- recording ------------------------------------------------------------------------------
