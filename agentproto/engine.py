@@ -19,14 +19,15 @@ Rules of this file:
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from agentproto.drivers.base import Driver, Launch
+from agentproto.errors import AgentError, Kind
+from agentproto.errors import log as log
 from agentproto.loop import Loop, Timer
-from agentproto.wire import AgentError, event_kind_name, system_time
+from agentproto.wire import event_kind_name, system_time
 
 if TYPE_CHECKING:
     from agentproto.runtime import Runtime, Scope
@@ -53,14 +54,6 @@ class Sink(Protocol):
     def session_error(self, session: "Session", error: AgentError) -> None: ...
 
     def session_closed(self, session: "Session") -> None: ...
-
-
-def log(message: str) -> None:
-    try:
-        sys.stderr.write(f"agentproto: {message}\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
 
 
 class Turn:
@@ -192,9 +185,10 @@ class Session:
             return
         idle = time.monotonic() - self.last_progress
         if idle >= self.runtime.stall_timeout:
+            # The app's fault, not the agent's: it stopped reading this session's events.
             self.fail(
                 AgentError.detail(
-                    "ProtocolFailed",
+                    Kind.CONSUMER_LAGGED,
                     f"the app wrote no event of this session for {self.runtime.stall_timeout:g} s",
                     "the app stopped reading this session's events; the session was closed",
                 )
@@ -237,11 +231,11 @@ class Session:
         for key, value in self.launch.configure.items():
             option = options.get(key)
             if option is None:
-                self._abort_open(AgentError.detail("InvalidConfiguration", f"{key}: the agent does not offer it"))
+                self._abort_open(AgentError.detail(Kind.INVALID_CONFIGURATION, f"{key}: the agent does not offer it"))
                 return
             problem = self.driver.validate_config(option, value)
             if problem is not None:
-                self._abort_open(AgentError.detail("InvalidConfiguration", f"{key}: {problem}"))
+                self._abort_open(AgentError.detail(Kind.INVALID_CONFIGURATION, f"{key}: {problem}"))
                 return
             option["current"] = value
             self.info["configuration"]["options"][key] = value
@@ -382,7 +376,7 @@ class Session:
             return
         self.failed = error
         if self.turn is not None:
-            message = "agent exited during the turn" if error.kind == "ProcessExited" else error.message
+            message = "agent exited during the turn" if error.kind == Kind.PROCESS_EXITED else error.message
             self._finish_turn({"Failed": {"message": message}}, None, start_next=False)
         self._drop_queue()
         self._refresh_status()
@@ -396,7 +390,7 @@ class Session:
     def closed(self) -> None:
         self.driver_gone = True
         if self.state == "opening":
-            self._abort_open(AgentError.detail("SpawnFailed", "the agent exited during start-up"))
+            self._abort_open(AgentError.detail(Kind.SPAWN_FAILED, "the agent exited during start-up"))
             return
         if self.state == "open":
             # Gone without saying why: that is a process exit all the same.
@@ -507,7 +501,7 @@ class Session:
                 done(None, None)
                 self._refresh_status()
                 return
-        done(None, AgentError.detail("InvalidRequest", f"no queued prompt {prompt_id}"))
+        done(None, AgentError.detail(Kind.INVALID_REQUEST, f"no queued prompt {prompt_id}"))
 
     def cancel(self, clear_queue: bool, turn_id: str | None, done: Done) -> None:
         turn = self.turn
@@ -535,11 +529,11 @@ class Session:
         turn = self.turn
         request = turn.requests.get(request_id) if turn is not None else None
         if request is None:
-            done(None, AgentError.detail("InvalidRequest", f"no open request {request_id}"))
+            done(None, AgentError.detail(Kind.INVALID_REQUEST, f"no open request {request_id}"))
             return
         problem = check_answer(request, answer)
         if problem is not None:
-            done(None, AgentError.detail("InvalidRequest", f"{request_id}: {problem}"))
+            done(None, AgentError.detail(Kind.INVALID_REQUEST, f"{request_id}: {problem}"))
             return
         assert turn is not None
         del turn.requests[request_id]
@@ -551,14 +545,14 @@ class Session:
     def configure(self, option_id: str, value: Any, done: Done) -> None:
         option = next((o for o in self.info["details"]["config_options"] if o.get("id") == option_id), None)
         if option is None:
-            done(None, AgentError.detail("InvalidConfiguration", f"{option_id}: the agent does not offer it"))
+            done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option_id}: the agent does not offer it"))
             return
         if not option.get("live"):
-            done(None, AgentError.detail("InvalidConfiguration", f"{option_id}: cannot change during a session"))
+            done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option_id}: cannot change during a session"))
             return
         problem = self.driver.validate_config(option, value)
         if problem is not None:
-            done(None, AgentError.detail("InvalidConfiguration", f"{option_id}: {problem}"))
+            done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option_id}: {problem}"))
             return
 
         def configured(error: AgentError | None) -> None:
@@ -576,20 +570,20 @@ class Session:
 
     def rollback(self, turns: int, scope: str, done: Done) -> None:
         if "Rollback" not in self.features:
-            done(None, AgentError.detail("UnsupportedFeature", "rollback"))
+            done(None, AgentError.detail(Kind.UNSUPPORTED_FEATURE, "rollback"))
             return
         if scope == "ConversationAndFiles" and "RollbackFiles" not in self.features:
-            done(None, AgentError.detail("UnsupportedFeature", "file rollback"))
+            done(None, AgentError.detail(Kind.UNSUPPORTED_FEATURE, "file rollback"))
             return
         if self.turn is not None or self.queue:
-            done(None, AgentError.detail("SessionBusy", "rollback needs an idle session"))
+            done(None, AgentError.detail(Kind.SESSION_BUSY, "rollback needs an idle session"))
             return
 
         def rolled(error: AgentError | None, refusal: str | None) -> None:
             if error is not None:
                 done(None, error)
             elif refusal is not None:
-                done(None, AgentError.detail("InvalidRequest", refusal))
+                done(None, AgentError.detail(Kind.INVALID_REQUEST, refusal))
             else:
                 self._session_updated()
                 done(None, None)
@@ -598,10 +592,10 @@ class Session:
 
     def compact(self, done: Done) -> None:
         if "Compact" not in self.features:
-            done(None, AgentError.detail("UnsupportedFeature", "compact"))
+            done(None, AgentError.detail(Kind.UNSUPPORTED_FEATURE, "compact"))
             return
         if self.turn is not None or self.queue:
-            done(None, AgentError.detail("SessionBusy", "compact needs an idle session"))
+            done(None, AgentError.detail(Kind.SESSION_BUSY, "compact needs an idle session"))
             return
         self._start_turn("Agent", acked=True)
         self.driver.compact()
@@ -663,7 +657,7 @@ class Session:
         if self.state == "opening":
             scopes, self.scopes = self.scopes, []
             error = AgentError.detail(
-                "SessionClosed", self.id, "the app's input ended while the session was opening"
+                Kind.SESSION_CLOSED, self.id, "the app's input ended while the session was opening"
             )
             self._abort_open(error)
             if not self.launch.throwaway:

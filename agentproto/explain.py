@@ -1,6 +1,6 @@
 """Long-form help for every error kind: what it means and what to do (the `explain` op).
 
-The keys are ``wire.ERROR_KINDS`` exactly (a test checks it), so a new error kind
+The keys are ``errors.ERROR_KINDS`` exactly (a test checks it), so a new error kind
 cannot ship without its explanation.
 """
 
@@ -62,12 +62,13 @@ EXPLANATIONS: dict[str, str] = {
         "clear_queue), then retry."
     ),
     "ProtocolFailed": (
-        "The agent broke its own protocol, agentproto stopped trusting the session, or a "
-        "throwaway run (generate) did not produce an answer: the agent used a tool during "
-        "generate, the answer did not match `output_schema`, the turn failed, or nobody read "
-        "the session's events for the stall timeout. `detail` says which. What to do: read "
-        "the detail; for generate, retry or loosen the schema; a session closed by this "
-        "error must be opened again."
+        "The agent broke its own protocol, or a throwaway run (generate) did not produce an "
+        "answer: the agent sent a message agentproto cannot use, refused the handshake, used "
+        "a tool or asked a question during generate, the answer did not match "
+        "`output_schema`, or the turn failed. `detail` says which, and `line` quotes the "
+        "start of the agent's offending line when one line caused it. What to do: read the "
+        "detail; for generate, retry or loosen the schema; a session closed by this error "
+        "must be opened again."
     ),
     "ProcessExited": (
         "The agent's process exited while the session was open. `status` is its exit status "
@@ -91,6 +92,21 @@ EXPLANATIONS: dict[str, str] = {
         "another connection, or of a previous sidecar process). `session` echoes the id. "
         "What to do: use the `id` from the SessionInfo that `open` returned on this "
         "connection."
+    ),
+    "ConsumerLagged": (
+        "The app stopped reading: none of the session's events could be written for the "
+        "stall timeout (`serve --stall-timeout`, 60 s by default) while the agent kept "
+        "producing, so agentproto closed that session rather than buffer without bound. "
+        "Other sessions go on. What to do: read every line the sidecar writes, promptly "
+        "(a reader thread, or a loop that never blocks elsewhere); then open the session "
+        "again, with `resume` to continue the conversation."
+    ),
+    "Internal": (
+        "A bug in agentproto: a command or a session hit an error agentproto did not "
+        "expect. The message names the command and the exception; the full traceback is on "
+        "the sidecar's stderr. Only that command failed; the sidecar and its other sessions "
+        "go on. What to do: retry; if it happens again, report it with the stderr "
+        "traceback and the command that caused it."
     ),
 }
 

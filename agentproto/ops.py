@@ -24,7 +24,7 @@ from typing import Any, Callable, Protocol
 
 from agentproto import CONTRACT, PROTOCOL, __version__
 from agentproto.drivers import catalog
-from agentproto.engine import Session, log
+from agentproto.engine import Session
 from agentproto.runtime import Runtime, Scope
 from agentproto.explain import canonical, explain
 from agentproto.wire import (
@@ -265,9 +265,8 @@ class OpsContext:
         run = _Run(self, op, args, out)
         try:
             run.start()
-        except Exception as exc:  # a bug must cost one request, never the server
-            log(f"internal error on {op}: {exc!r}")
-            run.fail(AgentError.detail("ProtocolFailed", f"internal error: {exc!r}"))
+        except Exception:  # a bug must cost one request, never the server
+            run.fail(AgentError.internal(op))
 
 
 def protocol_error(out: Out, message: str) -> None:

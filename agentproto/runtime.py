@@ -20,7 +20,8 @@ from agentproto.drivers import catalog
 from agentproto.drivers.base import Launch, run_capture
 from agentproto.engine import Done, Session, Sink
 from agentproto.loop import Loop
-from agentproto.wire import AgentError, validate_json
+from agentproto.errors import AgentError, Kind
+from agentproto.wire import validate_json
 
 
 class _Collector:
@@ -93,7 +94,7 @@ class Runtime:
         spec, installation = catalog.resolve_ref(args["agent"])
         directory = args.get("dir") or tempfile.gettempdir()
         if not os.path.isdir(directory):
-            raise AgentError.detail("InvalidConfiguration", f"dir is not a directory: {directory}")
+            raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"dir is not a directory: {directory}")
         launch = Launch(
             agent_id=installation["id"],
             installation=installation,
@@ -135,7 +136,11 @@ class Runtime:
             session.open_failed(error)
         except OSError as error:
             session.driver_gone = True
-            session.open_failed(AgentError.detail("SpawnFailed", str(error)))
+            session.open_failed(AgentError.detail(Kind.SPAWN_FAILED, str(error)))
+        except Exception:
+            # A bug of the driver's costs this open only: the session is forgotten (and
+            # whatever its driver started is killed) instead of lingering as "opening".
+            session.open_failed(AgentError.internal(f"open {launch.agent_id}"))
         return session
 
     # -- runtime commands -------------------------------------------------------------
@@ -186,7 +191,7 @@ class Runtime:
 
     def probe(self, args: dict[str, Any], done: Done) -> Session | None:
         if args.get("resume") or args.get("fork"):
-            done(None, AgentError.detail("InvalidConfiguration", "probe does not take resume or fork"))
+            done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "probe does not take resume or fork"))
             return None
         collector = _Collector()
 
@@ -204,7 +209,7 @@ class Runtime:
 
     def plan_usage(self, args: dict[str, Any], done: Done) -> None:
         if args.get("resume") or args.get("fork"):
-            done(None, AgentError.detail("InvalidConfiguration", "plan_usage does not take resume or fork"))
+            done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "plan_usage does not take resume or fork"))
             return
         try:
             spec, launch = self._launch(args, throwaway=True)
@@ -214,7 +219,7 @@ class Runtime:
             return
         hook = getattr(driver_class, "plan_usage", None)
         if hook is None:
-            done(None, AgentError.detail("UnsupportedFeature", "plan usage"))
+            done(None, AgentError.detail(Kind.UNSUPPORTED_FEATURE, "plan usage"))
             return
         hook(self, launch, done)
 
@@ -225,7 +230,7 @@ class Runtime:
         on_event: Callable[[Session, dict[str, Any]], None] | None = None,
     ) -> Session | None:
         if args.get("resume") or args.get("fork"):
-            done(None, AgentError.detail("InvalidConfiguration", "generate requires a new session"))
+            done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "generate requires a new session"))
             return None
         collector = _Collector(on_event)
         outcome: list[Any] = []
@@ -245,7 +250,7 @@ class Runtime:
             # generate is hands-off: permissions are declined, free-text questions get blank
             # answers, and anything that needs a person or runs a tool fails it.
             if name == "ToolUpdated":
-                finish(None, AgentError.detail("ProtocolFailed", "the agent tried to use a tool during generate"))
+                finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, "the agent tried to use a tool during generate"))
             elif name == "RequestOpened":
                 self.loop.call_soon(lambda: decline(body))
 
@@ -263,7 +268,7 @@ class Runtime:
                 answer = {"Question": [{"Text": ""} for _ in questions]}
                 session.answer(request["Question"]["id"], answer, lambda _v, _e: None)
             else:
-                finish(None, AgentError.detail("ProtocolFailed", "the agent asked a question during generate"))
+                finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, "the agent asked a question during generate"))
 
         def turn_ended() -> None:
             stop = collector.ended
@@ -272,16 +277,16 @@ class Runtime:
                 if schema is not None:
                     problems = _check_output(text, schema)
                     if problems:
-                        finish(None, AgentError.detail("ProtocolFailed", "the answer does not match output_schema: " + "; ".join(problems[:5])))
+                        finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, "the answer does not match output_schema: " + "; ".join(problems[:5])))
                         return
                 finish(text, None)
             elif isinstance(stop, dict) and "Failed" in stop:
-                finish(None, collector.error or AgentError.detail("ProtocolFailed", stop["Failed"]["message"]))
+                finish(None, collector.error or AgentError.detail(Kind.PROTOCOL_FAILED, stop["Failed"]["message"]))
             else:
-                finish(None, AgentError.detail("ProtocolFailed", f"the turn ended {json.dumps(stop)}"))
+                finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, f"the turn ended {json.dumps(stop)}"))
 
         def closed_early() -> None:
-            finish(None, collector.error or AgentError.detail("ProtocolFailed", "the session closed before the answer"))
+            finish(None, collector.error or AgentError.detail(Kind.PROTOCOL_FAILED, "the session closed before the answer"))
 
         def opened(info: Any, error: AgentError | None) -> None:
             if error is not None:
@@ -297,7 +302,7 @@ class Runtime:
             if "Permissions" not in info["details"]["capabilities"]["features"] and not getattr(
                 session.driver, "tools_disabled", False
             ):
-                finish(None, AgentError.detail("UnsupportedFeature", "generate needs an agent whose tool use can be refused"))
+                finish(None, AgentError.detail(Kind.UNSUPPORTED_FEATURE, "generate needs an agent whose tool use can be refused"))
                 return
             collector.on_turn_end = turn_ended
             collector.on_closed = closed_early
@@ -368,7 +373,7 @@ class Runtime:
             elif name == "info":
                 done(session.snapshot(), None)
             else:
-                done(None, AgentError.detail("InvalidRequest", f"unknown command {name}"))
+                done(None, AgentError.detail(Kind.INVALID_REQUEST, f"unknown command {name}"))
 
 
 class Scope:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from agentproto import PROTOCOL, __version__
-from agentproto.engine import Session, log
+from agentproto.engine import Session
 from agentproto.runtime import Runtime, Scope
 from agentproto.streams import LineReader, Output
 from agentproto.wire import DEFAULT_MAX_LINE, AgentError, FrameError, encode, parse_command
@@ -78,9 +78,8 @@ class P1Connection:
 
         try:
             self.runtime.execute(command.name, command.args, self, self.scope, done)
-        except Exception as exc:  # a bug must cost one command, never the sidecar
-            log(f"internal error on {command.name}: {exc!r}")
-            done(None, AgentError.detail("ProtocolFailed", f"internal error: {exc!r}"))
+        except Exception:  # a bug must cost one command, never the sidecar
+            done(None, AgentError.internal(command.name))
 
     def end_input(self) -> None:
         """EOF (or shutdown): close every session of this connection, then finish."""

@@ -6,8 +6,8 @@ Rules of this file:
 - A frame the app got wrong becomes a ``FrameError`` naming the frame's id (when it can
   be read), the command, the field and the expected type. The caller answers it with a
   ``BadFrame`` error and carries on.
-- Errors that commands return are ``AgentError``: the reference schema's ``ErrorBody``
-  (``kind``, ``message`` and the variant's own fields).
+- Errors that commands return are ``AgentError`` (errors.py): the reference schema's
+  ``ErrorBody`` (``kind``, ``message`` and the variant's own fields).
 """
 
 from __future__ import annotations
@@ -18,84 +18,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, TypeGuard
 
-# -- errors -----------------------------------------------------------------------------
-
-ERROR_KINDS = (
-    "NotInstalled",
-    "SpawnFailed",
-    "AuthRequired",
-    "HandshakeTimeout",
-    "UnsupportedFeature",
-    "InvalidConfiguration",
-    "InvalidRequest",
-    "ResumeFailed",
-    "SessionBusy",
-    "ProtocolFailed",
-    "ProcessExited",
-    "SessionClosed",
-    "BadFrame",
-    "UnknownSession",
-)
-
-
-class AgentError(Exception):
-    """An ``ErrorBody``: ``kind``, ``message`` and the variant's own fields."""
-
-    def __init__(self, kind: str, message: str, **fields: Any) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.fields = fields
-
-    def body(self) -> dict[str, Any]:
-        return {"kind": self.kind, "message": self.message, **self.fields}
-
-    def __repr__(self) -> str:
-        return f"AgentError({self.kind!r}, {self.message!r}, {self.fields!r})"
-
-    # The variants, with the fields the reference schema's clients read.
-    @classmethod
-    def not_installed(cls, agent: str, message: str | None = None) -> "AgentError":
-        return cls("NotInstalled", message or f"agent not installed: {agent}", agent=agent)
-
-    @classmethod
-    def auth_required(cls, message: str, login: list[dict[str, Any]]) -> "AgentError":
-        return cls("AuthRequired", message, login=login)
-
-    @classmethod
-    def process_exited(cls, status: str | None, stderr: str) -> "AgentError":
-        shown = "unknown" if status is None else status
-        return cls("ProcessExited", f"agent process exited (status {shown})", status=status, stderr=stderr)
-
-    @classmethod
-    def detail(cls, kind: str, detail: str, message: str | None = None) -> "AgentError":
-        prefix = {
-            "SpawnFailed": "could not start the agent",
-            "HandshakeTimeout": "the agent did not finish its handshake in time",
-            "UnsupportedFeature": "unsupported feature",
-            "InvalidConfiguration": "invalid configuration",
-            "InvalidRequest": "invalid request",
-            "ResumeFailed": "resume failed",
-            "SessionBusy": "session busy",
-            "ProtocolFailed": "protocol failure",
-            "SessionClosed": "session closed",
-            "BadFrame": "bad frame",
-        }.get(kind, kind)
-        return cls(kind, message or f"{prefix}: {detail}", detail=detail)
-
-    @classmethod
-    def unknown_session(cls, session: str) -> "AgentError":
-        return cls("UnknownSession", f"unknown session: {session}", session=session)
-
-    @classmethod
-    def session_closed(cls, session: str) -> "AgentError":
-        return cls("SessionClosed", f"session closed: {session}", detail=session)
-
-
-def error_from_body(body: dict[str, Any]) -> AgentError:
-    fields = {k: v for k, v in body.items() if k not in ("kind", "message")}
-    return AgentError(str(body.get("kind", "ProtocolFailed")), str(body.get("message", "")), **fields)
-
+# The error family lives in errors.py; ERROR_KINDS, AgentError and error_from_body stay
+# importable from here for the layers that have always taken them from the wire.
+from agentproto.errors import ERROR_KINDS as ERROR_KINDS
+from agentproto.errors import AgentError as AgentError
+from agentproto.errors import AppError, Kind
+from agentproto.errors import error_from_body as error_from_body
 
 # -- framing ----------------------------------------------------------------------------
 
@@ -235,17 +163,12 @@ def encode(obj: Any) -> bytes:
 # -- commands ---------------------------------------------------------------------------
 
 
-class FrameError(Exception):
-    """A line that is not a valid command; answered with ``BadFrame``."""
+class FrameError(AppError):
+    """A line that is not a valid command; answered with ``BadFrame`` (the app's fault)."""
 
     def __init__(self, frame_id: int | None, message: str, **fields: Any) -> None:
-        super().__init__(message)
+        super().__init__(Kind.BAD_FRAME, message, detail=message, **fields)
         self.frame_id = frame_id
-        self.message = message
-        self.fields = fields
-
-    def body(self) -> dict[str, Any]:
-        return {"kind": "BadFrame", "message": self.message, "detail": self.message, **self.fields}
 
 
 @dataclass

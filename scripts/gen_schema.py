@@ -18,6 +18,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agentproto.errors import ERROR_KINDS, LINE_EXCERPT  # noqa: E402
 REFERENCE = ROOT / "fixtures" / "anyagent-schema.json"
 TARGET = ROOT / "agentproto" / "schema.json"
 EXTRA = ROOT / "agentproto" / "schema_ops.json"
@@ -105,6 +108,21 @@ def build() -> dict:
             "summary": {"type": ["string", "null"]},
             "tokens": {"type": ["integer", "null"], "minimum": 0},
         },
+    }
+
+    # ErrorBody: the kinds agentproto sends, documented (`kind` stays any string, as in the
+    # reference: Internal and ConsumerLagged are additive), and ProtocolFailed's `line`.
+    body = d["ErrorBody"]["properties"]
+    body["kind"]["description"] = (
+        "The error's kind; agentproto sends these (agentproto/errors.py): " + ", ".join(ERROR_KINDS) + "."
+    )
+    body["kind"]["examples"] = list(ERROR_KINDS)
+    body["line"] = {
+        "description": (
+            f"ProtocolFailed: the agent line that caused it, cut after {LINE_EXCERPT} characters "
+            "(then the line's length follows)."
+        ),
+        "type": "string",
     }
 
     # AgentInstallation: the version `discover` read from the executable.

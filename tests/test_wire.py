@@ -510,7 +510,8 @@ def test_error_bodies_have_their_variant_fields() -> None:
         "SessionClosed": (AgentError.session_closed("s2"), {"detail": "s2"}),
     }
     for kind in ("SpawnFailed", "HandshakeTimeout", "UnsupportedFeature", "InvalidConfiguration",
-                 "InvalidRequest", "ResumeFailed", "SessionBusy", "ProtocolFailed", "BadFrame"):
+                 "InvalidRequest", "ResumeFailed", "SessionBusy", "ProtocolFailed", "BadFrame",
+                 "ConsumerLagged", "Internal"):
         cases[kind] = (AgentError.detail(kind, "why"), {"detail": "why"})
     assert set(cases) == set(wire.ERROR_KINDS)
     for kind, (error, fields) in cases.items():

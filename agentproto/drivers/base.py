@@ -27,7 +27,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from agentproto.wire import AgentError, LineFramer, TooLong
+from agentproto.errors import AgentError, Kind
+from agentproto.wire import LineFramer, TooLong
 
 if TYPE_CHECKING:
     from agentproto.loop import Loop, Timer
@@ -153,7 +154,7 @@ class Driver:
         done(None)
 
     def rollback(self, turns: int, scope: str, done: Callable[[AgentError | None, str | None], None]) -> None:
-        done(AgentError.detail("UnsupportedFeature", "rollback"), None)
+        done(AgentError.detail(Kind.UNSUPPORTED_FEATURE, "rollback"), None)
 
     def compact(self) -> None:
         raise NotImplementedError

@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from agentproto.wire import AgentError
+from agentproto.errors import AgentError
 
 
 @dataclass(frozen=True)

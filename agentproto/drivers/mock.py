@@ -16,7 +16,8 @@ from collections import deque
 from typing import Any, Callable
 
 from agentproto.drivers.base import Driver
-from agentproto.wire import AgentError, event_kind_name
+from agentproto.errors import AgentError, Kind
+from agentproto.wire import event_kind_name
 
 SCRIPT_FIELDS: dict[str, Any] = {
     "turns": [],
@@ -174,9 +175,9 @@ class MockDriver(Driver):
                 "config_home": launch.config_home,
                 "record_wire": launch.record_wire,
             }
-            raise AgentError("InvalidRequest", json.dumps(facts), detail=json.dumps(facts))
+            raise AgentError(Kind.INVALID_REQUEST, json.dumps(facts), detail=json.dumps(facts))
         if self.script["resume"] and launch.resume:
-            raise AgentError.detail("ResumeFailed", "the mock keeps no history")
+            raise AgentError.detail(Kind.RESUME_FAILED, "the mock keeps no history")
         token = "mock-token" if self.script["resume"] else None
         self.host.opened(self.details(), resume_token=token)
 
