@@ -11,13 +11,14 @@ import json
 import os
 import signal
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from agentproto import __version__
 from agentproto.engine import Session, log
 from agentproto.runtime import Runtime, Scope
 from agentproto.loop import Loop
 from agentproto.serve import P1Connection
+from agentproto.stdio import run_stdio
 from agentproto.streams import Output
 from agentproto.wire import AgentError, event_kind_name
 
@@ -49,43 +50,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     script = _load_mock(args.mock)
     loop = Loop()
     runtime = Runtime(loop, mock_script=script, stall_timeout=args.stall_timeout)
-    status = [EXIT_OK]
 
-    def stdout_failed(exc: OSError) -> None:
-        log(f"stdout stopped accepting writes: {exc.strerror or exc}")
-        status[0] = EXIT_FAILED
-        connection.end_input()
+    def make(output: Output, finished: Callable[[], None]) -> P1Connection:
+        if args.record:
+            from agentproto.transports import Recorder, RecordingP1Connection
 
-    output = Output(loop, sys.stdout.fileno(), stdout_failed)
+            recorder = Recorder(args.record)
+            return RecordingP1Connection(runtime, sys.stdin.fileno(), output, lambda _conn: finished(), recorder)
+        return P1Connection(runtime, sys.stdin.fileno(), output, lambda _conn: finished())
 
-    def finished(_conn: P1Connection) -> None:
-        if not output.queue or output.failed:
-            loop.stop()
-        else:
-            output.on_drained = loop.stop
-
-    if args.record:
-        from agentproto.transports import Recorder, RecordingP1Connection
-
-        connection: P1Connection = RecordingP1Connection(
-            runtime, sys.stdin.fileno(), output, finished, Recorder(args.record)
-        )
-    else:
-        connection = P1Connection(runtime, sys.stdin.fileno(), output, finished)
-
-    def on_signal() -> None:
-        connection.end_input()
-
-    loop.add_signal_handler(signal.SIGTERM, on_signal)
-    loop.add_signal_handler(signal.SIGINT, on_signal)
-    loop.add_signal_handler(signal.SIGHUP, on_signal)
-    connection.start()
     try:
-        loop.run()
+        return run_stdio(loop, make)
     finally:
-        output.close()
         loop.close()
-    return status[0]
 
 
 def _serve_transport(args: argparse.Namespace) -> int:
@@ -121,11 +98,11 @@ def _serve_transport(args: argparse.Namespace) -> int:
             from agentproto.httpd import run_http
 
             return run_http(runtime, address, args.auth_token, recorder)
-        from agentproto import rpc
-
         if args.transport == "jsonrpc":
-            return rpc.run_jsonrpc(runtime, recorder)
-        return rpc.run_mcp(runtime, recorder)
+            from agentproto.jsonrpc_server import JsonRpcServer as server
+        else:
+            from agentproto.mcp_stdio import McpStdio as server  # type: ignore[assignment]
+        return _run_stdio_frontend(runtime, server, recorder)
     finally:
         runtime.loop.close()
 
@@ -136,12 +113,21 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
     runtime = Runtime(Loop(), mock_script=_load_mock(args.mock), stall_timeout=args.stall_timeout)
     recorder = transports.Recorder(args.record) if args.record else None
+    from agentproto.ops_stdio import OpsStream, SingleShot
+
     try:
-        if args.single_shot:
-            return transports.run_single_shot(runtime, recorder)
-        return transports.run_agent(runtime, recorder)
+        return _run_stdio_frontend(runtime, SingleShot if args.single_shot else OpsStream, recorder)
     finally:
         runtime.loop.close()
+
+
+def _run_stdio_frontend(runtime: Runtime, server: Any, recorder: Any) -> int:
+    """One of the ops frontends on stdin/stdout: ``server(runtime, in_fd, output, finished, recorder)``."""
+
+    def make(output: Output, finished: Callable[[], None]) -> Any:
+        return server(runtime, sys.stdin.fileno(), output, finished, recorder)
+
+    return run_stdio(runtime.loop, make)
 
 
 def cmd_schema(_args: argparse.Namespace) -> int:

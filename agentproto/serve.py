@@ -92,6 +92,8 @@ class P1Connection:
         self.runtime.close_all(self.scope.sessions())
         self._maybe_finished()
 
+    end = end_input  # a stdio server winds down the same way (a signal, stdout gone)
+
     def _maybe_finished(self) -> None:
         if self.eof and not self.scope.live and not self.scope.hidden and not self.finished:
             self.finished = True

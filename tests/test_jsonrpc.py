@@ -84,18 +84,42 @@ def test_a_parse_error_has_id_null(rpc):
         {"jsonrpc": "1.0", "id": 9, "method": "capabilities"},
         {"id": 9, "method": "capabilities"},
         {"jsonrpc": "2.0", "id": 9, "method": 5},
+        {"id": 9, "method": 5},
         {"jsonrpc": "2.0", "id": 9, "method": "capabilities", "params": "x"},
+        {"jsonrpc": "2.0", "id": 9},
+    ],
+)
+def test_invalid_requests_with_a_readable_id_keep_it(rpc, line):
+    rpc.send(line)
+    response = rpc.response()
+    assert response["id"] == 9 and response["error"]["code"] == -32600, response
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
         {"jsonrpc": "2.0", "id": True, "method": "capabilities"},
+        {"jsonrpc": "2.0", "id": {"n": 1}, "method": "capabilities"},
+        {"jsonrpc": "2.0", "id": 9, "result": {}},
         5,
         "request",
         [],
     ],
 )
-def test_invalid_requests_get_one_error_with_id_null(rpc, line):
+def test_invalid_requests_without_a_readable_id_get_id_null(rpc, line):
     rpc.send(line)
     response = rpc.response()
     assert isinstance(response, dict), response  # `[]` gets one error object, not an array
     assert response["id"] is None and response["error"]["code"] == -32600
+
+
+def test_a_batch_over_the_bound_is_one_error(rpc):
+    from agentproto.jsonrpc import MAX_BATCH
+
+    rpc.send([{"jsonrpc": "2.0", "id": i, "method": "capabilities"} for i in range(MAX_BATCH + 1)])
+    response = rpc.response()
+    assert isinstance(response, dict) and response["id"] is None and response["error"]["code"] == -32600
+    assert rpc.call("capabilities", rpc_id=7)["id"] == 7
 
 
 def test_unknown_method_and_bad_params_keep_the_id(rpc):
@@ -134,7 +158,7 @@ def test_batches_answer_in_one_array_without_notifications(rpc):
         ]
     )
     batch = rpc.response()
-    assert isinstance(batch, list) and [r["id"] for r in batch] == [1, 2, None, 4]
+    assert isinstance(batch, list) and [r["id"] for r in batch] == [1, 2, 3, 4]
     assert batch[1]["result"]["session"]["id"] == batch[0]["result"]["session"]["id"]
     assert batch[2]["error"]["code"] == -32600 and batch[3]["error"]["code"] == -32601
     rpc.send([{"jsonrpc": "2.0", "method": "capabilities"}, {"jsonrpc": "2.0", "method": "explain", "params": {"code": "x"}}])

@@ -15,7 +15,8 @@ from mcp.client.stdio import stdio_client
 from ops_support import ROOT, Proc, base_env, script
 
 from agentproto.ops import CHECKS
-from agentproto.rpc import MCP_TOOL_OPS, MCP_VERSIONS
+from agentproto.mcp import VERSIONS as MCP_VERSIONS
+from agentproto.mcp_stdio import TOOL_OPS as MCP_TOOL_OPS
 
 TOOLS = [f"agentproto_{op}" for op in MCP_TOOL_OPS]
 
@@ -160,8 +161,10 @@ def test_notifications_get_no_answer_and_framing_errors_follow_jsonrpc(raw):
     raw.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
     raw.write(b"{oops\n")
     assert raw.line()["error"]["code"] == -32700
-    raw.send({"jsonrpc": "1.0", "id": 3, "method": "ping"})
-    assert raw.line() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": 'Invalid Request: `jsonrpc` must be "2.0"'}}
+    raw.send({"jsonrpc": "1.0", "id": 3, "method": "ping"})  # the id can be read: it is kept
+    assert raw.line() == {"jsonrpc": "2.0", "id": 3, "error": {"code": -32600, "message": 'Invalid Request: `jsonrpc` must be "2.0"'}}
+    raw.send({"jsonrpc": "2.0", "id": [3], "method": "ping"})
+    assert raw.line()["id"] is None
     assert call(raw, "resources/list", {}, rpc_id=4)["error"]["code"] == -32601
     response = call(raw, "tools/call", {"name": "agentproto_capabilities"}, rpc_id=5)
     assert response["result"]["isError"] is False
@@ -200,3 +203,18 @@ def test_tool_calls_run_concurrently_so_ping_and_cancel_get_through(tmp_path):
         assert answers[2]["result"]["structuredContent"]["stop"] == "Cancelled"
     finally:
         p.stop()
+
+
+def test_a_batch_is_answered_by_one_array_line(raw):
+    raw.send(
+        [
+            {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "agentproto_capabilities"}},
+        ]
+    )
+    batch = raw.line()
+    assert isinstance(batch, list) and sorted(r["id"] for r in batch) == [1, 2]
+    assert call(raw, "ping", rpc_id=3)["id"] == 3  # nothing else was written for the batch
+    raw.send([{"jsonrpc": "2.0", "method": "notifications/initialized"}])
+    assert call(raw, "ping", rpc_id=4)["id"] == 4  # an all-notification batch gets nothing

@@ -67,6 +67,18 @@ def test_single_shot_exit_codes_follow_done():
     assert code == 2 and lines[0]["kind"] == "error"
 
 
+def test_single_shot_bounds_its_request_and_survives_deep_nesting():
+    from agentproto.wire import DEFAULT_MAX_LINE
+
+    code, lines = single_shot(b'{"op": "explain", "code": "' + b"x" * DEFAULT_MAX_LINE + b'"}')
+    assert code == 2 and lines == [
+        {"kind": "error", "message": f"request too long: more than {DEFAULT_MAX_LINE} bytes; discarded"},
+        {"kind": "done", "exit_code": 2},
+    ]
+    code, lines = single_shot("[" * 100_000)
+    assert code == 2 and lines[0]["message"].startswith("malformed JSON") and done_of(lines) == 2
+
+
 def test_single_shot_extra_objects_are_errors_and_ignored():
     code, lines = single_shot('{"op": "explain", "code": "BadFrame"}\n{"op": "halt"}\n{"op": "capabilities"} {oops')
     assert code == 0 and done_of(lines) == 0

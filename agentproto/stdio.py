@@ -1,0 +1,191 @@
+"""What every stdio frontend shares: the server scaffold, ordered output, and lifetime.
+
+``run_stdio`` is the one scaffold of protocol 1 ``serve``, the ops ``agent`` loop,
+``--single-shot``, JSON-RPC and MCP: stdout as a non-blocking ``Output``, SIGTERM/SIGINT/
+SIGHUP and a stdout that stops taking writes wind the server down, and the process
+exits once what was written has drained. ``Pipeline`` keeps a stdio framing's answers in
+request order. ``watch_lifetime`` ends the socket servers with their parent.
+
+Rules of this file:
+- Nothing blocks: stdout is written through ``streams.Output``, stdin read through
+  ``streams.Reader``/``LineReader`` (so ``loop.io`` sees every byte).
+- A server winds down once (``end``) whatever asked first (EOF, a signal, a failed
+  stdout, ``halt``), and the loop stops only when its lines are written or can never be.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import sys
+from collections import deque
+from typing import TYPE_CHECKING, Callable, Protocol
+
+from agentproto.engine import log
+from agentproto.loop import Loop
+from agentproto.streams import Output, Reader
+
+if TYPE_CHECKING:
+    from agentproto.engine import Session
+
+EXIT_OK, EXIT_FAILED = 0, 1
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class StdioServer(Protocol):
+    """A frontend on stdin/stdout, as ``run_stdio`` drives it."""
+
+    def start(self) -> None: ...
+
+    def end(self) -> None:
+        """Wind down (idempotent): close its sessions, then call its ``finished``."""
+
+
+def finish_when_drained(loop: Loop, output: Output) -> None:
+    """Stop the loop once ``output`` has written everything (or never will)."""
+    if not output.queue or output.failed:
+        loop.stop()
+    else:
+        output.on_drained = loop.stop
+
+
+def run_stdio(loop: Loop, make: Callable[[Output, Callable[[], None]], StdioServer]) -> int:
+    """Run ``make(stdout, finished)``'s server on the loop until it has finished and its
+    output has drained. The exit status: the server's ``exit_code`` (0 when it has none),
+    or 1 when stdout stopped taking writes."""
+    status = [EXIT_OK]
+
+    def failed(exc: OSError) -> None:
+        log(f"stdout stopped accepting writes: {exc.strerror or exc}")
+        status[0] = EXIT_FAILED
+        server.end()
+
+    output = Output(loop, sys.stdout.fileno(), failed)
+    server = make(output, lambda: finish_when_drained(loop, output))
+    for signum in SIGNALS:
+        loop.add_signal_handler(signum, server.end)
+    server.start()
+    try:
+        loop.run()
+    finally:
+        output.close()
+    if status[0] != EXIT_OK:
+        return status[0]
+    return int(getattr(server, "exit_code", EXIT_OK))
+
+
+def watch_lifetime(loop: Loop, shutdown: Callable[[], None]) -> None:
+    """Socket servers end on SIGTERM/SIGINT/SIGHUP, and on EOF of stdin when a parent holds
+    it (a pipe or a socket; /dev/null or a terminal does not end a server)."""
+    for signum in SIGNALS:
+        loop.add_signal_handler(signum, shutdown)
+    try:
+        fd = sys.stdin.fileno()
+        mode = os.fstat(fd).st_mode
+    except (OSError, ValueError):
+        return
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        # What the parent writes is ignored: only the end of it matters.
+        Reader(loop, fd, lambda _data: None, shutdown, 65536).start()
+
+
+# -- ordered output -------------------------------------------------------------------------
+
+
+class Job:
+    """One request of a stdio framing: started once, finished once, its output captured."""
+
+    __slots__ = ("run", "eager", "raw", "op", "started", "finished", "buffer", "captured", "exit_code")
+
+    def __init__(self, run: Callable[["Job"], None], raw: bytes, eager: bool = False, op: str | None = None) -> None:
+        self.run = run
+        self.raw = raw
+        self.eager = eager
+        self.op = op  # the op (or method), when known: an eager job never overtakes an `open`
+        self.started = False
+        self.finished = False
+        self.buffer: list[tuple[bytes, "Session | None"]] = []
+        self.captured: list[bytes] = []
+        self.exit_code: int | None = None
+
+
+class Pipeline:
+    """Runs jobs one after another and writes their output in submission order.
+
+    Only an ``eager`` job (``cancel``) starts at once, so it can stop a turn an earlier
+    request is streaming; its lines still come out after the earlier requests' lines.
+    """
+
+    def __init__(
+        self,
+        loop: Loop,
+        send: Callable[[bytes, "Session | None"], None],
+        after: Callable[[Job], bool],
+    ) -> None:
+        self.loop = loop
+        self.send = send
+        self.after = after  # called as each job completes, in order; False stops the pipeline
+        self.jobs: deque[Job] = deque()
+        self.advancing = False
+        self.stopped = False
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def submit(self, job: Job) -> None:
+        if self.stopped:
+            return
+        overtakes_open = any(queued.op == "open" for queued in self.jobs)
+        self.jobs.append(job)
+        if len(self.jobs) == 1 or (job.eager and not overtakes_open):
+            self._start(job)
+
+    def write(self, job: Job, data: bytes, session: "Session | None" = None) -> None:
+        job.captured.append(data)
+        if self.jobs and self.jobs[0] is job and not self.stopped:
+            self.send(data, session)
+        elif job.finished and job not in self.jobs:
+            if session is not None:
+                session.delivered(1)
+        else:
+            job.buffer.append((data, session))
+
+    def finish(self, job: Job) -> None:
+        job.finished = True
+        self._advance()
+
+    def _start(self, job: Job) -> None:
+        job.started = True
+        job.run(job)
+
+    def _start_later(self, job: Job) -> None:
+        # A job usually finishes inside an engine callback (a TurnEnded being sent): the
+        # next one must not run in the middle of the engine's bookkeeping.
+        job.started = True
+        self.loop.call_soon(lambda: None if self.stopped else job.run(job))
+
+    def _advance(self) -> None:
+        if self.advancing:
+            return
+        self.advancing = True
+        try:
+            while self.jobs and self.jobs[0].finished:
+                job = self.jobs.popleft()
+                if not self.after(job):
+                    self.stopped = True
+                    for dropped in self.jobs:
+                        for _, session in dropped.buffer:
+                            if session is not None:
+                                session.delivered(1)
+                    self.jobs.clear()
+                    return
+                if self.jobs:
+                    head = self.jobs[0]
+                    buffered, head.buffer = head.buffer, []
+                    for data, session in buffered:
+                        self.send(data, session)
+                    if not head.started:
+                        self._start_later(head)
+        finally:
+            self.advancing = False
