@@ -13,7 +13,7 @@ import signal
 import sys
 from typing import Any, Callable
 
-from agentproto import __version__
+from agentproto import __version__, private
 from agentproto.engine import Session, log
 from agentproto.runtime import Runtime, Scope
 from agentproto.loop import Loop
@@ -530,3 +530,5 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_FAILED
     except KeyboardInterrupt:
         return 130
+    finally:
+        private.cleanup()  # the sessions' MCP configs and the like (atexit too, for embedders)

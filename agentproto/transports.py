@@ -14,6 +14,7 @@ import stat
 import sys
 from typing import Any, Callable
 
+from agentproto import private
 from agentproto.engine import Session, log
 from agentproto.runtime import Runtime
 from agentproto.serve import P1Connection
@@ -39,7 +40,7 @@ class Recorder:
 
         line = json.dumps({"request": text(request).strip(), "response": text(response)}) + "\n"
         try:
-            with open(self.path, "a", encoding="utf-8") as f:
+            with private.open_append(self.path) as f:  # records hold env and keys: 0600, no symlink
                 f.write(line)
         except OSError as exc:
             if not self.warned:

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from agentproto import private
 from agentproto.errors import AgentError, Kind
 from agentproto.wire import LineFramer, TooLong
 
@@ -202,7 +203,10 @@ class WireRecorder:
     """Appends each raw line exchanged with an agent to a file (``record_wire``)."""
 
     def __init__(self, path: str) -> None:
-        self._file = open(path, "a", encoding="utf-8")
+        try:
+            self._file = private.open_append(path)  # 0600, never through a planted symlink
+        except OSError as exc:
+            raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"record_wire: {path}: {exc.strerror or exc}") from None
 
     def record(self, direction: str, line: bytes) -> None:
         entry = {"t": time.time_ns(), "dir": direction, "line": line.decode("utf-8", "replace")}
@@ -256,16 +260,21 @@ class AgentProcess:
         self._paused = False
         self._timers: list["Timer"] = []
         self._recorder = WireRecorder(record_wire) if record_wire else None
-        self.proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except BaseException:
+            if self._recorder:
+                self._recorder.close()
+            raise
         self.pid = self.proc.pid
         self.pgid = self.pid  # start_new_session: the child leads its own group
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
