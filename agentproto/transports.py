@@ -51,40 +51,40 @@ class Recorder:
 # -- Unix socket: protocol 1 per connection -------------------------------------------------
 
 
-def bind_unix(path: str) -> socket.socket:
-    """A listening socket at ``path``, owner-only; a stale file there is replaced."""
+def bind_unix(path: str) -> tuple[socket.socket, tuple[int, int]]:
+    """A listening socket at ``path``, owner-only, and its file's (st_dev, st_ino). Only a
+    stale socket there is replaced: anything else is refused (OSError), never deleted."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         st = None
     if st is not None:
-        if stat.S_ISDIR(st.st_mode):
-            raise OSError(f"{path} is a directory")
-        if stat.S_ISSOCK(st.st_mode):
-            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            probe.settimeout(1.0)
-            try:
-                probe.connect(path)
-            except OSError:
-                pass  # nobody listens: stale
-            else:
-                raise OSError(f"another server is listening on {path}")
-            finally:
-                probe.close()
+        if not stat.S_ISSOCK(st.st_mode):
+            raise OSError(f"{path} exists and is not a socket; refusing to replace it")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.settimeout(1.0)
+        try:
+            probe.connect(path)
+        except OSError:
+            pass  # nobody listens: stale
+        else:
+            raise OSError(f"another server is listening on {path}")
+        finally:
+            probe.close()
         os.unlink(path)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o177)
+    old = os.umask(0o177)  # 0600 from the start: a chmod by path could follow a swapped-in link
     try:
         sock.bind(path)
+        st = os.lstat(path)
     except OSError:
         sock.close()
         raise
     finally:
         os.umask(old)
-    os.chmod(path, 0o600)
     sock.listen(128)
     sock.setblocking(False)
-    return sock
+    return sock, (st.st_dev, st.st_ino)
 
 
 class UnixServer:
@@ -96,11 +96,12 @@ class UnixServer:
         self.path = path
         self.recorder = recorder
         self.listener: socket.socket | None = None
+        self.identity: tuple[int, int] | None = None  # our socket file's (st_dev, st_ino)
         self.conns: dict[int, tuple[socket.socket, P1Connection, Output]] = {}
         self.stopping = False
 
     def start(self) -> None:
-        self.listener = bind_unix(self.path)
+        self.listener, self.identity = bind_unix(self.path)
         self.loop.add_reader(self.listener, self._accept)
         log(f"listening on {self.path}")
 
@@ -162,7 +163,9 @@ class UnixServer:
             self.listener.close()
             self.listener = None
             try:
-                os.unlink(self.path)
+                st = os.lstat(self.path)
+                if stat.S_ISSOCK(st.st_mode) and (st.st_dev, st.st_ino) == self.identity:
+                    os.unlink(self.path)  # only the socket we made: a replacement is not ours
             except OSError:
                 pass
 

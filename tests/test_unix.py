@@ -119,23 +119,55 @@ def test_connections_are_independent_and_half_close_closes_their_sessions(sock_p
         server.stop()
 
 
-def test_a_stale_socket_or_file_is_replaced(sock_path):
+def test_a_stale_socket_is_replaced(sock_path):
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stale.bind(sock_path)
     stale.close()  # a crashed server's leftover: a socket nobody listens on
-    server = start(sock_path, "--listen", sock_path)
-    try:
-        Conn(sock_path).close()
-    finally:
-        server.stop()
-    with open(sock_path, "w") as f:
-        f.write("stale")
     server = start(sock_path, "--listen", sock_path)
     try:
         assert stat.S_ISSOCK(os.stat(sock_path).st_mode)
         Conn(sock_path).close()
     finally:
         server.stop()
+
+
+def test_anything_but_a_stale_socket_at_the_path_is_refused_and_left_alone(sock_path, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    with open(sock_path, "w") as f:
+        f.write("someone's file")
+    link = str(tmp_path / "link.sock")
+    os.symlink(outside, link)
+    for path in (sock_path, link, str(tmp_path)):
+        refused = Proc(["serve", "--transport", "unix", "--listen", path], stdin=subprocess.DEVNULL)
+        refused.banner(f"cannot listen on {path}: {path} exists and is not a socket; refusing to replace it")
+        assert refused.wait(15) == 2
+        refused.stop()
+    assert open(sock_path).read() == "someone's file"
+    assert os.path.islink(link) and outside.read_text() == "keep me"
+
+
+def test_at_exit_only_its_own_socket_is_unlinked(sock_path):
+    server = start(sock_path, "--listen", sock_path)
+    try:
+        Conn(sock_path).close()
+        os.unlink(sock_path)
+        with open(sock_path, "w") as f:  # what now sits at the path is not the server's
+            f.write("new owner")
+    finally:
+        server.stop()
+    assert open(sock_path).read() == "new owner"
+    # A socket someone else bound there after ours was removed is not ours either.
+    os.unlink(sock_path)
+    server = start(sock_path, "--listen", sock_path)
+    other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        os.unlink(sock_path)
+        other.bind(sock_path)
+    finally:
+        server.stop()
+        other.close()
+    assert stat.S_ISSOCK(os.lstat(sock_path).st_mode)
 
 
 def test_a_live_socket_is_not_stolen(sock_path):
