@@ -27,6 +27,7 @@ from tests.fake_anthropic import (
     thinking,
     tool_use,
 )
+from tests.fake_mcp import ENV_STDIO_MCP, HttpMcp, cmdlines, wait_for_file
 from tests.sidecar import Sidecar, kind_name, kinds
 
 
@@ -824,3 +825,105 @@ def test_attachments_reach_the_model(world, tmp_path):
     )
     assert "the secret word is teal" in json.dumps(content)
     world.close(sid)
+
+
+# -- secrets and private files (issue 13) --------------------------------------------------
+
+SECRETS = {
+    "env": "sk-test-SECRET-env-1234",
+    "auth": "sk-test-SECRET-bearer-5678",
+    "header": "sk-test-SECRET-header-9012",
+}
+
+
+@pytest.fixture
+def private_world(api, tmp_path):
+    """``world`` with the sidecar's temp dir (TMPDIR) in tmp_path, to watch its private area."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    config = tmp_path / "config"
+    config.mkdir()
+    sidecar = Sidecar(env={"AGENTPROTO_CLAUDE_BIN": claude_bin(), "TMPDIR": str(tmp)})
+    w = World(api, sidecar, work, config)
+    w.tmp = tmp  # type: ignore[attr-defined]
+    http = HttpMcp()
+    w.http = http  # type: ignore[attr-defined]
+    try:
+        yield w
+    finally:
+        sidecar.close()
+        http.close()
+        for pid in processes_with_env(str(config)):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _secret_servers(world: World, dump: Path) -> list[dict[str, Any]]:
+    tests_dir = str(Path(__file__).resolve().parent)
+    script = dump.parent / "env_mcp.py"
+    script.write_text(ENV_STDIO_MCP)
+    return [
+        {"name": "envdump", "connection": {"Stdio": {
+            "command": "python3", "args": [str(script), str(dump), tests_dir], "env": {"MCP_SECRET": SECRETS["env"]}}}},
+        {"name": "web", "connection": {"Http": {
+            "url": world.http.url,  # type: ignore[attr-defined]
+            "headers": {"Authorization": f"Bearer {SECRETS['auth']}", "X-Team": SECRETS["header"]}}}},
+    ]
+
+
+def _leader(world: World) -> int:
+    (pid,) = [p for p in processes_with_env(str(world.config)) if _is_group_leader(p)]
+    return pid
+
+
+def _mcp_config_path(pid: int) -> Path:
+    argv = cmdlines([pid])[pid].split(b"\0")
+    return Path(argv[argv.index(b"--mcp-config") + 1].decode())
+
+
+def test_mcp_secrets_never_reach_a_command_line_and_still_reach_the_servers(private_world, tmp_path):
+    world = private_world
+    dump = tmp_path / "server-env.json"
+    sid = world.open(mcp_servers=_secret_servers(world, dump))["id"]
+    # The servers got their values: the stdio one in its environment, the HTTP one as headers.
+    assert json.loads(wait_for_file(str(dump)))["MCP_SECRET"] == SECRETS["env"]
+    _method, headers, _body = world.http.wait_for("initialize")
+    assert headers["authorization"] == f"Bearer {SECRETS['auth']}" and headers["x-team"] == SECRETS["header"]
+    # No process of the session (the CLI, its MCP servers) shows one on its command line.
+    pids = processes_with_env(str(world.config))
+    assert len(pids) >= 2
+    for pid, cmdline in cmdlines(pids).items():
+        for secret in SECRETS.values():
+            assert secret.encode() not in cmdline, (pid, cmdline)
+    # --mcp-config is a 0600 file in a 0700 session directory of the sidecar's 0700 area.
+    config = _mcp_config_path(_leader(world))
+    area = config.parent.parent
+    assert stat.S_IMODE(config.lstat().st_mode) == 0o600 and config.is_file() and not config.is_symlink()
+    assert stat.S_IMODE(config.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(area.stat().st_mode) == 0o700
+    assert area.parent == world.tmp and area.name.startswith("agentproto-")  # type: ignore[attr-defined]
+    world.close(sid)
+    assert not config.parent.exists()  # gone with the session's process
+    assert world.sc.close() == 0
+    assert not area.exists()  # and the whole area at exit
+
+
+def test_the_private_mcp_config_goes_when_the_cli_dies_or_never_starts(private_world, tmp_path):
+    world = private_world
+    servers = [{"name": "none", "connection": {"Stdio": {"command": "/bin/true", "env": {"K": SECRETS["env"]}}}}]
+    sid = world.open(mcp_servers=servers)["id"]
+    leader = _leader(world)
+    config = _mcp_config_path(leader)
+    assert config.exists()
+    os.kill(leader, signal.SIGKILL)
+    world.sc.wait_for(lambda l: l.get("closed") == sid, 15)
+    assert not config.parent.exists()
+
+    broken = tmp_path / "claude-broken"
+    broken.write_text("#!/bin/sh\necho 'not today' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    body = world.sc.error({"cmd": "open", **world.options(agent={"id": "claude", "path": str(broken)}, mcp_servers=servers)}, 30)
+    assert body["kind"] == "SpawnFailed"
+    area = config.parent.parent
+    assert list(area.iterdir()) == []  # the failed session's directory went too

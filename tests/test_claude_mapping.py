@@ -225,6 +225,7 @@ def test_argv_for_the_launch_options():
             mcp_servers=[{"name": "a", "connection": {"Stdio": {"command": "srv"}}}],
         ),
         "new-id",
+        "/private/claude-x/mcp.json",
     )
     assert argv[0] == "/opt/claude"
     for flag in (
@@ -245,10 +246,8 @@ def test_argv_for_the_launch_options():
     )
     assert "--session-id=new-id" in argv
     assert argv[argv.index("--append-system-prompt") + 1] == "Be brief."
-    assert (
-        json.loads(argv[argv.index("--mcp-config") + 1])["mcpServers"]["a"]["command"]
-        == "srv"
-    )
+    # The config is a private file's path: its values never go on the command line.
+    assert argv[argv.index("--mcp-config") + 1] == "/private/claude-x/mcp.json"
     assert argv[-1] == "--extra"
     assert claude.build_argv(launch(tools_disabled=True), None)[-2:] == ["--tools", ""]
     assert "--permission-mode" not in claude.build_argv(

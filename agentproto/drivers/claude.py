@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from agentproto import private
 from agentproto.drivers.base import AgentProcess, ProcessDriver, Host, Launch
 from agentproto.drivers.claude_mapping import (
     FEATURES,
@@ -38,6 +39,7 @@ from agentproto.drivers.claude_mapping import (
     config_options,
     initial_mode,
     login_methods,
+    mcp_config,
     question_answers,
     question_request,
     result_text,
@@ -103,6 +105,7 @@ class ClaudeDriver(ProcessDriver):
             None  # [kind, message id, parent, text] not yet sent
         )
         self._flush_scheduled = False
+        self._private: str | None = None  # the session's private directory, if it needs one
 
     # -- the engine's hooks
     def deterministic(self, origin: Any) -> bool:
@@ -124,8 +127,8 @@ class ClaudeDriver(ProcessDriver):
             env["CLAUDE_CONFIG_DIR"] = os.path.abspath(
                 os.path.expanduser(launch.config_home)
             )
-        argv = build_argv(launch, new_id)
         try:
+            argv = build_argv(launch, new_id, self._write_mcp_config())
             self.proc = AgentProcess(
                 self.host.loop,
                 argv,
@@ -138,15 +141,29 @@ class ClaudeDriver(ProcessDriver):
                 ),
                 record_wire=launch.record_wire,
             )
-        except OSError as exc:
-            raise AgentError.detail(
-                "SpawnFailed", f"{launch.executable}: {exc.strerror or exc}"
-            ) from None
+        except BaseException as exc:
+            private.remove_tree(self._private)
+            if isinstance(exc, OSError):
+                raise AgentError.detail(
+                    "SpawnFailed", f"{exc.filename or launch.executable}: {exc.strerror or exc}"
+                ) from None
+            raise
         self._handshake = self.host.loop.call_later(
             HANDSHAKE_TIMEOUT, self._handshake_expired
         )
         self._request({"subtype": "initialize", "hooks": None}, self._initialized)
         self._request({"subtype": "get_binary_version"}, self._got_version)
+
+    def _write_mcp_config(self) -> str | None:
+        """``--mcp-config`` as a 0600 file in the session's private directory: the
+        servers' env and header values must not be on the command line, which every
+        local user can read in /proc/PID/cmdline. Removed once the CLI is gone."""
+        if not self.launch.mcp_servers:
+            return None
+        self._private = private.session_dir("claude")
+        path = os.path.join(self._private, "mcp.json")
+        private.write_private(path, json.dumps(mcp_config(self.launch.mcp_servers)))
+        return path
 
     def _handshake_expired(self) -> None:
         if self.state == "opening":
@@ -248,6 +265,7 @@ class ClaudeDriver(ProcessDriver):
             self.proc.kill()
 
     def _on_exit(self, status: str | None, stderr: str) -> None:
+        private.remove_tree(self._private)
         self._flush()
         previous, self.state = self.state, "gone"
         if self._handshake is not None:

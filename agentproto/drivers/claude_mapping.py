@@ -373,7 +373,7 @@ def always_rules(tool_name: str, suggestions: Any) -> list[dict[str, Any]]:
 
 
 def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
-    """``--mcp-config`` JSON for protocol McpServer entries."""
+    """``--mcp-config`` JSON for protocol McpServer entries (secrets: it goes in a file)."""
     config: dict[str, Any] = {}
     for server in servers:
         ((tag, body),) = server["connection"].items()
@@ -393,7 +393,7 @@ def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
     return {"mcpServers": config}
 
 
-def build_argv(launch: Launch, session_id: str | None) -> list[str]:
+def build_argv(launch: Launch, session_id: str | None, mcp_config_path: str | None = None) -> list[str]:
     argv = [
         launch.executable,
         "--output-format", "stream-json",
@@ -420,8 +420,8 @@ def build_argv(launch: Launch, session_id: str | None) -> list[str]:
         argv.append(f"--session-id={session_id}")
     if launch.instructions:
         argv += ["--append-system-prompt", launch.instructions]
-    if launch.mcp_servers:
-        argv += ["--mcp-config", json.dumps(mcp_config(launch.mcp_servers))]
+    if mcp_config_path:
+        argv += ["--mcp-config", mcp_config_path]  # a file: never the values themselves
     if launch.tools_disabled:
         argv += ["--tools", ""]
     return argv + list(launch.args)
