@@ -4,6 +4,7 @@ tests/sidecar.py) and through the Python client."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -13,6 +14,7 @@ import pytest
 
 from agentproto.client import AgentProtoError, Runtime, kind_of
 from tests import fake_openai as fo
+from tests.fake_mcp import ENV_STDIO_MCP, HttpMcp, cmdlines, wait_for_file
 from tests.sidecar import Sidecar, kind_name, kinds
 
 
@@ -451,3 +453,51 @@ def test_compact_summarizes_the_thread(sidecar, world):
     events = turn(sidecar, session, "two")
     assert text_of(events) == "after"
     assert "summary of it all" in "\n".join(world.api.response_requests()[-1].input_texts())
+
+
+# -- secrets off the command line (issue 13) -------------------------------------------------
+
+SECRETS = {
+    "env": "sk-test-SECRET-env-1234",
+    "auth": "sk-test-SECRET-bearer-5678",
+    "header": "sk-test-SECRET-header-9012",
+}
+
+
+def test_mcp_secrets_never_reach_a_command_line_and_still_reach_the_servers(sidecar, world, tmp_path):
+    http = HttpMcp()
+    try:
+        dump = tmp_path / "server-env.json"
+        script = tmp_path / "env_mcp.py"
+        script.write_text(ENV_STDIO_MCP)
+        tests_dir = os.path.dirname(os.path.abspath(__file__))
+        servers = [
+            {"name": "envdump", "connection": {"Stdio": {
+                "command": "python3", "args": [str(script), str(dump), tests_dir],
+                "env": {"MCP_SECRET": SECRETS["env"], "MCP_MODE": "plain words"}}}},
+            {"name": "web", "connection": {"Http": {
+                "url": http.url, "headers": {"Authorization": f"Bearer {SECRETS['auth']}", "X-Team": SECRETS["header"]}}}},
+        ]
+        session = open_codex(sidecar, world, mcp_servers=servers)["id"]
+        # The stdio server has its env under the real names, and nothing of our relay.
+        env = json.loads(wait_for_file(str(dump)))
+        assert env["MCP_SECRET"] == SECRETS["env"] and env["MCP_MODE"] == "plain words"
+        assert not [name for name in env if name.startswith("AGENTPROTO_MCP_")]
+        # The HTTP server got its headers.
+        _method, headers, _body = http.wait_for("initialize")
+        assert headers["authorization"] == f"Bearer {SECRETS['auth']}" and headers["x-team"] == SECRETS["header"]
+        # No process of the world (npm launcher, native codex, the MCP server) has a value on its command line.
+        pids = world.processes()
+        assert len(world.codex_processes()) >= 2
+        for pid, cmdline in cmdlines(pids).items():
+            for secret in SECRETS.values():
+                assert secret.encode() not in cmdline, (pid, cmdline)
+        sidecar.ok({"cmd": "close", "session": session}, timeout=30)
+    finally:
+        http.close()
+
+
+def test_an_mcp_env_name_a_shell_cannot_set_is_invalid_configuration(sidecar, world):
+    servers = [{"name": "odd", "connection": {"Stdio": {"command": "/bin/true", "env": {"A-B": "1"}}}}]
+    body = sidecar.error({"cmd": "open", "agent": "codex", "dir": world.work, "mcp_servers": servers}, 30)
+    assert body["kind"] == "InvalidConfiguration" and "mcp_servers" in body["detail"] and "A-B" in body["detail"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
 import sys
 import time
 from typing import Any
@@ -75,19 +76,51 @@ def test_toml_nested_values_and_odd_keys():
     assert tomllib.loads(f"v = {toml_value(float('inf'))}")["v"] == float("inf")
 
 
-def test_mcp_config_is_codex_mcp_servers_table():
+def test_mcp_config_is_codex_mcp_servers_table_with_every_value_in_the_environment():
     servers = [
-        {"name": "fs tools", "connection": {"Stdio": {"command": "/bin/x", "args": ["-a", 'q"uote'], "env": {"K": "v"}}}},
-        {"name": "web", "connection": {"Http": {"url": "https://h/mcp", "headers": {"Authorization": "Bearer t"}}}},
+        {"name": "fs tools", "connection": {"Stdio": {"command": "/bin/x", "args": ["-a", 'q"uote'], "env": {"K": "sk-test-SECRET-1"}}}},
+        {"name": "web", "connection": {"Http": {"url": "https://h/mcp", "headers": {
+            "Authorization": "Bearer sk-test-SECRET-2", "X": "sk-test-SECRET-3"}}}},
         {"name": "bare", "connection": {"Stdio": {"command": "y"}}},
     ]
-    table = mcp_config(servers)
+    table, env = mcp_config(servers)
     assert table == {
-        "fs tools": {"command": "/bin/x", "args": ["-a", 'q"uote'], "env": {"K": "v"}},
-        "web": {"url": "https://h/mcp", "http_headers": {"Authorization": "Bearer t"}},
+        "fs tools": {
+            "command": "/bin/sh",
+            "args": ["-c", 'export K="$AGENTPROTO_MCP_0_0"; unset AGENTPROTO_MCP_0_0; exec "$0" "$@"', "/bin/x", "-a", 'q"uote'],
+            "env_vars": ["AGENTPROTO_MCP_0_0"],
+        },
+        "web": {"url": "https://h/mcp", "env_http_headers": {"Authorization": "AGENTPROTO_MCP_1_0", "X": "AGENTPROTO_MCP_1_1"}},
         "bare": {"command": "y", "args": []},
     }
+    assert env == {
+        "AGENTPROTO_MCP_0_0": "sk-test-SECRET-1",
+        "AGENTPROTO_MCP_1_0": "Bearer sk-test-SECRET-2",
+        "AGENTPROTO_MCP_1_1": "sk-test-SECRET-3",
+    }
     assert roundtrip(table) == table
+    assert "SECRET" not in toml_value(table)
+
+
+def test_the_stdio_wrapper_gives_the_server_exactly_its_env_through_a_real_shell(tmp_path):
+    tricky = {"PLAIN": "a b", "QUOTES": "it's \"$HOME\" `x` \\ $(id)\nline 2", "EMPTY": "", "AGENTPROTO_MCP_0_0": "mine"}
+    table, env = mcp_config([{"name": "s", "connection": {"Stdio": {
+        "command": sys.executable, "args": ["-c", "import json, os; print(json.dumps(dict(os.environ)))", "x y"], "env": tricky}}}])
+    entry = table["s"]
+    passed = {name: env[name] for name in entry["env_vars"]}  # what Codex forwards (env_vars)
+    out = subprocess.run([entry["command"], *entry["args"]], env={"PATH": "/usr/bin:/bin", **passed},
+                         capture_output=True, text=True, check=True)
+    seen = json.loads(out.stdout)
+    for name, value in tricky.items():
+        assert seen[name] == value
+    assert sorted(n for n in seen if n.startswith("AGENTPROTO_MCP_")) == ["AGENTPROTO_MCP_0_0"]  # the server's own
+
+
+def test_mcp_values_that_cannot_be_passed_are_refused():
+    with pytest.raises(ValueError, match="A-B"):
+        mcp_config([{"name": "s", "connection": {"Stdio": {"command": "c", "env": {"A-B": "1"}}}}])
+    with pytest.raises(ValueError, match="NUL"):
+        mcp_config([{"name": "s", "connection": {"Http": {"url": "u", "headers": {"H": "a\0b"}}}}])
 
 
 # -- pure mappings -----------------------------------------------------------------------

@@ -105,6 +105,7 @@ class CodexDriver(ProcessDriver):
         self._last_progress = 0.0
         self._held: tuple[str, str, list[str]] | None = None
         self._compacted_turn: Any = None
+        self.mcp_env: dict[str, str] = {}  # AGENTPROTO_MCP_<n>_<m>: the MCP servers' secrets
         env = launch.child_env()
         try:
             self.stall_secs = float(env.get("AGENTPROTO_CODEX_STALL_SECS") or DEFAULT_STALL_SECS)
@@ -119,7 +120,9 @@ class CodexDriver(ProcessDriver):
     def argv(self) -> list[str]:
         argv = [self.launch.executable, "app-server"]
         if self.launch.mcp_servers:
-            argv += ["-c", "mcp_servers=" + toml_value(mcp_config(self.launch.mcp_servers))]
+            # Values stay off argv (world-readable): they go in Codex's environment.
+            table, self.mcp_env = mcp_config(self.launch.mcp_servers)
+            argv += ["-c", "mcp_servers=" + toml_value(table)]
         if self.tools_disabled:
             for override in TOOLS_OFF:
                 argv += ["-c", override]
@@ -131,7 +134,7 @@ class CodexDriver(ProcessDriver):
         if launch.config_home:
             home = os.path.abspath(os.path.expanduser(launch.config_home))
             try:
-                os.makedirs(home, exist_ok=True)
+                os.makedirs(home, mode=0o700, exist_ok=True)  # it will hold auth.json
             except OSError as exc:
                 raise AgentError.detail("SpawnFailed", f"cannot create config_home {home}: {exc}") from None
             env["CODEX_HOME"] = home
@@ -139,6 +142,7 @@ class CodexDriver(ProcessDriver):
             argv = self.argv()
         except ValueError as exc:
             raise AgentError.detail("InvalidConfiguration", f"mcp_servers: {exc}") from None
+        env.update(self.mcp_env)
         try:
             self.proc = AgentProcess(
                 self.loop,

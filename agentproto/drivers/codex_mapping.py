@@ -75,21 +75,76 @@ def toml_value(value: Any) -> str:
     raise ValueError(f"no TOML form for {type(value).__name__}")
 
 
-def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
-    """protocol-1 McpServer entries as Codex's ``mcp_servers`` table."""
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def mcp_config(servers: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """protocol-1 McpServer entries as Codex's ``mcp_servers`` table, and the variables
+    to add to Codex's own environment for it; ValueError for what cannot be passed.
+
+    The table goes on Codex's command line (``-c``), which every local user can read in
+    /proc/PID/cmdline, so no env or header value is in it: each value is a variable
+    ``AGENTPROTO_MCP_<n>_<m>`` of Codex's environment. A header names its variable in
+    ``env_http_headers``. A stdio server's variables are forwarded to it by ``env_vars``
+    (Codex passes them under the same names), and ``/bin/sh`` renames them before it execs
+    the server: the real names set in Codex's own environment would change Codex itself
+    (PATH, OPENAI_*, proxies) and collide between servers.
+    """
     table: dict[str, Any] = {}
-    for server in servers:
+    env: dict[str, str] = {}
+
+    def hide(n: int, m: int, what: str, value: Any) -> str:
+        if not isinstance(value, str) or "\0" in value or _unencodable(value):
+            raise ValueError(f"{what}: a value must be a string without NUL or lone surrogates")
+        var = f"AGENTPROTO_MCP_{n}_{m}"
+        env[var] = value
+        return var
+
+    for n, server in enumerate(servers):
+        name = server["name"]
         (tag, body), = server["connection"].items()
         if tag == "Stdio":
             entry: dict[str, Any] = {"command": body["command"], "args": list(body.get("args") or [])}
-            if body.get("env"):
-                entry["env"] = dict(body["env"])
+            renames = []
+            for m, (key, value) in enumerate((body.get("env") or {}).items()):
+                if not _ENV_NAME.match(key):
+                    raise ValueError(
+                        f"{name}: env {key!r}: Codex passes a stdio server's env through a shell, "
+                        "so a name is letters, digits and _ (not starting with a digit)"
+                    )
+                renames.append((key, hide(n, m, f"{name}: env {key}", value)))
+            if renames:
+                entry = {
+                    "command": "/bin/sh",
+                    "args": ["-c", _rename_script(renames), entry["command"], *entry["args"]],
+                    "env_vars": [var for _key, var in renames],
+                }
         else:
             entry = {"url": body["url"]}
-            if body.get("headers"):
-                entry["http_headers"] = dict(body["headers"])
-        table[server["name"]] = entry
-    return table
+            headers = body.get("headers") or {}
+            if headers:
+                entry["env_http_headers"] = {
+                    key: hide(n, m, f"{name}: header {key}", value) for m, (key, value) in enumerate(headers.items())
+                }
+        table[name] = entry
+    return table, env
+
+
+def _unencodable(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _rename_script(renames: list[tuple[str, str]]) -> str:
+    """``sh -c`` code giving each forwarded value its real name, then exec'ing the server
+    (``$0 "$@"``): only names appear in it, never values."""
+    exports = " ".join(f'{key}="${var}"' for key, var in renames)
+    keys = {key for key, _var in renames}
+    stale = " ".join(var for _key, var in renames if var not in keys)
+    return f"export {exports}; " + (f"unset {stale}; " if stale else "") + 'exec "$0" "$@"'
 
 
 # -- mapping Codex items to protocol 1 --------------------------------------------------
