@@ -140,9 +140,11 @@ def test_anything_but_a_stale_socket_at_the_path_is_refused_and_left_alone(sock_
     os.symlink(outside, link)
     for path in (sock_path, link, str(tmp_path)):
         refused = Proc(["serve", "--transport", "unix", "--listen", path], stdin=subprocess.DEVNULL)
-        refused.banner(f"cannot listen on {path}: {path} exists and is not a socket; refusing to replace it")
-        assert refused.wait(15) == 2
-        refused.stop()
+        try:
+            refused.banner(f"cannot listen on {path}: {path} exists and is not a socket; refusing to replace it")
+            assert refused.wait(15) == 2
+        finally:
+            refused.stop()  # even when it (wrongly) listens
     assert open(sock_path).read() == "someone's file"
     assert os.path.islink(link) and outside.read_text() == "keep me"
 
