@@ -1,16 +1,30 @@
-"""fs/* inside the session dir, and terminal/* through the loop, without an agent."""
+"""fs/* inside the session dir, and terminal/* through the loop, without an agent.
+
+The confinement tests play the races deterministically: every file-system call the
+service makes is wrapped, and the swap (a directory for a symlink out, a file for a
+symlink or a hard link) happens after call 1, then after call 2, ... of a fresh tree,
+until a run makes fewer calls than that. Calls that could block or exhaust memory on a
+regression (a FIFO, /dev/zero, a 3 GiB file) run in a child with a timeout and an
+address-space limit, so a regression fails instead of hanging the suite.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
-from agentproto.drivers.acp_services import RpcError, Terminals, read_text_file, resolve_inside, write_text_file
+from agentproto.drivers.acp_services import RpcError, Terminals, read_text_file, write_text_file
 from agentproto.loop import Loop
+from sidecar import ROOT, base_env
 
 
 @pytest.fixture
@@ -65,7 +79,7 @@ def test_errors(root: Path) -> None:
     with pytest.raises(RpcError):
         write_text_file(str(root), {"path": str(root / "a.txt"), "content": 3})
     with pytest.raises(RpcError):
-        resolve_inside(str(root), "")
+        read_text_file(str(root), {"path": ""})
 
 
 def run_until(loop: Loop, check: Any, timeout: float = 10.0) -> None:
@@ -143,3 +157,298 @@ def test_close_all_kills_running_groups(tmp_path: Path) -> None:
     terminals.close_all()
     run_until(loop, lambda: not terminals.any_alive())
     loop.close()
+
+
+# -- fs: symlinks resolved here, component by component ---------------------------------------
+
+
+def test_symlinks_inside_are_followed_and_those_leading_out_refused(root: Path) -> None:
+    (root / "sub" / "deep").mkdir(parents=True)
+    (root / "sub" / "deep" / "f.txt").write_text("deep")
+    (root / "rel").symlink_to("sub/deep")  # relative, inside
+    (root / "sub" / "up").symlink_to("../a.txt")  # relative with .., still inside
+    (root / "chain").symlink_to("rel")  # a link to a link
+    (root / "sub" / "back").symlink_to("..")  # the root itself, through ..
+    (root / "sub" / "escape").symlink_to("../..")  # one level above the root
+    (root / "loop1").symlink_to("loop2")
+    (root / "loop2").symlink_to("loop1")
+    r = str(root)
+    assert read_text_file(r, {"path": "rel/f.txt"}) == {"content": "deep"}
+    assert read_text_file(r, {"path": "chain/f.txt"}) == {"content": "deep"}
+    assert read_text_file(r, {"path": str(root / "sub" / "up")}) == {"content": "1\n2\n3\n4\n5"}
+    assert read_text_file(r, {"path": "sub/back/a.txt", "limit": 1}) == {"content": "1\n"}
+    # `..` after a symlink is the physical parent (rel -> sub/deep, so rel/.. is sub).
+    assert read_text_file(r, {"path": "rel/../deep/f.txt"}) == {"content": "deep"}
+    write_text_file(r, {"path": "chain/g.txt", "content": "through links"})
+    assert (root / "sub" / "deep" / "g.txt").read_text() == "through links"
+    for path in ("sub/escape/secret.txt", "sub/escape", "sub/../../secret.txt", "rel/../../../secret.txt"):
+        with pytest.raises(RpcError) as raised:
+            read_text_file(r, {"path": path})
+        assert raised.value.code == -32602 and "outside the session directory" in raised.value.message
+    with pytest.raises(RpcError) as raised:
+        read_text_file(r, {"path": "loop1"})
+    assert raised.value.code == -32602 and "symbolic links" in raised.value.message
+    assert (root.parent / "secret.txt").read_text() == "secret"
+
+
+def test_absolute_paths_through_the_real_root_and_a_link_to_it(tmp_path: Path, root: Path) -> None:
+    alias = tmp_path / "alias"
+    alias.symlink_to(root)
+    # The session dir named through a symlink: paths under either name are inside.
+    assert read_text_file(str(alias), {"path": str(root / "a.txt"), "limit": 1}) == {"content": "1\n"}
+    assert read_text_file(str(alias), {"path": str(alias / "a.txt"), "limit": 1}) == {"content": "1\n"}
+    with pytest.raises(RpcError):
+        read_text_file(str(alias), {"path": str(tmp_path / "secret.txt")})
+
+
+# -- fs: the races, played at every step -------------------------------------------------------
+
+FS_CALLS = ("open", "stat", "lstat", "fstat", "readlink", "mkdir", "listdir", "scandir")
+
+
+def race_tree(base: Path) -> tuple[Path, Path]:
+    if base.exists():
+        shutil.rmtree(base)
+    work, outside = base / "work", base / "outside"
+    (work / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (work / "sub" / "file.txt").write_text("inside")
+    (work / "f.txt").write_text("inside")
+    (outside / "file.txt").write_text("secret")
+    (outside / "f.txt").write_text("secret")
+    return work, outside
+
+
+def swap(kind: str, work: Path, outside: Path) -> None:
+    if kind == "dir-to-symlink":
+        os.rename(work / "sub", work / "sub.old")
+        os.symlink(outside, work / "sub")
+    elif kind == "file-to-symlink":
+        os.rename(work / "f.txt", work / "f.old")
+        os.symlink(outside / "f.txt", work / "f.txt")
+    elif kind == "file-to-hardlink":
+        os.rename(work / "f.txt", work / "f.old")
+        os.link(outside / "f.txt", work / "f.txt")
+    else:  # pragma: no cover
+        raise AssertionError(kind)
+
+
+def with_swap_after(monkeypatch: pytest.MonkeyPatch, n: int, do_swap: Callable[[], None]) -> list[int]:
+    """Wrap the file-system calls; run ``do_swap`` right after the ``n``-th returns."""
+    calls = [0]
+
+    def wrap(real: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return real(*args, **kwargs)
+            finally:
+                calls[0] += 1
+                if calls[0] == n:
+                    do_swap()
+
+        return wrapper
+
+    for name in FS_CALLS:
+        monkeypatch.setattr(os, name, wrap(getattr(os, name)))
+    monkeypatch.setattr(os.path, "realpath", wrap(os.path.realpath))
+    return calls
+
+
+@pytest.mark.parametrize(
+    "kind, path",
+    [
+        ("dir-to-symlink", "sub/file.txt"),
+        ("dir-to-symlink", "sub/made/file.txt"),  # writes create `made` on the way
+        ("file-to-symlink", "f.txt"),
+        ("file-to-hardlink", "f.txt"),
+    ],
+)
+@pytest.mark.parametrize("op", ["read", "write"])
+def test_a_swap_at_any_step_never_reaches_outside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, path: str, op: str
+) -> None:
+    n = 0
+    while True:
+        n += 1
+        work, outside = race_tree(tmp_path / "race")
+        with monkeypatch.context() as m:
+            calls = with_swap_after(m, n, lambda: swap(kind, work, outside))
+            try:
+                if op == "read":
+                    got = read_text_file(str(work), {"path": path})["content"]
+                    assert got == "inside", f"swap after call {n} read {got!r}"
+                else:
+                    write_text_file(str(work), {"path": str(work / path), "content": "pwned"})
+            except RpcError as exc:
+                assert exc.code in (-32602, -32002), exc.message
+            made = calls[0]
+        assert sorted(p.name for p in outside.iterdir()) == ["f.txt", "file.txt"]
+        assert (outside / "file.txt").read_text() == "secret" and (outside / "f.txt").read_text() == "secret"
+        if made < n:  # this run never reached the swap: every step has been tried
+            break
+    print(f"{op} {kind}: swapped after each of {n - 1} calls")
+    assert n > 3
+
+
+# -- fs: hard links, FIFOs, devices, sockets ---------------------------------------------------
+
+
+def test_hard_links_are_refused_both_ways(root: Path) -> None:
+    secret = root.parent / "secret.txt"
+    os.link(secret, root / "hl.txt")
+    for call in (
+        lambda: read_text_file(str(root), {"path": "hl.txt"}),
+        lambda: read_text_file(str(root), {"path": "hl.txt", "line": 1, "limit": 1}),
+        lambda: write_text_file(str(root), {"path": "hl.txt", "content": "pwned"}),
+    ):
+        with pytest.raises(RpcError) as raised:
+            call()
+        assert raised.value.code == -32602 and "hard links" in raised.value.message
+    assert secret.read_text() == "secret"
+
+
+def isolated(call: str, timeout: float = 30.0) -> dict[str, Any]:
+    """``call`` in a child with 1 GiB of address space; its answer, error, and peak RSS."""
+    code = f"""
+import json, resource
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from agentproto.drivers.acp_services import RpcError, read_text_file, write_text_file
+try:
+    out = {{"ok": {call}}}
+except RpcError as exc:
+    out = {{"error": exc.body()}}
+out["maxrss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps(out))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=base_env(), cwd=str(ROOT)
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+@pytest.mark.parametrize("op", ["read", "write"])
+def test_a_fifo_is_refused_at_once_without_blocking(root: Path, op: str) -> None:
+    os.mkfifo(root / "fifo")
+    if op == "read":
+        out = isolated(f"read_text_file({str(root)!r}, {{'path': 'fifo'}})")
+    else:
+        out = isolated(f"write_text_file({str(root)!r}, {{'path': 'fifo', 'content': 'x'}})")
+    assert out["error"]["code"] == -32602 and "not a regular file" in out["error"]["message"]
+
+
+def test_devices_and_sockets_are_refused(root: Path) -> None:
+    out = isolated("read_text_file('/dev', {'path': 'zero'})")  # never ends if read
+    assert out["error"]["code"] == -32602 and "not a regular file" in out["error"]["message"]
+    out = isolated("write_text_file('/dev', {'path': 'null', 'content': 'x'})")
+    assert out["error"]["code"] == -32602 and "not a regular file" in out["error"]["message"]
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(root / "sock"))
+        with pytest.raises(RpcError) as raised:
+            read_text_file(str(root), {"path": "sock"})
+        assert raised.value.code == -32602 and "not a regular file" in raised.value.message
+    finally:
+        server.close()
+
+
+# -- fs: bounded reads -------------------------------------------------------------------------
+
+
+def test_a_3_gib_file_is_read_in_bounded_memory(root: Path) -> None:
+    big = root / "big.txt"
+    big.write_text("a\nb\r\nc\rd\n")
+    os.truncate(big, 3 << 30)  # sparse: four lines, then 3 GiB of NUL without a newline
+    r = str(root)
+    whole = isolated(f"read_text_file({r!r}, {{'path': 'big.txt'}})")
+    assert whole["error"]["code"] == -32602 and "16777216 characters" in whole["error"]["message"]
+    part = isolated(f"read_text_file({r!r}, {{'path': 'big.txt', 'line': 2, 'limit': 3}})")
+    assert part["ok"] == {"content": "b\r\nc\rd\n"}
+    first = isolated(f"read_text_file({r!r}, {{'path': 'big.txt', 'limit': 1}})")
+    assert first["ok"] == {"content": "a\n"}
+    # Line 6 lies past the 3 GiB fifth line: the read stops at the scan cap and says so.
+    past = isolated(f"read_text_file({r!r}, {{'path': 'big.txt', 'line': 6}})")
+    assert past["error"]["code"] == -32602 and "67108864 bytes" in past["error"]["message"]
+    for out in (whole, part, first, past):
+        assert out["maxrss_kb"] < 256 * 1024, out
+
+
+def test_line_and_limit_match_universal_newlines_across_chunks(root: Path) -> None:
+    # Line ends of every kind, with a \r\n straddling the 64 Ki-character read boundary.
+    text = "x" * 65535 + "\r\n" + "one\rtwo\r\nthree\n" * 3000 + "tail"
+    (root / "mixed.txt").write_text(text, newline="")
+    lines = text.splitlines(keepends=True)
+    r = str(root)
+    assert read_text_file(r, {"path": "mixed.txt"}) == {"content": text}
+    for line, limit in [(1, 1), (2, 3), (2, None), (4000, 7), (9001, 5), (9002, 10), (9003, 1)]:
+        stop = None if limit is None else line - 1 + limit
+        expected = "".join(lines[line - 1 : stop])
+        assert read_text_file(r, {"path": "mixed.txt", "line": line, "limit": limit}) == {"content": expected}
+
+
+# -- malformed params: always an RpcError naming the field ---------------------------------------
+
+BIG = sys.maxsize + 1
+
+
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"path": "a\0b"}, "path"),
+        ({"path": "a\udc80b"}, "path"),
+        ({"path": "\ud800"}, "path"),
+        ({"path": 5}, "path"),
+        ({"path": ["a.txt"]}, "path"),
+        ({"path": None}, "path"),
+        ({"path": "a/" * 5000 + "b"}, "path"),
+        ({"path": "a.txt", "line": BIG}, "line"),
+        ({"path": "a.txt", "limit": BIG}, "limit"),
+        ({"path": "a.txt", "line": 2**200}, "line"),
+        ({"path": "a.txt", "limit": -1}, "limit"),
+        ({"path": "a.txt", "line": "2"}, "line"),
+        ({"path": "a.txt", "line": True}, "line"),
+        ({"path": "a.txt", "limit": 1.5}, "limit"),
+        ([], "params"),
+        (None, "params"),
+    ],
+)
+def test_malformed_read_params_are_invalid_params(root: Path, params: Any, field: str) -> None:
+    with pytest.raises(RpcError) as raised:
+        read_text_file(str(root), params)
+    assert raised.value.code == -32602 and f"`{field}`" in raised.value.message
+
+
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"path": "a\0b", "content": "x"}, "path"),
+        ({"path": "\udcff", "content": "x"}, "path"),
+        ({"path": "n.txt", "content": "bad \ud800 text"}, "content"),
+        ({"path": "n.txt", "content": None}, "content"),
+        ({"path": {}, "content": "x"}, "path"),
+        ("a.txt", "params"),
+    ],
+)
+def test_malformed_write_params_are_invalid_params(root: Path, params: Any, field: str) -> None:
+    with pytest.raises(RpcError) as raised:
+        write_text_file(str(root), params)
+    assert raised.value.code == -32602 and f"`{field}`" in raised.value.message
+    assert not (root / "n.txt").exists()
+
+
+def test_writes_replace_in_place_and_never_cut_before_the_checks(root: Path) -> None:
+    (root / "a.txt").chmod(0o600)
+    inode = (root / "a.txt").stat().st_ino
+    write_text_file(str(root), {"path": "a.txt", "content": "short"})
+    after = (root / "a.txt").stat()
+    assert (root / "a.txt").read_text() == "short" and after.st_ino == inode and after.st_mode & 0o777 == 0o600
+    write_text_file(str(root), {"path": "a.txt", "content": "nul \0 kept"})
+    assert (root / "a.txt").read_text() == "nul \0 kept"
+    os.link(root / "a.txt", root / "twin.txt")  # refused: the text must survive the refusal
+    with pytest.raises(RpcError):
+        write_text_file(str(root), {"path": "twin.txt", "content": ""})
+    assert (root / "a.txt").read_text() == "nul \0 kept"
+    with pytest.raises(RpcError) as raised:
+        write_text_file(str(root), {"path": "a.txt/x", "content": ""})
+    assert "not a directory" in raised.value.message

@@ -1,9 +1,6 @@
-"""What an ACP client serves to its agent: ``fs/*`` inside the session's dir, ``terminal/*``.
+"""What an ACP client serves to its agent: ``terminal/*`` here, ``fs/*`` from ``acp_fs``.
 
 Rules of this file:
-- File access never leaves the session's ``dir``: a path is resolved (symlinks included)
-  before anything is read or written, and one that lands outside is refused with an
-  ``RpcError``; nothing is touched.
 - Terminals are real child processes run without a shell, each in its own process group,
   read through the loop (no thread per terminal). Output is kept up to the agent's byte
   limit, truncated from the front at a character boundary, and streamed as text to
@@ -20,96 +17,19 @@ import signal
 import subprocess
 from typing import TYPE_CHECKING, Any, Callable
 
+from agentproto.drivers.acp_fs import (  # noqa: F401 - the driver takes fs/* from here too
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    RESOURCE_NOT_FOUND,
+    RpcError,
+    count_param,
+    read_text_file,
+    write_text_file,
+)
 from agentproto.drivers.base import group_alive
 
 if TYPE_CHECKING:
     from agentproto.loop import Loop
-
-# JSON-RPC error codes the ACP schema defines.
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-RESOURCE_NOT_FOUND = -32002
-
-
-class RpcError(Exception):
-    """An error answer to one of the agent's requests."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-    def body(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message}
-
-
-# -- fs/* ---------------------------------------------------------------------------------
-
-
-def resolve_inside(root: str, path: Any) -> str:
-    """The real path of ``path`` if it lies inside ``root``, else ``RpcError``.
-
-    Relative paths are taken from ``root``. Symlinks anywhere in the path are followed
-    before the check, so a link that points out of the directory is refused.
-    """
-    if not isinstance(path, str) or not path:
-        raise RpcError(INVALID_PARAMS, "`path` must be a non-empty string")
-    real_root = os.path.realpath(root)
-    real = os.path.realpath(os.path.join(real_root, path))
-    prefix = real_root if real_root.endswith(os.sep) else real_root + os.sep
-    if real != real_root and not real.startswith(prefix):
-        raise RpcError(INVALID_PARAMS, f"refused: {path} is outside the session directory {real_root}")
-    return real
-
-
-def _positive(value: Any, name: str) -> int | None:
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise RpcError(INVALID_PARAMS, f"`{name}` must be a non-negative integer")
-    return value
-
-
-def read_text_file(root: str, params: dict[str, Any]) -> dict[str, Any]:
-    """``fs/read_text_file``: ``line`` is 1-based, ``limit`` a count of lines."""
-    real = resolve_inside(root, params.get("path"))
-    line = _positive(params.get("line"), "line")
-    limit = _positive(params.get("limit"), "limit")
-    start = max(line - 1, 0) if line else 0
-    try:
-        # newline="" keeps each line's own ending, so a slice is the file's exact text.
-        with open(real, encoding="utf-8", errors="replace", newline="") as f:
-            if start == 0 and limit is None:
-                content = f.read()
-            else:
-                stop = None if limit is None else start + limit
-                content = "".join(itertools.islice(f, start, stop))
-    except FileNotFoundError:
-        raise RpcError(RESOURCE_NOT_FOUND, f"file not found: {params.get('path')}") from None
-    except IsADirectoryError:
-        raise RpcError(INVALID_PARAMS, f"is a directory: {params.get('path')}") from None
-    except OSError as exc:
-        raise RpcError(INTERNAL_ERROR, f"cannot read {params.get('path')}: {exc.strerror}") from None
-    return {"content": content}
-
-
-def write_text_file(root: str, params: dict[str, Any]) -> None:
-    """``fs/write_text_file``: creates the file (and its directories inside ``root``)."""
-    content = params.get("content")
-    if not isinstance(content, str):
-        raise RpcError(INVALID_PARAMS, "`content` must be a string")
-    real = resolve_inside(root, params.get("path"))
-    try:
-        os.makedirs(os.path.dirname(real), exist_ok=True)
-        # The checked real path is written; O_NOFOLLOW refuses a link planted since.
-        fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(content)
-    except IsADirectoryError:
-        raise RpcError(INVALID_PARAMS, f"is a directory: {params.get('path')}") from None
-    except OSError as exc:
-        raise RpcError(INTERNAL_ERROR, f"cannot write {params.get('path')}: {exc.strerror}") from None
-    return None
 
 
 # -- terminal/* ---------------------------------------------------------------------------
@@ -200,7 +120,7 @@ class Terminals:
             if isinstance(entry, dict) and isinstance(entry.get("name"), str):
                 env[entry["name"]] = str(entry.get("value", ""))
         cwd = params.get("cwd") or self._default_cwd
-        limit = _positive(params.get("outputByteLimit"), "outputByteLimit")
+        limit = count_param(params.get("outputByteLimit"), "outputByteLimit")
         argv = [command, *args]
         try:
             proc = self._spawn(argv, cwd, env)
