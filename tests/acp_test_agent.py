@@ -11,6 +11,8 @@ the scenario (its first word), so one agent binary serves every test:
              PATH.out, then a read of ../outside.txt; results reported as text
   terminal   terminal/create of a python child (env, output byte limit), streamed in
              a tool call, wait_for_exit, output, release; results as text
+  bigterm N  a terminal writing N lines of 64 KiB once the tool call showing it is known
+             to the client (it counts its lines in ./progress); exit status as text
   slow       waits until cancelled; ``slow-permission`` asks a permission first
   hang       never answers and ignores cancel (turn timeout)
   auth       -32000 at session/prompt
@@ -359,6 +361,39 @@ class TestAgent:
             f"exit={status.exit_code} truncated={out.truncated} len={len(out.output.encode())} "
             f"killed={killed.signal} released={released}\n{out.output}",
         )
+        return {"stopReason": "end_turn"}
+
+    async def scenario_bigterm(self, sid: str, args: list[str]) -> dict:
+        cwd = self.sessions[sid]["cwd"]
+        go, progress = os.path.join(cwd, "go"), os.path.join(cwd, "progress")
+        code = (
+            "import os, time\n"
+            f"while not os.path.exists({go!r}): time.sleep(0.01)\n"
+            f"fd = os.open({progress!r}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
+            "line = b'x' * 65535 + b'\\n'\n"
+            f"for i in range({int(args[0])}):\n"
+            "    os.write(1, line)\n"
+            "    os.pwrite(fd, b'%12d' % (i + 1), 0)\n"
+        )
+        term = await self.conn.create_terminal(session_id=sid, command=sys.executable, args=["-c", code])
+        await self.update(
+            sid,
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "call-big",
+                "title": "Write a lot",
+                "kind": "execute",
+                "status": "in_progress",
+                "content": [{"type": "terminal", "terminalId": term.terminal_id}],
+            },
+        )
+        # A round trip: the client has read the tool call (and knows the terminal) by now.
+        await self.conn.terminal_output(session_id=sid, terminal_id=term.terminal_id)
+        open(go, "w").close()
+        status = await self.conn.wait_for_terminal_exit(session_id=sid, terminal_id=term.terminal_id)
+        await self.conn.release_terminal(session_id=sid, terminal_id=term.terminal_id)
+        await self.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call-big", "status": "completed"})
+        await self.say(sid, f"exit={status.exit_code}")
         return {"stopReason": "end_turn"}
 
     async def scenario_slow(self, sid: str, args: list[str]) -> dict:

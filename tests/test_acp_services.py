@@ -452,3 +452,132 @@ def test_writes_replace_in_place_and_never_cut_before_the_checks(root: Path) -> 
     with pytest.raises(RpcError) as raised:
         write_text_file(str(root), {"path": "a.txt/x", "content": ""})
     assert "not a directory" in raised.value.message
+
+
+# -- terminals: malformed params, a confined cwd, bounded output, flow control -------------------
+
+
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"command": "ec\0ho"}, "command"),
+        ({"command": "\ud800"}, "command"),
+        ({"command": 5}, "command"),
+        ({"command": "echo", "args": ["a\0b"]}, "args[]"),
+        ({"command": "echo", "args": ["\udcff"]}, "args[]"),
+        ({"command": "echo", "args": [1]}, "args[]"),
+        ({"command": "echo", "args": "a b"}, "args"),
+        ({"command": "echo", "env": [{"name": "A=B", "value": "x"}]}, "env[].name"),
+        ({"command": "echo", "env": [{"name": "A\0B", "value": "x"}]}, "env[].name"),
+        ({"command": "echo", "env": [{"name": "", "value": "x"}]}, "env[].name"),
+        ({"command": "echo", "env": [{"name": "A", "value": "x\0y"}]}, "env[A].value"),
+        ({"command": "echo", "env": [{"name": "A", "value": 5}]}, "env[A].value"),
+        ({"command": "echo", "env": [{"name": "A", "value": "\ud800"}]}, "env[A].value"),
+        ({"command": "echo", "env": ["A=1"]}, "env"),
+        ({"command": "echo", "env": {"A": "1"}}, "env"),
+        ({"command": "echo", "cwd": 5}, "cwd"),
+        ({"command": "echo", "cwd": "/"}, "cwd"),
+        ({"command": "echo", "cwd": ".."}, "cwd"),
+        ({"command": "echo", "cwd": "a\0"}, "cwd"),
+        ({"command": "echo", "cwd": "out"}, "cwd"),  # a symlink leading out
+        ({"command": "echo", "cwd": "a.txt"}, "cwd"),
+        ({"command": "echo", "cwd": "missing"}, "cwd"),
+        ({"command": "echo", "outputByteLimit": BIG}, "outputByteLimit"),
+        ({"command": "echo", "outputByteLimit": -1}, "outputByteLimit"),
+        (["echo"], "params"),
+    ],
+)
+def test_malformed_terminal_params_are_invalid_params(root: Path, params: Any, field: str) -> None:
+    loop = Loop()
+    terminals = Terminals(loop, lambda: dict(os.environ), str(root), lambda t, s: None)
+    try:
+        with pytest.raises(RpcError) as raised:
+            terminals.create(params)
+        assert raised.value.code in (-32602, -32002) and f"`{field}`" in raised.value.message
+        assert not terminals.any_alive()
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("params", [{"terminalId": ["t"]}, {"terminalId": {"a": 1}}, {"terminalId": 1}, [], None])
+def test_malformed_terminal_ids_are_invalid_params(tmp_path: Path, params: Any) -> None:
+    loop = Loop()
+    terminals = Terminals(loop, lambda: dict(os.environ), str(tmp_path), lambda t, s: None)
+    for call in (terminals.output, terminals.kill, terminals.release, lambda p: terminals.wait_for_exit(p, print)):
+        with pytest.raises(RpcError) as raised:
+            call(params)
+        assert raised.value.code == -32602
+    loop.close()
+
+
+def test_terminal_cwd_is_a_directory_inside_dir(root: Path) -> None:
+    (root / "sub" / "deep").mkdir(parents=True)
+    (root / "link").symlink_to("sub/deep")
+    loop = Loop()
+    terminals = Terminals(loop, lambda: dict(os.environ), str(root), lambda t, s: None)
+    done: list[Any] = []
+    ids = []
+    for cwd in ("sub", str(root / "link"), ""):
+        tid = terminals.create({"command": "pwd", "args": ["-P"], "cwd": cwd})["terminalId"]
+        terminals.wait_for_exit({"terminalId": tid}, done.append)
+        ids.append(tid)
+    run_until(loop, lambda: len(done) == 3)
+    outputs = [terminals.output({"terminalId": tid})["output"] for tid in ids]
+    assert outputs == [f"{root / 'sub'}\n", f"{root / 'sub' / 'deep'}\n", f"{root}\n"]
+    loop.close()
+
+
+def test_output_without_a_limit_keeps_a_bounded_tail(tmp_path: Path) -> None:
+    loop = Loop()
+    streamed = [0]
+
+    def count(terminal_id: str, text: str) -> None:
+        streamed[0] += len(text)
+
+    terminals = Terminals(loop, lambda: dict(os.environ), str(tmp_path), count)
+    tid = terminals.create({"command": "yes", "args": ["abcdé"]})["terminalId"]
+    huge = terminals.create({"command": "yes", "args": ["abcdé"], "outputByteLimit": 1 << 40})["terminalId"]
+    run_until(loop, lambda: streamed[0] > 40 << 20, timeout=60)
+    out = terminals.output({"terminalId": tid})
+    assert out["truncated"] is True
+    assert (1 << 20) - 8 < len(out["output"].encode()) <= 1 << 20  # the 1 MiB default, a tail
+    assert out["output"].endswith("abcdé\n") and "\ufffd" not in out["output"]
+    kept = terminals.output({"terminalId": huge})
+    assert kept["truncated"] is True and len(kept["output"].encode()) <= 16 << 20  # the ceiling
+    terminals.close_all()
+    run_until(loop, lambda: not terminals.any_alive())
+    loop.close()
+
+
+def test_pause_stops_reading_terminals_and_resume_delivers_everything(tmp_path: Path) -> None:
+    loop = Loop()
+    streamed: dict[str, list[str]] = {}
+
+    def keep(terminal_id: str, text: str) -> None:
+        streamed.setdefault(terminal_id, []).append(text)
+
+    fds = len(os.listdir("/proc/self/fd"))
+    terminals = Terminals(loop, lambda: dict(os.environ), str(tmp_path), keep)
+    yes = terminals.create({"command": "yes"})["terminalId"]
+    run_until(loop, lambda: sum(map(len, streamed.get(yes, []))) > 1 << 20)
+    terminals.pause()
+    before = len(streamed[yes])
+    # A command that starts and exits while paused: its exit waits for its output.
+    quick = terminals.create({"command": "sh", "args": ["-c", "echo before-exit; exit 3"]})["terminalId"]
+    exits: list[Any] = []
+    terminals.wait_for_exit({"terminalId": quick}, exits.append)
+    settle = time.monotonic() + 1.0
+    run_until(loop, lambda: time.monotonic() > settle)
+    assert len(streamed[yes]) == before, "a paused terminal was read"
+    assert quick not in streamed and exits == []
+    assert "exitStatus" not in terminals.output({"terminalId": quick})
+    terminals.resume()
+    run_until(loop, lambda: exits and len(streamed[yes]) > before + 10)
+    assert exits == [{"exitCode": 3, "signal": None}]
+    assert "".join(streamed[quick]) == "before-exit\n"
+    assert terminals.output({"terminalId": quick})["output"] == "before-exit\n"
+    # Paused again, then the session ends: nothing is left behind, not even a pipe.
+    terminals.pause()
+    terminals.close_all()
+    run_until(loop, lambda: not terminals.any_alive() and len(os.listdir("/proc/self/fd")) <= fds)
+    loop.close()

@@ -7,12 +7,14 @@ test_acp.py, whose helpers these tests share.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
-from sidecar import Sidecar, kind_name
-from test_acp import close, open_session, texts, turn
+from sidecar import Sidecar, check_line, kind_name
+from test_acp import agent_ref, close, of_kind, open_session, texts, turn
+from test_serve import RawServe
 
 
 @pytest.fixture
@@ -50,3 +52,46 @@ def test_a_fifo_read_is_refused_while_another_session_streams(sidecar: Sidecar, 
     assert ended(reading) < ended(streaming), "the other session should still be streaming after the FIFO was refused"
     close(sidecar, reading)
     close(sidecar, streaming)
+
+
+def test_a_terminal_nobody_reads_is_throttled_and_loses_nothing(workdir: Path) -> None:
+    """96 MiB from a terminal while the app reads nothing: the engine pauses the session at
+    1024 unwritten events (64 KiB at most each), and the terminal's pipe with it, so the
+    command blocks; once the app reads, every byte arrives, in order."""
+    total = 1536
+    sc = RawServe([])
+    try:
+        sc.read_until(lambda l: "hello" in l)
+        s = sc.reply(sc.send({"cmd": "open", "agent": agent_ref(), "dir": str(workdir)}))["ok"]["id"]
+        sc.send({"cmd": "prompt", "session": s, "text": f"bigterm {total}"})
+        progress = workdir / "progress"
+        written, still_since = 0, time.monotonic()
+        deadline = still_since + 90
+        while written < total and time.monotonic() < deadline:
+            time.sleep(0.1)
+            now = int(progress.read_text() or 0) if progress.exists() else 0
+            if now != written:
+                written, still_since = now, time.monotonic()
+            elif written and time.monotonic() - still_since > 1.5:
+                break  # blocked on its pipe
+        print(f"the terminal wrote {written} of {total} lines while nobody read")
+        assert 0 < written < total - 256, f"the terminal wrote {written} of {total} lines while nobody read"
+        end = sc.read_until(
+            lambda l: "event" in l and l["event"]["session_id"] == s and kind_name(l["event"]["kind"]) == "TurnEnded",
+            timeout=120,
+        )
+        assert end["event"]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
+        events = [l["event"] for l in sc.lines if "event" in l and l["event"]["session_id"] == s]
+        assert [e["sequence"] for e in events] == list(range(1, len(events) + 1))
+        streamed = "".join(d["text"] for d in of_kind(events, "ToolOutputDelta") if d["tool_id"] == "call-big")
+        assert len(streamed) == total * 65536 and streamed.count("\n") == total and streamed.count("x") == total * 65535
+        assert texts(events).endswith("exit=0")
+        assert not any("error" in l or "closed" in l for l in sc.lines)
+        for line in sc.lines[::64]:
+            check_line(line)
+        sc.proc.stdin.close()  # type: ignore[union-attr]
+        assert sc.proc.wait(20) == 0
+    finally:
+        if sc.proc.poll() is None:
+            sc.proc.kill()
+            sc.proc.wait()

@@ -499,6 +499,14 @@ class AcpDriver(ProcessDriver):
 
     # -- flow control -----------------------------------------------------------------
 
+    # The agent's pipe and every terminal's: ToolOutputDelta events pile up like any other.
+    def pause_output(self) -> None:
+        super().pause_output()
+        self.terminals.pause()
+
+    def resume_output(self) -> None:
+        super().resume_output()
+        self.terminals.resume()
 
     # -- turns ------------------------------------------------------------------------
 

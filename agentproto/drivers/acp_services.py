@@ -1,10 +1,18 @@
 """What an ACP client serves to its agent: ``terminal/*`` here, ``fs/*`` from ``acp_fs``.
 
+The agent is not confined (see ``acp_fs``): neither are the commands it runs here, which
+have the user's rights. Only their ``cwd`` is: it must be a directory inside ``dir``.
+
 Rules of this file:
 - Terminals are real child processes run without a shell, each in its own process group,
   read through the loop (no thread per terminal). Output is kept up to the agent's byte
-  limit, truncated from the front at a character boundary, and streamed as text to
-  ``on_output`` as it arrives.
+  limit (``DEFAULT_OUTPUT_LIMIT`` without one, never more than ``MAX_OUTPUT_LIMIT``),
+  truncated from the front at a character boundary, and streamed as text to ``on_output``
+  as it arrives.
+- ``pause()`` stops reading every terminal (the engine's flow control, as for the agent's
+  own pipe), so a ``yes`` whose output nobody consumes blocks on its full pipe. An exit
+  seen while paused is reported after ``resume()``, with the output written before it.
+- Malformed params never raise anything but ``RpcError`` (INVALID_PARAMS, naming the field).
 """
 
 from __future__ import annotations
@@ -23,13 +31,21 @@ from agentproto.drivers.acp_fs import (  # noqa: F401 - the driver takes fs/* fr
     RESOURCE_NOT_FOUND,
     RpcError,
     count_param,
+    invalid,
+    os_text,
+    params_object,
     read_text_file,
+    resolve,
     write_text_file,
 )
 from agentproto.drivers.base import group_alive
 
 if TYPE_CHECKING:
     from agentproto.loop import Loop
+
+#: A terminal's kept output without ``outputByteLimit``, and the most any limit keeps.
+DEFAULT_OUTPUT_LIMIT = 1 << 20
+MAX_OUTPUT_LIMIT = 16 << 20
 
 
 # -- terminal/* ---------------------------------------------------------------------------
@@ -52,19 +68,21 @@ class Terminal:
         "out",
         "truncated",
         "returncode",
+        "reaped",
         "waiters",
         "decoder",
         "reading",
         "released",
     )
 
-    def __init__(self, terminal_id: str, proc: subprocess.Popen[bytes], limit: int | None) -> None:
+    def __init__(self, terminal_id: str, proc: subprocess.Popen[bytes], limit: int) -> None:
         self.id = terminal_id
         self.proc = proc
         self.limit = limit
         self.out = bytearray()
         self.truncated = False
-        self.returncode: int | None = None
+        self.returncode: int | None = None  # reported: the output before the exit is read
+        self.reaped: int | None = None  # the child's status, maybe not reported yet
         self.waiters: list[Callable[[dict[str, Any]], None]] = []
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.reading = True
@@ -72,7 +90,7 @@ class Terminal:
 
     def keep(self, data: bytes) -> None:
         self.out += data
-        if self.limit is not None and len(self.out) > self.limit:
+        if len(self.out) > self.limit:
             del self.out[: len(self.out) - self.limit]
             # Never start on a UTF-8 continuation byte: the kept text stays whole characters.
             cut = 0
@@ -101,26 +119,53 @@ class Terminals:
         self._terminals: dict[str, Terminal] = {}
         self._all: list[Terminal] = []  # released ones too, until their group is gone
         self._ids = itertools.count(1)
+        self._paused = False
 
-    def _get(self, params: dict[str, Any]) -> Terminal:
-        terminal = self._terminals.get(params.get("terminalId"))  # type: ignore[arg-type]
+    def _get(self, params: Any) -> Terminal:
+        terminal_id = params_object(params).get("terminalId")
+        terminal = self._terminals.get(terminal_id) if isinstance(terminal_id, str) else None
         if terminal is None:
-            raise RpcError(INVALID_PARAMS, f"unknown terminal: {params.get('terminalId')}")
+            raise invalid(f"unknown terminal: `terminalId` {terminal_id!r}")
         return terminal
 
-    def create(self, params: dict[str, Any]) -> dict[str, Any]:
-        command = params.get("command")
-        args = params.get("args") or []
-        if not isinstance(command, str) or not command:
-            raise RpcError(INVALID_PARAMS, "`command` must be a non-empty string")
-        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise RpcError(INVALID_PARAMS, "`args` must be an array of strings")
+    def _env(self, entries: Any) -> dict[str, str]:
+        if entries is None:
+            entries = []
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise invalid("`env` must be an array of {name, value} objects")
         env = self._base_env()
-        for entry in params.get("env") or []:
-            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-                env[entry["name"]] = str(entry.get("value", ""))
-        cwd = params.get("cwd") or self._default_cwd
+        for entry in entries:
+            name = os_text(entry.get("name"), "env[].name")
+            if "=" in name:
+                raise invalid(f"`env[].name` {name!r} contains '='")
+            env[name] = os_text(entry.get("value"), f"env[{name}].value", empty=True)
+        return env
+
+    def create(self, params: Any) -> dict[str, Any]:
+        params = params_object(params)
+        command = os_text(params.get("command"), "command")
+        args = params.get("args")
+        if args is None:
+            args = []
+        if not isinstance(args, list):
+            raise invalid("`args` must be an array of strings")
+        for arg in args:
+            os_text(arg, "args[]", empty=True)
+        env = self._env(params.get("env"))
         limit = count_param(params.get("outputByteLimit"), "outputByteLimit")
+        limit = DEFAULT_OUTPUT_LIMIT if limit is None else min(limit, MAX_OUTPUT_LIMIT)
+        cwd_param = params.get("cwd")
+        cwd_fd: int | None = None
+        if cwd_param is None or cwd_param == "":
+            cwd = self._default_cwd
+        else:
+            # Inside the session dir, opened like an fs path; the child enters that very
+            # directory through its descriptor where /proc has it (no name to swap).
+            cwd_fd = resolve(self._default_cwd, os_text(cwd_param, "cwd"), "cwd", "dir")
+            if os.path.isdir("/proc/self/fd"):
+                cwd = f"/proc/self/fd/{cwd_fd}"
+            else:
+                cwd = os.path.join(self._default_cwd, cwd_param)
         argv = [command, *args]
         try:
             proc = self._spawn(argv, cwd, env)
@@ -132,16 +177,20 @@ class Terminals:
             try:
                 words = shlex.split(command)
                 proc = self._spawn(words, cwd, env)
-            except (ValueError, OSError) as exc2:
+            except (ValueError, OSError, subprocess.SubprocessError) as exc2:
                 raise RpcError(INTERNAL_ERROR, f"cannot run {command}: {exc2}") from None
-        except OSError as exc:
-            raise RpcError(INTERNAL_ERROR, f"cannot run {command}: {exc.strerror or exc}") from None
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            raise RpcError(INTERNAL_ERROR, f"cannot run {command}: {getattr(exc, 'strerror', None) or exc}") from None
+        finally:
+            if cwd_fd is not None:
+                os.close(cwd_fd)
         terminal = Terminal(f"term-{next(self._ids)}", proc, limit)
         self._terminals[terminal.id] = terminal
         self._all.append(terminal)
         assert proc.stdout is not None
         os.set_blocking(proc.stdout.fileno(), False)
-        self.loop.add_reader(proc.stdout, lambda: self._read(terminal))
+        if not self._paused:
+            self._watch(terminal)
         self.loop.watch_child(proc, lambda rc: self._reaped(terminal, rc))
         return {"terminalId": terminal.id}
 
@@ -157,6 +206,30 @@ class Terminals:
             start_new_session=True,
             close_fds=True,
         )
+
+    def _watch(self, terminal: Terminal) -> None:
+        self.loop.add_reader(terminal.proc.stdout, lambda: self._read(terminal))
+
+    # -- flow control: the engine's, through the driver's pause_output/resume_output
+
+    def pause(self) -> None:
+        """Stop reading every terminal: a full pipe then blocks the command itself."""
+        if not self._paused:
+            self._paused = True
+            for terminal in self._all:
+                if terminal.reading and terminal.proc.stdout is not None:
+                    self.loop.remove_reader(terminal.proc.stdout)
+
+    def resume(self) -> None:
+        if not self._paused:
+            return
+        self._paused = False
+        for terminal in list(self._all):
+            if terminal.reading and terminal.proc.stdout is not None:
+                self._watch(terminal)
+        for terminal in list(self._all):
+            if terminal.reaped is not None and terminal.returncode is None and not self._paused:
+                self._finish(terminal)
 
     def _read(self, terminal: Terminal) -> bool:
         """Read what is ready; False once the output has ended."""
@@ -191,19 +264,28 @@ class Terminals:
                 pass
 
     def _reaped(self, terminal: Terminal, returncode: int) -> None:
+        terminal.reaped = returncode
+        if terminal.released:  # nobody asks for it any more: report it and let it go
+            self._finish(terminal, drain=not self._paused)
+        elif not self._paused:
+            self._finish(terminal)
+        # Paused: resume() reports it, once the output before the exit can be read.
+
+    def _finish(self, terminal: Terminal, drain: bool = True) -> None:
+        assert terminal.reaped is not None
         # Take what the command wrote before it exited, so wait_for_exit sees it all.
-        for _ in range(64):
-            if not self._read(terminal):
+        for _ in range(64 if drain else 0):
+            if self._paused or not self._read(terminal):
                 break
-        terminal.returncode = returncode
-        status = exit_status(returncode)
+        terminal.returncode = terminal.reaped
+        status = exit_status(terminal.returncode)
         waiters, terminal.waiters = terminal.waiters, []
         for reply in waiters:
             reply(status)
         if terminal.released:
             self._discard(terminal)
 
-    def output(self, params: dict[str, Any]) -> dict[str, Any]:
+    def output(self, params: Any) -> dict[str, Any]:
         terminal = self._get(params)
         result: dict[str, Any] = {
             "output": terminal.out.decode("utf-8", "replace"),
@@ -213,24 +295,24 @@ class Terminals:
             result["exitStatus"] = exit_status(terminal.returncode)
         return result
 
-    def wait_for_exit(self, params: dict[str, Any], reply: Callable[[dict[str, Any]], None]) -> None:
+    def wait_for_exit(self, params: Any, reply: Callable[[dict[str, Any]], None]) -> None:
         terminal = self._get(params)
         if terminal.returncode is not None:
             reply(exit_status(terminal.returncode))
         else:
             terminal.waiters.append(reply)
 
-    def kill(self, params: dict[str, Any]) -> None:
+    def kill(self, params: Any) -> None:
         self._kill(self._get(params))
 
     def _kill(self, terminal: Terminal) -> None:
-        if terminal.returncode is None or self._group_alive(terminal):
+        if terminal.reaped is None or self._group_alive(terminal):
             try:
                 os.killpg(terminal.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
 
-    def release(self, params: dict[str, Any]) -> None:
+    def release(self, params: Any) -> None:
         terminal = self._get(params)
         del self._terminals[terminal.id]
         terminal.released = True
@@ -252,9 +334,11 @@ class Terminals:
         for terminal in list(self._all):
             self._kill(terminal)
             terminal.released = True
-            if terminal.returncode is not None:
+            if terminal.reaped is not None and terminal.returncode is None:
+                self._finish(terminal, drain=False)  # nobody reads it any more
+            elif terminal.returncode is not None:
                 self._discard(terminal)
         self._terminals.clear()
 
     def any_alive(self) -> bool:
-        return any(t.returncode is None or self._group_alive(t) for t in self._all)
+        return any(t.reaped is None or self._group_alive(t) for t in self._all)
