@@ -260,7 +260,10 @@ _CHUNK = 1 << 16
 
 
 def _ends(text: str) -> int:
-    return text.count("\n") + text.count("\r") - text.count("\r\n")
+    ends = text.count("\n")
+    if "\r" in text:  # rare: the common case costs one pass, not three
+        ends += text.count("\r") - text.count("\r\n")
+    return ends
 
 
 def _after(text: str, n: int) -> int:
