@@ -5,13 +5,13 @@
     GET  /v1/agent/version   {"agentproto", "protocol", "contract"}
 
 Rules of this file:
-- ``RequestParser`` is sans-IO: bytes in, one ``Request`` (or an ``HttpError``) out.
+- The request parser is sans-IO, in ``httpcore.py``; this file does the I/O.
 - One connection, one request, one response (``Connection: close``); the response body
   is chunked so the stream can start before the request's ``done``.
 - No thread per connection: a slow client only fills its own bounded ``Output`` and,
   through the engine's flow control, pauses only the session it streams. Requests are
-  bounded (head 64 KiB, body 16 MiB) and a connection that does not finish sending its
-  request within ``REQUEST_TIMEOUT`` is dropped.
+  bounded (head 64 KiB, body 16 MiB: ``httpcore``) and a connection that does not finish
+  sending its request within ``REQUEST_TIMEOUT`` is dropped.
 - Sessions belong to the server, not to a connection: any POST may name any session; a
   POST's default session starts empty.
 """
@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from agentproto import CONTRACT, PROTOCOL, __version__
 from agentproto.engine import Session, log
+from agentproto.httpcore import HttpError, Request, RequestParser
 from agentproto.runtime import Runtime
 from agentproto.loop import Loop, Timer
 from agentproto.ops import EXIT_OK, EXIT_PROTOCOL, OpsContext, OpsHub, protocol_error
@@ -32,8 +33,6 @@ from agentproto.streams import Output
 from agentproto.transports import Recorder, accept_ready, watch_lifetime
 from agentproto.wire import encode
 
-MAX_HEAD = 64 * 1024
-MAX_BODY = 16 * 1024 * 1024
 REQUEST_TIMEOUT = 30.0
 MAX_CONNECTIONS = 1024
 
@@ -62,129 +61,6 @@ def parse_listen(value: str) -> tuple[str, int]:
     if number > 65535:
         raise ValueError(f"--listen {value!r}: port out of range")
     return host, number
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-class Request:
-    __slots__ = ("method", "target", "path", "version", "headers", "body")
-
-    def __init__(self, method: str, target: str, version: str, headers: dict[str, str]) -> None:
-        self.method = method
-        self.target = target
-        self.path = target.split("?", 1)[0]
-        self.version = version
-        self.headers = headers
-        self.body = b""
-
-
-class RequestParser:
-    """Sans-IO HTTP/1.1 request reader: ``feed(bytes)`` returns the Request once complete."""
-
-    def __init__(self, max_head: int = MAX_HEAD, max_body: int = MAX_BODY) -> None:
-        self.max_head = max_head
-        self.max_body = max_body
-        self.buf = bytearray()
-        self.request: Request | None = None
-        self.length: int | None = None
-        self.chunked = False
-        self.body = bytearray()
-        self.done = False
-
-    @property
-    def head_complete(self) -> bool:
-        return self.request is not None
-
-    def feed(self, data: bytes) -> Request | None:
-        if self.done:
-            return None
-        self.buf += data
-        if self.request is None:
-            end = self.buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(self.buf) > self.max_head:
-                    raise HttpError(431, "request head too large")
-                return None
-            if end > self.max_head:
-                raise HttpError(431, "request head too large")
-            self._head(bytes(self.buf[:end]))
-            del self.buf[: end + 4]
-        return self._body()
-
-    def _head(self, head: bytes) -> None:
-        try:
-            text = head.decode("latin-1")
-        except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes everything
-            raise HttpError(400, "bad request head") from None
-        lines = text.split("\r\n")
-        parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-            raise HttpError(400, "bad request line")
-        method, target, version = parts
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not sep or not name or name != name.strip():
-                raise HttpError(400, "bad header line")
-            key = name.lower()
-            value = value.strip()
-            headers[key] = f"{headers[key]}, {value}" if key in headers else value
-        self.request = Request(method, target, version, headers)
-        encoding = headers.get("transfer-encoding", "").lower()
-        if encoding:
-            if encoding != "chunked":
-                raise HttpError(501, f"transfer-encoding {encoding} is not supported")
-            self.chunked = True
-        elif "content-length" in headers:
-            value = headers["content-length"]
-            if not value.isdigit():
-                raise HttpError(400, "bad content-length")
-            self.length = int(value)
-            if self.length > self.max_body:
-                raise HttpError(413, f"request body over {self.max_body} bytes")
-        else:
-            self.length = 0
-
-    def _body(self) -> Request | None:
-        assert self.request is not None
-        if not self.chunked:
-            assert self.length is not None
-            if len(self.buf) < self.length:
-                return None
-            self.request.body = bytes(self.buf[: self.length])
-            self.done = True
-            return self.request
-        while True:
-            line_end = self.buf.find(b"\r\n")
-            if line_end < 0:
-                if len(self.buf) > 1024:
-                    raise HttpError(400, "bad chunk size line")
-                return None
-            size_text = bytes(self.buf[:line_end]).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise HttpError(400, "bad chunk size") from None
-            if size == 0:
-                # The last chunk, then (optional trailers and) an empty line.
-                end = self.buf.find(b"\r\n\r\n", line_end)
-                if end < 0:
-                    return None
-                self.request.body = bytes(self.body)
-                self.done = True
-                return self.request
-            if len(self.body) + size > self.max_body:
-                raise HttpError(413, f"request body over {self.max_body} bytes")
-            if len(self.buf) < line_end + 2 + size + 2:
-                return None
-            start = line_end + 2
-            self.body += self.buf[start : start + size]
-            del self.buf[: start + size + 2]
 
 
 def authorized(header: str | None, token: str) -> bool:

@@ -24,7 +24,8 @@ from ops_support import (
     text_of,
 )
 
-from agentproto.httpd import RequestParser, authorized, parse_listen
+from agentproto.httpcore import RequestParser
+from agentproto.httpd import authorized, parse_listen
 
 TOKEN = "s3cret-token"
 

@@ -1,0 +1,198 @@
+"""Sans-IO HTTP/1.1 for the listeners: the request parser.
+
+Rules of this file:
+- No I/O and no state outside the objects: ``RequestParser`` takes bytes and gives one
+  ``Request`` or raises ``HttpError`` (never anything else), and its result does not depend
+  on how the bytes were split. Sizes are parsed strictly (ASCII digits, bounded lengths).
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_HEAD = 64 * 1024
+MAX_BODY = 16 * 1024 * 1024
+MAX_CHUNK_LINE = 1024
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Request:
+    __slots__ = ("method", "target", "path", "version", "headers", "body")
+
+    def __init__(self, method: str, target: str, version: str, headers: dict[str, str]) -> None:
+        self.method = method
+        self.target = target
+        self.path = target.split("?", 1)[0]
+        self.version = version
+        self.headers = headers
+        self.body = b""
+
+
+# -- the request parser --------------------------------------------------------------------
+_TOKEN_CHARS = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_REQUEST_LINE = re.compile(rf"({_TOKEN_CHARS}) ([\x21-\x7e]+) (HTTP/1\.[01])")
+_FIELD_LINE = re.compile(rf"({_TOKEN_CHARS}):([\t\x20-\x7e\x80-\xff]*)")
+# ASCII only: str.isdigit() and int() also take "²", "١", "+1", "-1", "0x1", "1_0".
+_LENGTH = re.compile(r"[0-9]{1,19}")
+_CHUNK_LINE = re.compile(r"([0-9A-Fa-f]{1,16})[ \t]*(?:;[\t\x20-\x7e\x80-\xff]*)?")
+
+
+class RequestParser:
+    """Sans-IO HTTP/1.1 request reader: ``feed(bytes)`` returns the Request once complete,
+    None while more is needed, or raises ``HttpError`` (and nothing else).
+
+    The result never depends on how the bytes were split: every limit is checked so that a
+    prefix is refused only when every request starting with it would be. Each search resumes
+    where the last one stopped, so a request fed one byte at a time costs linear time."""
+
+    def __init__(self, max_head: int = MAX_HEAD, max_body: int = MAX_BODY) -> None:
+        self.max_head = max_head
+        self.max_body = max_body
+        self.buf = bytearray()
+        self.scanned = 0  # how much of buf is known not to hold the separator looked for
+        self.request: Request | None = None
+        self.length: int | None = None
+        self.chunked = False
+        self.remaining = 0  # bytes of the current chunk still to come
+        self.state = "head"  # head, length, size, data, data_end, trailer, done
+        self.trailer = 0  # bytes of trailer fields so far
+        self.body = bytearray()
+        self.done = False
+
+    @property
+    def head_complete(self) -> bool:
+        return self.request is not None
+
+    def feed(self, data: bytes) -> Request | None:
+        if self.done:
+            return None
+        self.buf += data
+        if self.request is None:
+            end = self._find(b"\r\n\r\n")
+            # No head longer than max_head, whatever the split: a prefix is refused once
+            # the blank line could no longer start within the limit.
+            if end > self.max_head or (end < 0 and len(self.buf) - 3 > self.max_head):
+                raise HttpError(431, "request head too large")
+            if end < 0:
+                return None
+            self._head(bytes(self.buf[:end]))
+            self._consume(end + 4)
+        return self._body()
+
+    def _find(self, sep: bytes) -> int:
+        at = self.buf.find(sep, self.scanned)
+        if at < 0:
+            self.scanned = max(0, len(self.buf) - len(sep) + 1)
+        return at
+
+    def _consume(self, n: int) -> None:
+        del self.buf[:n]
+        self.scanned = 0
+
+    def _line(self, limit: int, status: int, message: str) -> bytes | None:
+        """The next CRLF-ended line (without it), at most ``limit`` bytes long."""
+        end = self._find(b"\r\n")
+        if end > limit or (end < 0 and len(self.buf) - 1 > limit):
+            raise HttpError(status, message)
+        if end < 0:
+            return None
+        line = bytes(self.buf[:end])
+        self._consume(end + 2)
+        return line
+
+    def _head(self, head: bytes) -> None:
+        lines = head.decode("latin-1").split("\r\n")
+        match = _REQUEST_LINE.fullmatch(lines[0])
+        if match is None:
+            raise HttpError(400, "bad request line")
+        method, target, version = match.groups()
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            field = _FIELD_LINE.fullmatch(line)
+            if field is None:  # also a bare CR or LF, a NUL, obs-fold
+                raise HttpError(400, "bad header line")
+            key, value = field.group(1).lower(), field.group(2).strip(" \t")
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        self.request = Request(method, target, version, headers)
+        if "transfer-encoding" in headers:
+            # Both framings at once is how requests are smuggled past a proxy: refuse it.
+            if "content-length" in headers:
+                raise HttpError(400, "both Content-Length and Transfer-Encoding")
+            encoding = headers["transfer-encoding"].lower()
+            if encoding != "chunked":
+                raise HttpError(501, f"transfer-encoding {encoding[:100]!r} is not supported")
+            self.chunked, self.state = True, "size"
+        elif "content-length" in headers:
+            # Repeated fields arrive joined: identical values are one length, others conflict.
+            values = [v.strip(" \t") for v in headers["content-length"].split(",")]
+            if not all(_LENGTH.fullmatch(v) for v in values):
+                raise HttpError(400, "bad content-length")
+            lengths = {int(v) for v in values}
+            if len(lengths) != 1:
+                raise HttpError(400, "conflicting content-length values")
+            self.length = lengths.pop()
+            if self.length > self.max_body:
+                raise HttpError(413, f"request body over {self.max_body} bytes")
+            self.state = "length"
+        else:
+            self.length, self.state = 0, "length"
+
+    def _finish(self, body: bytes) -> Request:
+        assert self.request is not None
+        self.request.body = body
+        self.state, self.done = "done", True
+        return self.request
+
+    def _body(self) -> Request | None:
+        if self.state == "length":
+            assert self.length is not None
+            if len(self.buf) < self.length:
+                return None
+            return self._finish(bytes(self.buf[: self.length]))
+        while True:
+            if self.state == "size":
+                line = self._line(MAX_CHUNK_LINE, 400, "bad chunk size line")
+                if line is None:
+                    return None
+                match = _CHUNK_LINE.fullmatch(line.decode("latin-1"))
+                if match is None:
+                    raise HttpError(400, "bad chunk size")
+                size = int(match.group(1), 16)
+                if size == 0:
+                    self.state = "trailer"
+                    continue
+                if len(self.body) + size > self.max_body:
+                    raise HttpError(413, f"request body over {self.max_body} bytes")
+                self.remaining, self.state = size, "data"
+            elif self.state == "data":
+                take = min(self.remaining, len(self.buf))
+                if not take:
+                    return None
+                self.body += self.buf[:take]
+                self._consume(take)
+                self.remaining -= take
+                if self.remaining:
+                    return None
+                self.state = "data_end"
+            elif self.state == "data_end":
+                if not b"\r\n".startswith(bytes(self.buf[:2])):
+                    raise HttpError(400, "chunk data not followed by CRLF")
+                if len(self.buf) < 2:
+                    return None
+                self._consume(2)
+                self.state = "size"
+            else:  # trailer fields (read, checked, dropped) up to an empty line
+                line = self._line(self.max_head - self.trailer, 431, "request trailers too large")
+                if line is None:
+                    return None
+                if not line:
+                    return self._finish(bytes(self.body))
+                if _FIELD_LINE.fullmatch(line.decode("latin-1")) is None:
+                    raise HttpError(400, "bad trailer line")
+                self.trailer += len(line) + 2
