@@ -89,6 +89,7 @@ def _serve_transport(args: argparse.Namespace) -> int:
         except ValueError as exc:
             log(str(exc))
             return EXIT_USAGE
+        token = _auth_token(args.auth_token)
     runtime = Runtime(Loop(), mock_script=_load_mock(args.mock), stall_timeout=args.stall_timeout)
     recorder = transports.Recorder(args.record) if args.record else None
     try:
@@ -97,7 +98,7 @@ def _serve_transport(args: argparse.Namespace) -> int:
         if args.transport == "http":
             from agentproto.httpd import run_http
 
-            return run_http(runtime, address, args.auth_token, recorder)
+            return run_http(runtime, address, token, recorder)
         if args.transport == "jsonrpc":
             from agentproto.jsonrpc_server import JsonRpcServer as server
         else:
@@ -105,6 +106,24 @@ def _serve_transport(args: argparse.Namespace) -> int:
         return _run_stdio_frontend(runtime, server, recorder)
     finally:
         runtime.loop.close()
+
+
+def _auth_token(flag: str | None) -> str | None:
+    """The HTTP bearer token: ``--auth-token`` if given, else ``AGENTPROTO_AUTH_TOKEN`` (which
+    keeps it out of ``ps``), else None. An unusable one is a usage error (exit 2): an empty or
+    short token, even from the environment, is a mistake, never "no token"."""
+    from agentproto.httpcore import check_token
+
+    # Out of the environment that every agent process inherits: agents are not trusted.
+    from_env = os.environ.pop("AGENTPROTO_AUTH_TOKEN", None)
+    source, token = ("--auth-token", flag) if flag is not None else ("AGENTPROTO_AUTH_TOKEN", from_env)
+    if token is None:
+        return None
+    problem = check_token(token)
+    if problem is not None:
+        log(f"{source}: the token {problem}")  # never the token itself
+        raise SystemExit(EXIT_USAGE)
+    return token
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
@@ -492,7 +511,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--listen", metavar="ADDR", help="unix: the socket PATH; http: HOST:PORT (port 0 picks one)")
     serve.add_argument("--socket", metavar="PATH", help="unix: alias of --listen")
     serve.add_argument("--port", type=int, metavar="N", help="http: shortcut for --listen 127.0.0.1:N")
-    serve.add_argument("--auth-token", metavar="TOKEN", help="http: require Authorization: Bearer TOKEN")
+    serve.add_argument(
+        "--auth-token",
+        metavar="TOKEN",
+        help="http: require Authorization: Bearer TOKEN (at least 16 characters; required unless the "
+        "listen address is loopback). Better: set AGENTPROTO_AUTH_TOKEN, which stays out of ps; "
+        "this flag wins over it",
+    )
     _record_option(serve)
     serve.set_defaults(func=cmd_serve)
 

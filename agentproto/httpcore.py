@@ -1,18 +1,25 @@
-"""Sans-IO HTTP/1.1 for the listeners: the request parser.
+"""Sans-IO HTTP/1.1 for the listeners: the request parser, and who may talk to a server.
 
 Rules of this file:
 - No I/O and no state outside the objects: ``RequestParser`` takes bytes and gives one
   ``Request`` or raises ``HttpError`` (never anything else), and its result does not depend
   on how the bytes were split. Sizes are parsed strictly (ASCII digits, bounded lengths).
+- The checks are pure functions of a request head and the bound address, returning None
+  (accepted) or an HTTP status and message, so every listener applies the same rules: a
+  web page must not be able to drive a local server, by a cross-site "simple" request or
+  through DNS rebinding.
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import re
 
 MAX_HEAD = 64 * 1024
 MAX_BODY = 16 * 1024 * 1024
 MAX_CHUNK_LINE = 1024
+MIN_TOKEN = 16
 
 
 class HttpError(Exception):
@@ -32,6 +39,122 @@ class Request:
         self.version = version
         self.headers = headers
         self.body = b""
+
+
+# -- who may talk to the server: pure functions of a request head ------------------------
+# Each returns None (accepted) or (HTTP status, message). ``headers`` has lower-case keys,
+# repeated fields joined with ", " (so a repeated Host or Content-Type never matches).
+# ``bound`` is the (host, port) the listener is bound to, as getsockname() gives it.
+
+Problem = tuple[int, str]
+
+#: The Content-Types a POST may carry (or none at all): JSON and NDJSON. Allowing only
+#: these, rather than refusing the three a browser may send cross-site without a CORS
+#: preflight (text/plain, application/x-www-form-urlencoded, multipart/form-data), means
+#: no quirk of how a browser spells those three can slip through.
+JSON_TYPES = frozenset(
+    {
+        "application/json",
+        "application/x-ndjson",
+        "application/ndjson",
+        "application/jsonl",
+        "application/x-jsonl",
+        "application/jsonlines",
+        "application/x-jsonlines",
+    }
+)
+
+
+def is_loopback(host: str) -> bool:
+    """An address literal in 127.0.0.0/8 or ::1 (a name is not resolved: not loopback)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _with_port(names: list[str], port: int) -> set[str]:
+    # The default port may be left out of Host and Origin (RFC 9110 sections 4.2.1, 7.2).
+    return {f"{name}:{port}" for name in names} | (set(names) if port == 80 else set())
+
+
+def check_host(headers: dict[str, str], bound: tuple[str, int], version: str = "HTTP/1.1") -> Problem | None:
+    """On a loopback bind, ``Host`` must name this listener: its address or ``localhost``,
+    with its port. A DNS-rebound page reaches 127.0.0.1 with its own name in Host, so
+    that name is refused (421, as the MCP SDK's guard does). Other binds are not checked."""
+    host, port = bound
+    if not is_loopback(host):
+        return None
+    value = headers.get("host")
+    if value is None:
+        # HTTP/1.0 clients may leave Host out; browsers never do.
+        return None if version == "HTTP/1.0" else (421, "missing Host header")
+    literal = f"[{host}]" if ":" in host else host
+    allowed = _with_port([literal, "localhost"], port)
+    if value.lower() in allowed:
+        return None
+    return 421, f"Host {value[:100]!r} is not this server: use {literal}:{port} or localhost:{port}"
+
+
+def check_origin(headers: dict[str, str], bound: tuple[str, int]) -> Problem | None:
+    """``Origin`` (sent by browsers, never needed by programs) must be absent or a page of
+    this very server: http on a loopback name with the server's port. A page of any other
+    local server (another port), ``null`` (file:, sandboxed frames) and https are refused."""
+    value = headers.get("origin")
+    if value is None:
+        return None
+    names = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+    if is_loopback(bound[0]):
+        names.append(f"http://[{bound[0]}]" if ":" in bound[0] else f"http://{bound[0]}")
+    if value.lower() in _with_port(names, bound[1]):
+        return None
+    return 403, f"Origin {value[:100]!r} is not allowed: only a loopback origin of this server (or none)"
+
+
+def check_content_type(method: str, headers: dict[str, str]) -> Problem | None:
+    """A POST carries JSON or NDJSON, or no Content-Type: never a type a browser page may
+    send cross-site without asking first (parameters such as ``; charset=`` are ignored)."""
+    if method != "POST" or "content-type" not in headers:
+        return None
+    essence = headers["content-type"].split(";", 1)[0].strip(" \t").lower()
+    if essence in JSON_TYPES or (essence.startswith("application/") and essence.endswith("+json") and len(essence) > 17):
+        return None
+    shown = essence[:100] or "(empty)"
+    return 415, f"Content-Type {shown} is not accepted: send application/json (or application/x-ndjson, or no Content-Type)"
+
+
+def check_request(method: str, version: str, headers: dict[str, str], bound: tuple[str, int]) -> Problem | None:
+    """The checks against web pages, in order: Host, Origin, Content-Type (the token is next)."""
+    return check_host(headers, bound, version) or check_origin(headers, bound) or check_content_type(method, headers)
+
+
+def check_token(token: str) -> str | None:
+    """Why a bearer token cannot be used (None: it can). The message never shows the token."""
+    if not token:
+        return "is empty"
+    if len(token) < MIN_TOKEN:
+        return f"is shorter than {MIN_TOKEN} characters"
+    if any(c.isspace() or not c.isprintable() for c in token):
+        return "contains whitespace or control characters"
+    return None
+
+
+def authorized(header: str | None, token: str) -> bool:
+    """``Authorization: Bearer TOKEN``: scheme case-insensitive, constant-time compare.
+    An empty value (``Bearer`` alone) never passes, whatever the token."""
+    if header is None or not token:
+        return False
+    scheme, _, value = header.strip().partition(" ")
+    value = value.strip()
+    if scheme.lower() != "bearer" or not value:
+        return False
+    # The head was decoded as latin-1: encoding back gives the bytes the client sent, so a
+    # UTF-8 token compares as the bytes it is.
+    try:
+        sent = value.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return hmac.compare_digest(sent, token.encode("utf-8"))
 
 
 # -- the request parser --------------------------------------------------------------------

@@ -5,7 +5,7 @@
     GET  /v1/agent/version   {"agentproto", "protocol", "contract"}
 
 Rules of this file:
-- The request parser is sans-IO, in ``httpcore.py``; this file does the I/O.
+- The request parser and the checks are sans-IO, in ``httpcore.py``; this file does the I/O.
 - One connection, one request, one response (``Connection: close``); the response body
   is chunked so the stream can start before the request's ``done``.
 - No thread per connection: a slow client only fills its own bounded ``Output`` and,
@@ -14,18 +14,22 @@ Rules of this file:
   sending its request within ``REQUEST_TIMEOUT`` is dropped.
 - Sessions belong to the server, not to a connection: any POST may name any session; a
   POST's default session starts empty.
+- A web page must not be able to drive the server (cross-site requests, DNS rebinding):
+  as soon as a request's head is in, before its body is read, before ``100 Continue`` and
+  before any op runs, ``check_request`` (Host on a loopback bind, Origin, the browser
+  "simple" content types) and then the token are checked. The checks are pure functions
+  of the head so that any other listener can apply the same rules.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import socket
 from typing import Any, Callable
 
 from agentproto import CONTRACT, PROTOCOL, __version__
 from agentproto.engine import Session, log
-from agentproto.httpcore import HttpError, Request, RequestParser
+from agentproto.httpcore import HttpError, Request, RequestParser, authorized, check_request, is_loopback
 from agentproto.runtime import Runtime
 from agentproto.loop import Loop, Timer
 from agentproto.ops import EXIT_OK, EXIT_PROTOCOL, OpsContext, OpsHub, protocol_error
@@ -35,15 +39,19 @@ from agentproto.wire import encode
 
 REQUEST_TIMEOUT = 30.0
 MAX_CONNECTIONS = 1024
+EXIT_USAGE = 2
 
 REASONS = {
     100: "Continue",
     200: "OK",
     400: "Bad Request",
     401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     408: "Request Timeout",
     413: "Payload Too Large",
+    415: "Unsupported Media Type",
+    421: "Misdirected Request",
     431: "Request Header Fields Too Large",
     501: "Not Implemented",
     503: "Service Unavailable",
@@ -63,14 +71,8 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host, number
 
 
-def authorized(header: str | None, token: str) -> bool:
-    """``Authorization: Bearer TOKEN``: scheme case-insensitive, constant-time compare."""
-    if header is None:
-        return False
-    scheme, _, value = header.strip().partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    return hmac.compare_digest(value.strip().encode("utf-8"), token.encode("utf-8"))
+class BindRefused(Exception):
+    """A listen address that may not be used as asked (a usage error: exit 2)."""
 
 
 def chunk(data: bytes) -> bytes:
@@ -89,7 +91,7 @@ class HttpConnection:
         self.output = Output(self.loop, self.fd, self._write_failed)
         self.closed = False
         self.reading = True
-        self.continued = False
+        self.checked = False
         self.timer: Timer | None = self.loop.call_later(REQUEST_TIMEOUT, self._timeout)
         self.loop.add_reader(self.fd, self._readable)
 
@@ -110,22 +112,20 @@ class HttpConnection:
             self._stop_reading()
             self.simple(error.status, {"kind": "error", "message": error.message})
             return
+        if not self.checked and self.parser.request is not None:
+            # The head is in: refuse now, before the body is read or 100 Continue is sent.
+            self.checked = True
+            refusal = self.server.refusal(self.parser.request)
+            if refusal is not None:
+                self._stop_reading()
+                self.simple(*refusal)
+                return
+            if request is None and self.parser.request.headers.get("expect", "").lower() == "100-continue":
+                self.output.send(b"HTTP/1.1 100 Continue\r\n\r\n")
         if request is None:
-            self._maybe_continue()
             return
         self._stop_reading()
         self.server.dispatch(self, request)
-
-    def _maybe_continue(self) -> None:
-        request = self.parser.request
-        if request is None or self.continued or request.headers.get("expect", "").lower() != "100-continue":
-            return
-        self.continued = True
-        if self.server.auth_token is not None and not authorized(request.headers.get("authorization"), self.server.auth_token):
-            self._stop_reading()
-            self.server.unauthorized(self)
-            return
-        self.output.send(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def _stop_reading(self) -> None:
         if self.timer is not None:
@@ -217,6 +217,7 @@ class HttpServer:
         self.recorder = recorder
         self.hub = OpsHub(runtime, shared=True)
         self.listener: socket.socket | None = None
+        self.bound: tuple[str, int] = address
         self.connections: set[HttpConnection] = set()
         self.stopping = False
 
@@ -224,6 +225,12 @@ class HttpServer:
         host, port = self.address
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
         family, kind, proto, _, addr = infos[0]
+        if self.auth_token is None and not is_loopback(str(addr[0])):
+            # Anyone who can reach the port could run any program as this user.
+            raise BindRefused(
+                f"refusing to listen on {host}:{port} without --auth-token (or AGENTPROTO_AUTH_TOKEN):"
+                " only a loopback address may go without a token"
+            )
         sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -236,9 +243,10 @@ class HttpServer:
         self.listener = sock
         self.loop.add_reader(sock, self._accept)
         bound = sock.getsockname()
+        self.bound = (bound[0], bound[1])
         shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
         log(f"listening on http://{shown}:{bound[1]}/")
-        return bound[0], bound[1]
+        return self.bound
 
     def _accept(self) -> None:
         assert self.listener is not None
@@ -251,13 +259,16 @@ class HttpServer:
         self.connections.add(HttpConnection(self, sock))
 
     # -- routing ------------------------------------------------------------------------
-    def unauthorized(self, conn: HttpConnection) -> None:
-        conn.simple(401, {"kind": "error", "message": "unauthorized"}, {"WWW-Authenticate": "Bearer"})
+    def refusal(self, request: Request) -> tuple[int, Any, dict[str, str]] | None:
+        """The answer to a request that may not run (a web page's, or without the token)."""
+        problem = check_request(request.method, request.version, request.headers, self.bound)
+        if problem is not None:
+            return problem[0], {"kind": "error", "message": problem[1]}, {}
+        if self.auth_token is not None and not authorized(request.headers.get("authorization"), self.auth_token):
+            return 401, {"kind": "error", "message": "unauthorized"}, {"WWW-Authenticate": "Bearer"}
+        return None
 
     def dispatch(self, conn: HttpConnection, request: Request) -> None:
-        if self.auth_token is not None and not authorized(request.headers.get("authorization"), self.auth_token):
-            self.unauthorized(conn)
-            return
         route = (request.method, request.path.rstrip("/") or "/")
         if route == ("GET", "/v1/agent/version"):
             conn.simple(200, {"agentproto": __version__, "protocol": PROTOCOL, "contract": CONTRACT})
@@ -329,6 +340,9 @@ def run_http(runtime: Runtime, address: tuple[str, int], auth_token: str | None,
     watch_lifetime(runtime.loop, server.shutdown)  # before the banner: a client may act on it
     try:
         server.start()
+    except BindRefused as exc:
+        log(str(exc))
+        return EXIT_USAGE
     except OSError as exc:
         log(f"cannot listen on {address[0]}:{address[1]}: {exc.strerror or exc}")
         return EXIT_PROTOCOL
