@@ -21,16 +21,14 @@ from __future__ import annotations
 import json
 import time
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
 
 from agentproto.drivers.base import Driver, Launch
 from agentproto.errors import AgentError, Kind
 from agentproto.errors import log as log
 from agentproto.loop import Loop, Timer
 from agentproto.wire import event_kind_name, system_time
-
-if TYPE_CHECKING:
-    from agentproto.runtime import Runtime, Scope
 
 Done = Callable[[Any, "AgentError | None"], None]
 
@@ -54,6 +52,24 @@ class Sink(Protocol):
     def session_error(self, session: "Session", error: AgentError) -> None: ...
 
     def session_closed(self, session: "Session") -> None: ...
+
+
+class Holder(Protocol):
+    """Something that holds a session until it closes (a frontend's scope)."""
+
+    def discard(self, session: "Session") -> None: ...
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every session of one runtime shares. The runtime hands it to each Session, so
+    the engine never imports the runtime (one direction: runtime -> engine)."""
+
+    loop: Loop
+    #: Seconds a session may have events waiting unwritten before it fails ConsumerLagged.
+    stall_timeout: float
+    #: The session has closed (or failed to open): its owner drops it.
+    forget: Callable[["Session"], None]
 
 
 class Turn:
@@ -89,9 +105,9 @@ class Session:
     QUIET_PROMPTED = 120.0
     QUIET_AGENT = 20.0
 
-    def __init__(self, runtime: "Runtime", session_id: str, launch: Launch, sink: Sink) -> None:
-        self.runtime = runtime
-        self.loop: Loop = runtime.loop
+    def __init__(self, context: Context, session_id: str, launch: Launch, sink: Sink) -> None:
+        self.context = context
+        self.loop: Loop = context.loop
         self.id = self.session_id = session_id
         self.launch = launch
         self.sink = sink
@@ -132,7 +148,7 @@ class Session:
         #: generate: called with each content kind, may veto tool use.
         self.watcher: Callable[[str, Any], None] | None = None
         self.driver: Driver = None  # type: ignore[assignment]
-        self.scopes: list[Scope] = []
+        self.scopes: list[Holder] = []
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -164,7 +180,7 @@ class Session:
         if self.unwritten == 1:
             self.last_progress = time.monotonic()
             if self.stall_timer is None:
-                self.stall_timer = self.loop.call_later(self.runtime.stall_timeout, self._check_stall)
+                self.stall_timer = self.loop.call_later(self.context.stall_timeout, self._check_stall)
         elif self.unwritten >= HIGH_WATER and not self.paused:
             self.paused = True
             self.driver.pause_output()
@@ -184,17 +200,17 @@ class Session:
         if self.unwritten <= 0 or self.state == "closed":
             return
         idle = time.monotonic() - self.last_progress
-        if idle >= self.runtime.stall_timeout:
+        if idle >= self.context.stall_timeout:
             # The app's fault, not the agent's: it stopped reading this session's events.
             self.fail(
                 AgentError.detail(
                     Kind.CONSUMER_LAGGED,
-                    f"the app wrote no event of this session for {self.runtime.stall_timeout:g} s",
+                    f"the app wrote no event of this session for {self.context.stall_timeout:g} s",
                     "the app stopped reading this session's events; the session was closed",
                 )
             )
         else:
-            self.stall_timer = self.loop.call_later(self.runtime.stall_timeout - idle, self._check_stall)
+            self.stall_timer = self.loop.call_later(self.context.stall_timeout - idle, self._check_stall)
 
     def _refresh_status(self) -> None:
         turn = self.turn
@@ -254,7 +270,7 @@ class Session:
 
     def _abort_open(self, error: AgentError) -> None:
         self.state = "closed"
-        self.runtime._forget(self)
+        self.context.forget(self)
         done, self.open_done = self.open_done, None
         self.held = None
         if not self.driver_gone and self.driver is not None:
@@ -407,8 +423,7 @@ class Session:
         self.turn = turn
         self._send({"TurnStarted": {"origin": origin}})
         self._refresh_status()
-        deterministic = self.runtime.deterministic(self, origin)
-        if not deterministic:
+        if not self.driver.deterministic(origin):
             turn.quiet_timer = self.loop.call_later(self._quiet_window(turn), lambda: None)
             self._arm_quiet(turn)
         return turn
@@ -645,7 +660,7 @@ class Session:
         if self.stall_timer is not None:
             self.stall_timer.cancel()
         self.state = "closed"
-        self.runtime._forget(self)
+        self.context.forget(self)
         self.sink.session_closed(self)
         waiters, self.close_waiters = self.close_waiters, []
         for done in waiters:

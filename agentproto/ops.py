@@ -329,8 +329,7 @@ class _Run:
         elif op in SESSION_OPS:
             self._session_op()
         else:
-            sink: Any = self if op == "generate" else self.hub
-            self.ctx.runtime.execute(op, args, sink, self.hub.scope, self._done)
+            self.ctx.runtime.execute(op, args, self.hub, self.hub.scope, self._done, on_event=self.generate_event)
 
     def _done(self, value: Any, error: AgentError | None) -> None:
         if error is not None:

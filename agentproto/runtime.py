@@ -17,8 +17,9 @@ import tempfile
 from typing import Any, Callable
 
 from agentproto.drivers import catalog
+from agentproto.drivers.catalog import AgentSpec
 from agentproto.drivers.base import Launch, run_capture
-from agentproto.engine import Done, Session, Sink
+from agentproto.engine import Context, Done, Session, Sink
 from agentproto.loop import Loop
 from agentproto.errors import AgentError, Kind
 from agentproto.wire import validate_json
@@ -79,10 +80,7 @@ class Runtime:
         self.sessions: dict[str, Session] = {}
         self.closed_ids: set[str] = set()
         self._session_ids = itertools.count(1)
-
-    def deterministic(self, session: Session, origin: Any) -> bool:
-        check = getattr(session.driver, "deterministic", None)
-        return True if check is None else bool(check(origin))
+        self.context = Context(loop, stall_timeout, self._forget)
 
     def _forget(self, session: Session) -> None:
         if self.sessions.pop(session.id, None) is not None:
@@ -90,7 +88,9 @@ class Runtime:
 
     # -- launch -----------------------------------------------------------------------
 
-    def _launch(self, args: dict[str, Any], throwaway: bool = False) -> tuple[Any, Launch]:
+    def _launch(
+        self, args: dict[str, Any], throwaway: bool = False, tools_disabled: bool = False
+    ) -> tuple[AgentSpec, Launch]:
         spec, installation = catalog.resolve_ref(args["agent"])
         directory = args.get("dir") or tempfile.gettempdir()
         if not os.path.isdir(directory):
@@ -113,19 +113,22 @@ class Runtime:
             config_home=args.get("config_home"),
             record_wire=args.get("record_wire"),
             throwaway=throwaway,
+            tools_disabled=tools_disabled,
             acp_args=list(installation.get("acp_args") or []),
+            mock_script=self.mock_script,
         )
         return spec, launch
 
-    def open(self, args: dict[str, Any], sink: Sink, done: Done, throwaway: bool = False) -> Session | None:
+    def open(
+        self, args: dict[str, Any], sink: Sink, done: Done, throwaway: bool = False, tools_disabled: bool = False
+    ) -> Session | None:
         try:
-            spec, launch = self._launch(args, throwaway)
-            launch.tools_disabled = bool(args.get("_tools_disabled"))
+            spec, launch = self._launch(args, throwaway, tools_disabled)
             driver_class = spec.driver_class()
         except AgentError as error:
             done(None, error)
             return None
-        session = Session(self, f"s{next(self._session_ids)}", launch, sink)
+        session = Session(self.context, f"s{next(self._session_ids)}", launch, sink)
         session.open_done = done
         self.sessions[session.id] = session
         try:
@@ -213,15 +216,9 @@ class Runtime:
             return
         try:
             spec, launch = self._launch(args, throwaway=True)
-            driver_class = spec.driver_class()
+            spec.driver_class().plan_usage(self.loop, launch, done)
         except AgentError as error:
             done(None, error)
-            return
-        hook = getattr(driver_class, "plan_usage", None)
-        if hook is None:
-            done(None, AgentError.detail(Kind.UNSUPPORTED_FEATURE, "plan usage"))
-            return
-        hook(self, launch, done)
 
     def generate(
         self,
@@ -299,9 +296,7 @@ class Runtime:
             assert session is not None
             if outcome or session.state != "open":
                 return
-            if "Permissions" not in info["details"]["capabilities"]["features"] and not getattr(
-                session.driver, "tools_disabled", False
-            ):
+            if "Permissions" not in info["details"]["capabilities"]["features"] and not session.driver.tools_disabled:
                 finish(None, AgentError.detail(Kind.UNSUPPORTED_FEATURE, "generate needs an agent whose tool use can be refused"))
                 return
             collector.on_turn_end = turn_ended
@@ -310,8 +305,8 @@ class Runtime:
 
         session: Session | None = None
         # Hands-off whatever the app asked: every request reaches the watcher, which declines.
-        launch_args = {**args, "_tools_disabled": True, "permission_mode": "Ask"}
-        session = self.open(launch_args, collector, opened, throwaway=True)
+        launch_args = {**args, "permission_mode": "Ask"}
+        session = self.open(launch_args, collector, opened, throwaway=True, tools_disabled=True)
         if session is not None:
             session.watcher = watch
         return session
@@ -322,19 +317,25 @@ class Runtime:
 
     # -- the one dispatcher every framing and transport calls -------------------------
 
-    def execute(self, name: str, args: dict[str, Any], sink: Sink, scope: "Scope", done: Done) -> None:
-        """Run one validated command (see wire.COMMANDS) for a frontend."""
+    def execute(
+        self,
+        name: str,
+        args: dict[str, Any],
+        sink: Sink,
+        scope: "Scope",
+        done: Done,
+        on_event: Callable[[Session, dict[str, Any]], None] | None = None,
+    ) -> None:
+        """Run one validated command (see wire.COMMANDS) for a frontend.
+
+        ``on_event`` sees every event of generate's throwaway session (the ops framing
+        streams them); no other command uses it.
+        """
         if name == "discover":
             self.discover(done)
         elif name == "open":
-            opening: list[Session] = []
-
-            def opened(value: Any, error: AgentError | None) -> None:
-                done(value, error)
-
-            session = self.open(args, sink, opened)
+            session = self.open(args, sink, done)
             if session is not None and session.state != "closed":
-                opening.append(session)
                 scope.add(session)
         elif name == "probe":
             session = self.probe(args, done)
@@ -343,7 +344,7 @@ class Runtime:
         elif name == "plan_usage":
             self.plan_usage(args, done)
         elif name == "generate":
-            session = self.generate(args, done, getattr(sink, "generate_event", None))
+            session = self.generate(args, done, on_event)
             if session is not None and session.state != "closed":
                 scope.add(session, visible=False)
         else:

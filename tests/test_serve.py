@@ -1402,6 +1402,7 @@ def test_a_withdrawn_request_closes_and_the_status_follows(monkeypatch: pytest.M
 def test_an_answer_before_the_mock_awaits_it_is_not_lost(monkeypatch: pytest.MonkeyPatch) -> None:
     """The app (or auto-approval) can answer between the RequestOpened step and the
     AwaitAnswer step; the mock keeps that answer for its AwaitAnswer."""
+    from agentproto.drivers.base import Launch
     from agentproto.drivers.mock import MockDriver as Mock
     from agentproto.loop import Loop
 
@@ -1420,7 +1421,6 @@ def test_an_answer_before_the_mock_awaits_it_is_not_lost(monkeypatch: pytest.Mon
     class Host:
         loop = Loop()
         session_id = "s1"
-        runtime = type("R", (), {"mock_script": load_script(json.dumps(script))})()
 
         def emit(self, kind: Any, extensions: Any = None, parent_tool_id: Any = None) -> None:
             calls.append(kind)
@@ -1434,7 +1434,9 @@ def test_an_answer_before_the_mock_awaits_it_is_not_lost(monkeypatch: pytest.Mon
             calls.append(("end", stop))
 
     host = Host()
-    driver = Mock(host, None)  # type: ignore[arg-type]
+    # The mock takes its script from its launch facts, as every driver takes what it is given.
+    launch = Launch(agent_id="mock", installation={}, executable="mock", dir="/", mock_script=load_script(json.dumps(script)))
+    driver = Mock(host, launch)  # type: ignore[arg-type]
     try:
         driver.start_turn("t1", "go", [])
         host.loop.run(until=lambda: any(isinstance(c, tuple) for c in calls))

@@ -6,7 +6,9 @@ kinds (TurnStarted, TurnEnded, RequestClosed, SessionUpdated, StatusChanged): it
 facts to its ``Host`` and the engine turns them into ordered events.
 
 Engine -> driver (``Driver``): open, start_turn, steer, answer, cancel, configure,
-rollback, compact, close, kill, pause_output, resume_output.
+rollback, compact, close, kill, pause_output, resume_output; the facts deterministic()
+and tools_disabled; and, with no session, the class's plan_usage(). A driver's launch
+facts (``Launch``) carry everything it is given, the mock's script included.
 
 Driver -> engine (``Host``): opened / open_failed, turn_acknowledged, emit, end_turn,
 update, diagnostic, request_withdrawn, fail, closed.
@@ -61,6 +63,8 @@ class Launch:
     tools_disabled: bool = False
     #: For ACP agents: the arguments that make the executable speak ACP.
     acp_args: list[str] = field(default_factory=list)
+    #: For the mock: the script it plays (``serve --mock``); None plays the echo agent.
+    mock_script: dict[str, Any] | None = None
 
     def child_env(self) -> dict[str, str]:
         """The sidecar's environment with the session's ``env`` over it (its values win)."""
@@ -105,12 +109,30 @@ class Host(Protocol):
 
 
 class Driver:
-    """Base class of every agent adapter. Defaults refuse what most agents lack."""
+    """Base class of every agent adapter. Defaults refuse what most agents lack.
 
-    #: Capabilities this driver can ever offer (the session's live list is in its details).
+    The engine and the runtime call only the members defined here; a driver overrides
+    them, it adds no hooks of its own for them to look for.
+    """
+
+    #: True when this driver runs its agent with every tool off because the launch asked
+    #: (``Launch.tools_disabled``, set by generate). A driver that cannot switch tools off
+    #: leaves it False: generate then needs the agent's permission requests instead.
+    tools_disabled: bool = False
+
     def __init__(self, host: Host, launch: Launch) -> None:
         self.host = host
         self.launch = launch
+
+    @classmethod
+    def plan_usage(cls, loop: "Loop", launch: Launch, done: Callable[[Any, "AgentError | None"], None]) -> None:
+        """Read the agent's plan usage (``PlanUsage``) without opening a session."""
+        raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, "plan usage")
+
+    def deterministic(self, origin: Any) -> bool:
+        """Whether the agent reports the end of every turn of this origin (``"Agent"`` or a
+        prompt's). When it may not, the engine ends a turn that has been quiet too long."""
+        return True
 
     # -- lifecycle
     def open(self) -> None:

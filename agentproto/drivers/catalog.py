@@ -12,9 +12,12 @@ import os
 import re
 import shutil
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from agentproto.errors import AgentError
+
+if TYPE_CHECKING:
+    from agentproto.drivers.base import Driver
 
 
 @dataclass(frozen=True)
@@ -37,9 +40,10 @@ class AgentSpec:
     def env_override(self) -> str:
         return "AGENTPROTO_" + re.sub(r"[^A-Za-z0-9]", "_", self.id).upper() + "_BIN"
 
-    def driver_class(self) -> type:
-        module, _, cls = self.driver.partition(":")
-        return getattr(importlib.import_module(module), cls)
+    def driver_class(self) -> "type[Driver]":
+        module, _, name = self.driver.partition(":")
+        driver: type[Driver] = getattr(importlib.import_module(module), name)
+        return driver
 
 
 MOCK = AgentSpec(

@@ -15,7 +15,7 @@ import json
 from collections import deque
 from typing import Any, Callable
 
-from agentproto.drivers.base import Driver
+from agentproto.drivers.base import Driver, Host, Launch
 from agentproto.errors import AgentError, Kind
 from agentproto.wire import event_kind_name
 
@@ -116,10 +116,9 @@ def load_script(text: str) -> dict[str, Any]:
 
 
 class MockDriver(Driver):
-    def __init__(self, host: Any, launch: Any) -> None:
+    def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
-        runtime = getattr(host, "runtime", None)
-        base = getattr(runtime, "mock_script", None)
+        base = launch.mock_script
         self.echo = base is None
         self.script: dict[str, Any] = json.loads(json.dumps(base)) if base is not None else dict(SCRIPT_FIELDS)
         self.turns: deque[list[Any]] = deque(self.script["turns"])
