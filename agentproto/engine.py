@@ -136,7 +136,7 @@ class Session:
         self.late_end_warned = False
         self.unwritten = 0
         self.paused = False
-        self.last_progress = time.monotonic()
+        self.last_progress = self.loop.time()
         self.stall_timer: Timer | None = None
         self.close_waiters: list[Done] = []
         self.finalizing = False
@@ -178,7 +178,7 @@ class Session:
         }
         self.unwritten += 1
         if self.unwritten == 1:
-            self.last_progress = time.monotonic()
+            self.last_progress = self.loop.time()
             if self.stall_timer is None:
                 self.stall_timer = self.loop.call_later(self.context.stall_timeout, self._check_stall)
         elif self.unwritten >= HIGH_WATER and not self.paused:
@@ -189,7 +189,7 @@ class Session:
     def delivered(self, count: int) -> None:
         """The sink wrote ``count`` of this session's events."""
         self.unwritten -= count
-        self.last_progress = time.monotonic()
+        self.last_progress = self.loop.time()
         if self.paused and self.unwritten <= LOW_WATER:
             self.paused = False
             if not self.driver_gone:
@@ -199,7 +199,7 @@ class Session:
         self.stall_timer = None
         if self.unwritten <= 0 or self.state == "closed":
             return
-        idle = time.monotonic() - self.last_progress
+        idle = self.loop.time() - self.last_progress
         if idle >= self.context.stall_timeout:
             # The app's fault, not the agent's: it stopped reading this session's events.
             self.fail(
