@@ -9,9 +9,9 @@ Rules of this file:
   The ``ok`` reply to ``open`` is handed over before the session's first event.
 - A session error is terminal: the running turn ends Failed first, then the error, then
   exactly one ``closed``.
-- Flow control: a session whose sink holds ``HIGH_WATER`` unwritten events stops reading
-  its agent (``driver.pause_output``) and resumes below ``LOW_WATER``; only a session
-  none of whose events could be written for ``stall_timeout`` seconds is closed.
+- Flow control (flow.py): a session whose sink holds ``HIGH_WATER`` unwritten events stops
+  reading its agent (``driver.pause_output``) and resumes below ``LOW_WATER``; only a
+  session none of whose events could be written for ``stall_timeout`` seconds is closed.
 - Nothing here blocks. Commands finish through callbacks, so one slow command never
   stalls another.
 """
@@ -20,28 +20,31 @@ from __future__ import annotations
 
 import json
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
+from agentproto import session_info
+from agentproto.answers import auto_answer, check_answer, request_id_of
 from agentproto.drivers.base import Driver, Launch
 from agentproto.errors import AgentError, Kind
 from agentproto.errors import log as log
+from agentproto.flow import Flow
 from agentproto.loop import Loop, Timer
+from agentproto.turns import CONTENT, Prompt, Turn
+from agentproto.turns import Done as Done
 from agentproto.wire import event_kind_name, system_time
 
-Done = Callable[[Any, "AgentError | None"], None]
-
 ENGINE_OWNED = frozenset({"TurnStarted", "TurnEnded", "RequestClosed", "SessionUpdated", "StatusChanged"})
-#: Kinds that open an agent-initiated turn when no turn is running (and that are stale
-#: when they arrive before the agent acknowledged a new turn).
-CONTENT = frozenset({"TextDelta", "ReasoningDelta", "UserMessage", "RequestOpened", "ToolUpdated"})
-MESSAGE_KINDS = frozenset({"TextDelta", "ReasoningDelta", "UserMessage"})
-ACTIVE_TOOL = frozenset({"Pending", "Running"})
-EDIT_KINDS = frozenset({"Edit", "Delete", "Move"})
 
-HIGH_WATER = 1024
-LOW_WATER = 512
+#: The session lifecycle, as a table (h11's shape): each state, the states it may become.
+#: ``Session._move`` is the one writer of ``state``; any other move is a bug and raises.
+LIFECYCLE: dict[str, frozenset[str]] = {
+    "opening": frozenset({"open", "closed"}),  # the agent is ready; or the open failed / was abandoned
+    "open": frozenset({"closing"}),  # close, or a session error
+    "closing": frozenset({"closed"}),  # the agent is gone, or its kill grace ran out
+    "closed": frozenset(),
+}
 
 
 class Sink(Protocol):
@@ -72,30 +75,6 @@ class Context:
     forget: Callable[["Session"], None]
 
 
-class Turn:
-    __slots__ = ("id", "origin", "acked", "messages", "tools", "requests", "cancel_timer", "quiet_timer")
-
-    def __init__(self, turn_id: str, origin: Any, acked: bool) -> None:
-        self.id = turn_id
-        self.origin = origin
-        self.acked = acked
-        self.messages: OrderedDict[str, None] = OrderedDict()
-        self.tools: OrderedDict[str, None] = OrderedDict()
-        self.requests: dict[str, dict[str, Any]] = {}
-        self.cancel_timer: Timer | None = None
-        self.quiet_timer: Timer | None = None
-
-
-class Prompt:
-    __slots__ = ("id", "text", "attachments", "done")
-
-    def __init__(self, prompt_id: str, text: str, attachments: list[str], done: Done | None) -> None:
-        self.id = prompt_id
-        self.text = text
-        self.attachments = attachments
-        self.done = done
-
-
 class Session:
     """One agent session. Also the ``Host`` its driver reports to."""
 
@@ -111,22 +90,8 @@ class Session:
         self.id = self.session_id = session_id
         self.launch = launch
         self.sink = sink
-        self.state = "opening"  # opening -> open -> closing -> closed
-        self.info: dict[str, Any] = {
-            "id": session_id,
-            "agent": launch.installation,
-            "details": {
-                "version": None,
-                "auth": "Unknown",
-                "capabilities": {"features": [], "mcp_transports": []},
-                "config_options": [],
-                "commands": [],
-            },
-            "configuration": {"options": {}},
-            "resume_token": None,
-            "title": None,
-            "status": "Idle",
-        }
+        self.state = "opening"  # see LIFECYCLE
+        self.info = session_info.new_info(session_id, launch.installation)
         self.sequence = 0
         self.turn: Turn | None = None
         self.turn_counter = 0
@@ -134,10 +99,7 @@ class Session:
         self.queue: deque[Prompt] = deque()
         self.pending_steer: Prompt | None = None
         self.late_end_warned = False
-        self.unwritten = 0
-        self.paused = False
-        self.last_progress = self.loop.time()
-        self.stall_timer: Timer | None = None
+        self.flow = Flow(context.loop, context.stall_timeout, self._pause_driver, self._resume_driver, self._stalled)
         self.close_waiters: list[Done] = []
         self.finalizing = False
         self.close_timers: list[Timer] = []
@@ -151,6 +113,11 @@ class Session:
         self.scopes: list[Holder] = []
 
     # -- helpers ----------------------------------------------------------------------
+
+    def _move(self, state: str) -> None:
+        if state not in LIFECYCLE[self.state]:
+            raise RuntimeError(f"session {self.id}: a {self.state} session cannot become {state}")
+        self.state = state
 
     @property
     def features(self) -> list[str]:
@@ -176,41 +143,31 @@ class Session:
             "kind": kind,
             "extensions": extensions or {},
         }
-        self.unwritten += 1
-        if self.unwritten == 1:
-            self.last_progress = self.loop.time()
-            if self.stall_timer is None:
-                self.stall_timer = self.loop.call_later(self.context.stall_timeout, self._check_stall)
-        elif self.unwritten >= HIGH_WATER and not self.paused:
-            self.paused = True
-            self.driver.pause_output()
+        self.flow.sent()
         self.sink.event(self, event)
 
     def delivered(self, count: int) -> None:
         """The sink wrote ``count`` of this session's events."""
-        self.unwritten -= count
-        self.last_progress = self.loop.time()
-        if self.paused and self.unwritten <= LOW_WATER:
-            self.paused = False
-            if not self.driver_gone:
-                self.driver.resume_output()
+        self.flow.delivered(count)
 
-    def _check_stall(self) -> None:
-        self.stall_timer = None
-        if self.unwritten <= 0 or self.state == "closed":
-            return
-        idle = self.loop.time() - self.last_progress
-        if idle >= self.context.stall_timeout:
+    def _pause_driver(self) -> None:
+        self.driver.pause_output()
+
+    def _resume_driver(self) -> None:
+        if not self.driver_gone:
+            self.driver.resume_output()
+
+    def _stalled(self) -> None:
+        if self.state != "closed":
             # The app's fault, not the agent's: it stopped reading this session's events.
+            timeout = self.context.stall_timeout
             self.fail(
                 AgentError.detail(
                     Kind.CONSUMER_LAGGED,
-                    f"the app wrote no event of this session for {self.context.stall_timeout:g} s",
+                    f"the app wrote no event of this session for {timeout:g} s",
                     "the app stopped reading this session's events; the session was closed",
                 )
             )
-        else:
-            self.stall_timer = self.loop.call_later(self.context.stall_timeout - idle, self._check_stall)
 
     def _refresh_status(self) -> None:
         turn = self.turn
@@ -236,26 +193,12 @@ class Session:
     def opened(self, details: dict[str, Any], **info: Any) -> None:
         if self.state != "opening":
             return
-        self.info["details"] = details
-        for key, value in info.items():
-            if key in self.info and key not in ("id", "agent", "status"):
-                self.info[key] = value
-        options = {o.get("id"): o for o in details.get("config_options", [])}
-        for option in details.get("config_options", []):
-            if option.get("current") is not None:
-                self.info["configuration"]["options"][option["id"]] = option["current"]
-        for key, value in self.launch.configure.items():
-            option = options.get(key)
-            if option is None:
-                self._abort_open(AgentError.detail(Kind.INVALID_CONFIGURATION, f"{key}: the agent does not offer it"))
-                return
-            problem = self.driver.validate_config(option, value)
-            if problem is not None:
-                self._abort_open(AgentError.detail(Kind.INVALID_CONFIGURATION, f"{key}: {problem}"))
-                return
-            option["current"] = value
-            self.info["configuration"]["options"][key] = value
-        self.state = "open"
+        session_info.merge(self.info, info)
+        problem = session_info.adopt_details(self.info, details, self.launch.configure, self.driver.validate_config)
+        if problem is not None:
+            self._abort_open(AgentError.detail(Kind.INVALID_CONFIGURATION, problem))
+            return
+        self._move("open")
         done, self.open_done = self.open_done, None
         if done is not None:
             done(self.snapshot(), None)
@@ -269,7 +212,7 @@ class Session:
         self._abort_open(error)
 
     def _abort_open(self, error: AgentError) -> None:
-        self.state = "closed"
+        self._move("closed")
         self.context.forget(self)
         done, self.open_done = self.open_done, None
         self.held = None
@@ -304,24 +247,16 @@ class Session:
                 self.watcher(name, body)
                 if self.state == "closed":
                     return
-            if turn is None:
-                if name == "ToolUpdated" and body.get("status") not in ACTIVE_TOOL:
-                    pass  # a late tool result belongs to no new turn
-                else:
-                    turn = self._start_turn("Agent", acked=True)
+            if turn is None and Turn.starts_one(name, body):
+                turn = self._start_turn("Agent", acked=True)
             if turn is not None:
-                if name in MESSAGE_KINDS:
-                    turn.messages[body["message_id"]] = None
-                elif name == "ToolUpdated":
-                    if body.get("status") in ACTIVE_TOOL:
-                        turn.tools[body["id"]] = None
-                    else:
-                        turn.tools.pop(body["id"], None)
-                elif name == "RequestOpened":
+                if name == "RequestOpened":
                     if self._request_opened(turn, body):
                         return
+                else:
+                    turn.track(name, body)
         elif name == "MessageEnded" and turn is not None:
-            turn.messages.pop(kind[name]["message_id"], None)
+            turn.track(name, kind[name])
         self._send(kind, extensions, parent_tool_id)
         if name == "RequestOpened":
             self._refresh_status()
@@ -330,24 +265,18 @@ class Session:
 
     def _request_opened(self, turn: Turn, request: dict[str, Any]) -> bool:
         """Track a request; return True when the engine answered it itself."""
-        if "Permission" in request:
-            body = request["Permission"]
-            mode = self.launch.permission_mode
-            tool_kind = body.get("tool", {}).get("kind")
-            if mode == "AutoApprove" or (mode == "AcceptEdits" and tool_kind in EDIT_KINDS):
-                options = body.get("options", [])
-                choice = "AllowOnce" if "AllowOnce" in options or not options else options[0]
-                # After the driver's current step: an agent cannot take an answer to a
-                # request it is still in the middle of reporting.
-                def approve() -> None:
-                    if not self.driver_gone:
-                        self.driver.answer(request, {"Permission": choice})
+        answer = auto_answer(request, self.launch.permission_mode)
+        if answer is not None:
+            # After the driver's current step: an agent cannot take an answer to a
+            # request it is still in the middle of reporting.
+            def approve() -> None:
+                if not self.driver_gone:
+                    self.driver.answer(request, answer)
 
-                self.loop.call_soon(approve)
-                return True
-            turn.requests[body["id"]] = request
-        elif "Question" in request:
-            turn.requests[request["Question"]["id"]] = request
+            self.loop.call_soon(approve)
+            return True
+        if "Permission" in request or "Question" in request:
+            turn.requests[request_id_of(request)] = request
         return False
 
     def end_turn(self, stop: Any, usage: dict[str, int] | None = None) -> None:
@@ -365,12 +294,7 @@ class Session:
         self._finish_turn(stop, usage)
 
     def update(self, **info: Any) -> None:
-        changed = False
-        for key, value in info.items():
-            if key in self.info and key not in ("id", "agent", "status") and self.info[key] != value:
-                self.info[key] = value
-                changed = True
-        if changed:
+        if session_info.merge(self.info, info):
             self._session_updated()
 
     def diagnostic(self, level: str, message: str) -> None:
@@ -398,7 +322,7 @@ class Session:
         self._refresh_status()
         self.sink.session_error(self, error)
         if self.state == "open":
-            self.state = "closing"
+            self._move("closing")
             self._shutdown_driver()
         elif self.driver_gone:
             self._finalize()
@@ -450,12 +374,8 @@ class Session:
     def _finish_turn(self, stop: Any, usage: dict[str, int] | None, start_next: bool = True) -> None:
         turn = self.turn
         assert turn is not None
-        for timer in (turn.cancel_timer, turn.quiet_timer):
-            if timer is not None:
-                timer.cancel()
-        for request_id in list(turn.requests):
-            del turn.requests[request_id]
-            self._send({"RequestClosed": {"request_id": request_id}})
+        turn.stop_timers()
+        self._close_requests(turn)
         for message_id in turn.messages:
             self._send({"MessageEnded": {"message_id": message_id}})
         self._send({"TurnEnded": {"stop": stop, "background": list(turn.tools), "usage": usage}})
@@ -469,6 +389,10 @@ class Session:
         if start_next and self.queue and self.state == "open":
             self._begin_prompt(self.queue.popleft())
         self._refresh_status()
+
+    def _close_requests(self, turn: Turn) -> None:
+        for request_id in turn.take_requests():
+            self._send({"RequestClosed": {"request_id": request_id}})
 
     def _drop_queue(self) -> None:
         self.queue.clear()
@@ -526,9 +450,7 @@ class Session:
         if clear_queue:
             self.queue.clear()
         if turn is not None:
-            for request_id in list(turn.requests):
-                del turn.requests[request_id]
-                self._send({"RequestClosed": {"request_id": request_id}})
+            self._close_requests(turn)
             self.driver.cancel()
             if turn.cancel_timer is None:
                 turn.cancel_timer = self.loop.call_later(self.CANCEL_GRACE, lambda: self._cancel_expired(turn))
@@ -558,26 +480,16 @@ class Session:
         done(None, None)
 
     def configure(self, option_id: str, value: Any, done: Done) -> None:
-        option = next((o for o in self.info["details"]["config_options"] if o.get("id") == option_id), None)
-        if option is None:
-            done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option_id}: the agent does not offer it"))
-            return
-        if not option.get("live"):
-            done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option_id}: cannot change during a session"))
-            return
-        problem = self.driver.validate_config(option, value)
+        problem = session_info.option_problem(self.info, option_id, value, self.driver.validate_config, live=True)
         if problem is not None:
-            done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option_id}: {problem}"))
+            done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, problem))
             return
 
         def configured(error: AgentError | None) -> None:
             if error is not None:
                 done(None, error)
                 return
-            current = next((o for o in self.info["details"]["config_options"] if o.get("id") == option_id), None)
-            if current is not None:
-                current["current"] = value
-            self.info["configuration"]["options"][option_id] = value
+            session_info.set_option(self.info, option_id, value)
             self._session_updated()
             done(None, None)
 
@@ -625,7 +537,7 @@ class Session:
             if self.failed is None and self.driver_gone:
                 self._finalize()
             return
-        self.state = "closing"
+        self._move("closing")
         self._drop_queue()
         if self.driver_gone:
             self._finalize()
@@ -657,9 +569,8 @@ class Session:
             self._finish_turn("Cancelled", None, start_next=False)
         self.queue.clear()
         self._refresh_status()
-        if self.stall_timer is not None:
-            self.stall_timer.cancel()
-        self.state = "closed"
+        self.flow.stop()
+        self._move("closed")
         self.context.forget(self)
         self.sink.session_closed(self)
         waiters, self.close_waiters = self.close_waiters, []
@@ -683,40 +594,3 @@ class Session:
         if self.state == "open":
             self.close(lambda _ok, _err: None)
 
-
-def check_answer(request: dict[str, Any], answer: Any) -> str | None:
-    """Why ``answer`` does not fit ``request`` (a RequestOpened payload), or None."""
-    if answer == "Cancel":
-        return None
-    if "Permission" in request:
-        options = request["Permission"].get("options", [])
-        if "Permission" in answer:
-            if answer["Permission"] not in options:
-                return f"{answer['Permission']} is not offered (offered: {', '.join(options)})"
-            return None
-        if "Deny" in answer:
-            if not any(o.startswith("Deny") for o in options):
-                return "denying is not offered"
-            return None
-        return "a permission request takes a Permission, Deny or Cancel answer"
-    questions = request["Question"]["questions"]
-    if "Question" not in answer:
-        return "a question request takes a Question or Cancel answer"
-    entries = answer["Question"]
-    if len(entries) != len(questions):
-        return f"expected {len(questions)} answers, one per question, got {len(entries)}"
-    for question, entry in zip(questions, entries):
-        qid = question.get("id")
-        if "Choices" in entry:
-            offered = {c.get("id") for c in question.get("choices", [])}
-            picked = entry["Choices"]
-            if not picked:
-                return f"{qid}: pick at least one choice"
-            if len(picked) > 1 and not question.get("multi_select"):
-                return f"{qid}: only one choice is allowed"
-            unknown = [c for c in picked if c not in offered]
-            if unknown:
-                return f"{qid}: unknown choice {unknown[0]}"
-        elif "Text" in entry and not question.get("allows_free_text"):
-            return f"{qid}: free text is not allowed"
-    return None

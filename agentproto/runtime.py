@@ -16,13 +16,14 @@ import os
 import tempfile
 from typing import Any, Callable
 
+from agentproto.answers import hands_off_answer, request_id_of
 from agentproto.drivers import catalog
-from agentproto.drivers.catalog import AgentSpec
 from agentproto.drivers.base import Launch, run_capture
+from agentproto.drivers.catalog import AgentSpec
 from agentproto.engine import Context, Done, Session, Sink
-from agentproto.loop import Loop
 from agentproto.errors import AgentError, Kind
-from agentproto.wire import validate_json
+from agentproto.jsonschema_lite import answer_problems
+from agentproto.loop import Loop
 
 
 class _Collector:
@@ -254,25 +255,18 @@ class Runtime:
         def decline(request: dict[str, Any]) -> None:
             if outcome or session is None or session.state != "open":
                 return
-            if "Permission" in request:
-                body = request["Permission"]
-                choice = next((c for c in ("DenyOnce", "DenyAlways") if c in body.get("options", [])), None)
-                answer: Any = {"Permission": choice} if choice else "Cancel"
-                session.answer(body["id"], answer, lambda _v, _e: None)
-                return
-            questions = request["Question"]["questions"]
-            if all(q.get("allows_free_text") for q in questions):
-                answer = {"Question": [{"Text": ""} for _ in questions]}
-                session.answer(request["Question"]["id"], answer, lambda _v, _e: None)
-            else:
+            answer = hands_off_answer(request)
+            if answer is None:
                 finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, "the agent asked a question during generate"))
+            else:
+                session.answer(request_id_of(request), answer, lambda _v, _e: None)
 
         def turn_ended() -> None:
             stop = collector.ended
             text = "".join(collector.text)
             if isinstance(stop, dict) and "Completed" in stop:
                 if schema is not None:
-                    problems = _check_output(text, schema)
+                    problems = answer_problems(text, schema)
                     if problems:
                         finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, "the answer does not match output_schema: " + "; ".join(problems[:5])))
                         return
@@ -418,14 +412,3 @@ class Scope:
             raise AgentError.session_closed(session_id)
         raise AgentError.unknown_session(session_id)
 
-
-def _check_output(text: str, schema: Any) -> list[str]:
-    body = text.strip()
-    if body.startswith("```"):
-        body = body.split("\n", 1)[1] if "\n" in body else ""
-        body = body.rsplit("```", 1)[0]
-    try:
-        value = json.loads(body)
-    except json.JSONDecodeError as exc:
-        return [f"not JSON: {exc.msg}"]
-    return validate_json(value, schema)

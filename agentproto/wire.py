@@ -24,6 +24,7 @@ from agentproto.errors import ERROR_KINDS as ERROR_KINDS
 from agentproto.errors import AgentError as AgentError
 from agentproto.errors import AppError, Kind
 from agentproto.errors import error_from_body as error_from_body
+from agentproto.jsonschema_lite import json_type_name
 
 # -- framing ----------------------------------------------------------------------------
 
@@ -185,18 +186,8 @@ class Command:
 Check = Callable[[Any], "str | None"]
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
+#: Errors name types as JSON Schema does ("got number"), for the app reads JSON, not Python.
+_type_name = json_type_name
 
 
 def _is_uint(value: Any) -> TypeGuard[int]:
@@ -527,120 +518,3 @@ def tool_update(
         "raw": raw,
         **extra,
     }
-
-
-# -- a small JSON Schema validator (for generate's output_schema) -----------------------
-
-_TYPES: dict[str, Callable[[Any], bool]] = {
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool)
-    or (isinstance(v, float) and v.is_integer()),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-}
-
-
-def validate_json(instance: Any, schema: Any, path: str = "$") -> list[str]:
-    """Validate against the common core of JSON Schema (draft 7 / 2020-12).
-
-    Supports type, enum, const, properties, required, additionalProperties, items,
-    prefixItems, minItems/maxItems, minLength/maxLength, pattern, minimum/maximum,
-    exclusiveMinimum/exclusiveMaximum, anyOf/oneOf/allOf/not and local ``$ref``s into
-    ``definitions``/``$defs``. Returns the problems found (empty when valid).
-    """
-    return _validate(instance, schema, path, schema)
-
-
-def _resolve(ref: str, root: Any) -> Any:
-    if not ref.startswith("#"):
-        raise ValueError(f"only local $ref is supported: {ref}")
-    node = root
-    for part in ref[1:].split("/"):
-        if part:
-            node = node[part.replace("~1", "/").replace("~0", "~")]
-    return node
-
-
-def _json_equal(a: Any, b: Any) -> bool:
-    """JSON equality: unlike Python's, ``true`` is not ``1`` (and 1 is 1.0)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a is b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, (list, dict)) or isinstance(b, (list, dict)):
-        return False
-    return bool(a == b)
-
-
-def _validate(inst: Any, schema: Any, path: str, root: Any) -> list[str]:
-    if schema is True or schema == {}:
-        return []
-    if schema is False:
-        return [f"{path}: no value is allowed here"]
-    if not isinstance(schema, dict):
-        return []
-    errors: list[str] = []
-    if "$ref" in schema:
-        errors += _validate(inst, _resolve(schema["$ref"], root), path, root)
-    expected = schema.get("type")
-    if expected is not None:
-        names = expected if isinstance(expected, list) else [expected]
-        if not any(_TYPES.get(n, lambda v: True)(inst) for n in names):
-            return errors + [f"{path}: expected {' or '.join(names)}, got {_type_name(inst)}"]
-    if "enum" in schema and not any(_json_equal(inst, option) for option in schema["enum"]):
-        errors.append(f"{path}: {json.dumps(inst)} is not one of {json.dumps(schema['enum'])}")
-    if "const" in schema and not _json_equal(inst, schema["const"]):
-        errors.append(f"{path}: expected {json.dumps(schema['const'])}")
-    if isinstance(inst, dict):
-        props = schema.get("properties", {})
-        for key in schema.get("required", []):
-            if key not in inst:
-                errors.append(f"{path}: missing required property `{key}`")
-        for key, value in inst.items():
-            if key in props:
-                errors += _validate(value, props[key], f"{path}.{key}", root)
-            elif "additionalProperties" in schema:
-                errors += _validate(value, schema["additionalProperties"], f"{path}.{key}", root)
-    if isinstance(inst, list):
-        prefix = schema.get("prefixItems", [])
-        for i, item in enumerate(inst):
-            if i < len(prefix):
-                errors += _validate(item, prefix[i], f"{path}[{i}]", root)
-            elif "items" in schema:
-                errors += _validate(item, schema["items"], f"{path}[{i}]", root)
-        if len(inst) < schema.get("minItems", 0):
-            errors.append(f"{path}: fewer than {schema['minItems']} items")
-        if "maxItems" in schema and len(inst) > schema["maxItems"]:
-            errors.append(f"{path}: more than {schema['maxItems']} items")
-    if isinstance(inst, str):
-        if len(inst) < schema.get("minLength", 0):
-            errors.append(f"{path}: shorter than {schema['minLength']}")
-        if "maxLength" in schema and len(inst) > schema["maxLength"]:
-            errors.append(f"{path}: longer than {schema['maxLength']}")
-        if "pattern" in schema and not re.search(schema["pattern"], inst):
-            errors.append(f"{path}: does not match {schema['pattern']}")
-    if isinstance(inst, (int, float)) and not isinstance(inst, bool) and math.isfinite(inst):
-        if "minimum" in schema and inst < schema["minimum"]:
-            errors.append(f"{path}: less than {schema['minimum']}")
-        if "maximum" in schema and inst > schema["maximum"]:
-            errors.append(f"{path}: greater than {schema['maximum']}")
-        if "exclusiveMinimum" in schema and inst <= schema["exclusiveMinimum"]:
-            errors.append(f"{path}: not greater than {schema['exclusiveMinimum']}")
-        if "exclusiveMaximum" in schema and inst >= schema["exclusiveMaximum"]:
-            errors.append(f"{path}: not less than {schema['exclusiveMaximum']}")
-    for sub in schema.get("allOf", []):
-        errors += _validate(inst, sub, path, root)
-    if "anyOf" in schema and not any(not _validate(inst, s, path, root) for s in schema["anyOf"]):
-        errors.append(f"{path}: matches none of anyOf")
-    if "oneOf" in schema:
-        matches = sum(1 for s in schema["oneOf"] if not _validate(inst, s, path, root))
-        if matches != 1:
-            errors.append(f"{path}: matches {matches} of oneOf, expected exactly 1")
-    if "not" in schema and not _validate(inst, schema["not"], path, root):
-        errors.append(f"{path}: must not match `not`")
-    return errors

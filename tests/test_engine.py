@@ -89,3 +89,45 @@ def test_the_stall_timeout_is_counted_on_the_loops_clock() -> None:
         assert stalled.closed == [info["id"]] and info["id"] not in runtime.sessions
     finally:
         loop.close()
+
+
+def test_the_lifecycle_table_leads_every_state_to_closed() -> None:
+    from agentproto.engine import LIFECYCLE
+
+    assert set(LIFECYCLE) == {"opening", "open", "closing", "closed"} and LIFECYCLE["closed"] == frozenset()
+    for state in LIFECYCLE:
+        seen, todo = {state}, [state]
+        while todo:
+            for nxt in LIFECYCLE[todo.pop()]:
+                assert nxt in LIFECYCLE, nxt
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        assert "closed" in seen, f"{state} can never close"
+
+
+def test_a_session_walks_the_lifecycle_and_a_closed_one_ignores_its_driver() -> None:
+    loop = Loop()
+    try:
+        runtime = Runtime(loop)
+        scope = Scope(runtime)
+        sink = Recorder(writes=True)
+        [(info, _)] = execute(runtime, scope, sink, "open", agent="mock", dir=str(ROOT))
+        session = runtime.sessions[info["id"]]
+        assert session.state == "open"
+        closed: list[Any] = []
+        session.close(lambda value, error: closed.append((value, error)))
+        assert session.state == "closing"
+        run_until(loop, lambda: bool(closed))
+        assert closed == [(None, None)] and session.state == "closed" and sink.closed == [session.id]
+        count = len(sink.events)
+        # A driver reporting after the close changes nothing, and moves no state.
+        session.opened({"config_options": []})
+        session.emit({"TextDelta": {"message_id": "m", "text": "late"}})
+        session.fail(AgentError.process_exited("1", ""))
+        assert session.state == "closed" and len(sink.events) == count and not sink.errors
+        again: list[Any] = []
+        session.close(lambda value, error: again.append(error))
+        assert again[0].kind == "SessionClosed"
+    finally:
+        loop.close()

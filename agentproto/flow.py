@@ -1,0 +1,74 @@
+"""Flow control of one session: bounded memory without dropping an event.
+
+The session hands every event to its sink at once and counts it here until the sink says
+it was written (``delivered``). Past ``HIGH_WATER`` waiting events the session stops
+reading its agent (``pause``: the OS pipe then throttles the agent); at ``LOW_WATER`` it
+reads again (``resume``). Only when events have waited and none could be written for
+``stall_timeout`` seconds of the loop's clock is the app declared gone (``stalled``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from agentproto.loop import Loop, Timer
+
+HIGH_WATER = 1024
+LOW_WATER = 512
+
+
+class Flow:
+    __slots__ = ("loop", "stall_timeout", "pause", "resume", "stalled", "unwritten", "paused", "last_progress", "timer")
+
+    def __init__(
+        self,
+        loop: "Loop",
+        stall_timeout: float,
+        pause: Callable[[], None],
+        resume: Callable[[], None],
+        stalled: Callable[[], None],
+    ) -> None:
+        self.loop = loop
+        self.stall_timeout = stall_timeout
+        self.pause = pause
+        self.resume = resume
+        self.stalled = stalled
+        self.unwritten = 0
+        self.paused = False
+        self.last_progress = loop.time()
+        self.timer: Timer | None = None
+
+    def sent(self) -> None:
+        """One more event waits to be written."""
+        self.unwritten += 1
+        if self.unwritten == 1:
+            self.last_progress = self.loop.time()
+            if self.timer is None:
+                self.timer = self.loop.call_later(self.stall_timeout, self._check)
+        elif self.unwritten >= HIGH_WATER and not self.paused:
+            self.paused = True
+            self.pause()
+
+    def delivered(self, count: int) -> None:
+        """The sink wrote ``count`` events."""
+        self.unwritten -= count
+        self.last_progress = self.loop.time()
+        if self.paused and self.unwritten <= LOW_WATER:
+            self.paused = False
+            self.resume()
+
+    def stop(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _check(self) -> None:
+        self.timer = None
+        if self.unwritten <= 0:
+            return
+        idle = self.loop.time() - self.last_progress
+        if idle >= self.stall_timeout:
+            self.stalled()
+        else:
+            self.timer = self.loop.call_later(self.stall_timeout - idle, self._check)

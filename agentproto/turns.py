@@ -1,0 +1,79 @@
+"""One turn's bookkeeping and one queued prompt, sans-IO.
+
+A turn remembers what the agent left open in it: messages not yet ended, tools still
+pending or running, requests the app has not answered. When the turn ends, however the
+agent ended it, the engine closes each of those in order (RequestClosed, MessageEnded)
+before TurnEnded, so an app never waits on something that cannot arrive any more.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from agentproto.errors import AgentError
+    from agentproto.loop import Timer
+
+#: Kinds that open an agent-initiated turn when no turn is running (and that are stale
+#: when they arrive before the agent acknowledged a new turn).
+CONTENT = frozenset({"TextDelta", "ReasoningDelta", "UserMessage", "RequestOpened", "ToolUpdated"})
+MESSAGE_KINDS = frozenset({"TextDelta", "ReasoningDelta", "UserMessage"})
+ACTIVE_TOOL = frozenset({"Pending", "Running"})
+
+Done = Callable[[Any, "AgentError | None"], None]
+
+
+class Turn:
+    __slots__ = ("id", "origin", "acked", "messages", "tools", "requests", "cancel_timer", "quiet_timer")
+
+    def __init__(self, turn_id: str, origin: Any, acked: bool) -> None:
+        self.id = turn_id
+        self.origin = origin
+        #: The agent accepted this turn; content reported before that is the last turn's.
+        self.acked = acked
+        self.messages: OrderedDict[str, None] = OrderedDict()
+        self.tools: OrderedDict[str, None] = OrderedDict()
+        self.requests: dict[str, dict[str, Any]] = {}
+        self.cancel_timer: Timer | None = None
+        self.quiet_timer: Timer | None = None
+
+    @staticmethod
+    def starts_one(name: str, body: Any) -> bool:
+        """Whether content arriving with no turn running opens an agent turn (a finished
+        tool's late result belongs to the turn that ended, not to a new one)."""
+        return name != "ToolUpdated" or body.get("status") in ACTIVE_TOOL
+
+    def track(self, name: str, body: Any) -> None:
+        """Note a content or MessageEnded event of this turn."""
+        if name in MESSAGE_KINDS:
+            self.messages[body["message_id"]] = None
+        elif name == "ToolUpdated":
+            if body.get("status") in ACTIVE_TOOL:
+                self.tools[body["id"]] = None
+            else:
+                self.tools.pop(body["id"], None)
+        elif name == "MessageEnded":
+            self.messages.pop(body["message_id"], None)
+
+    def take_requests(self) -> list[str]:
+        """The ids of the requests still open, forgotten (the engine closes them)."""
+        ids = list(self.requests)
+        self.requests.clear()
+        return ids
+
+    def stop_timers(self) -> None:
+        for timer in (self.cancel_timer, self.quiet_timer):
+            if timer is not None:
+                timer.cancel()
+
+
+class Prompt:
+    __slots__ = ("id", "text", "attachments", "done")
+
+    def __init__(self, prompt_id: str, text: str, attachments: list[str], done: Done | None) -> None:
+        self.id = prompt_id
+        self.text = text
+        self.attachments = attachments
+        #: A steer's reply, until the agent says whether it took the prompt.
+        self.done = done
