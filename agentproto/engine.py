@@ -495,15 +495,23 @@ class Session:
 
         self.driver.configure(option_id, value, configured)
 
-    def rollback(self, turns: int, scope: str, done: Done) -> None:
-        if "Rollback" not in self.features:
-            done(None, AgentError.detail(Kind.UNSUPPORTED_FEATURE, "rollback"))
-            return
-        if scope == "ConversationAndFiles" and "RollbackFiles" not in self.features:
-            done(None, AgentError.detail(Kind.UNSUPPORTED_FEATURE, "file rollback"))
-            return
+    def _refusal(self, what: str, needs: dict[str, str]) -> AgentError | None:
+        """Why rollback or compact cannot run now: a missing feature (``needs``: feature ->
+        its name in the error), or a busy session."""
+        for feature, name in needs.items():
+            if feature not in self.features:
+                return AgentError.detail(Kind.UNSUPPORTED_FEATURE, name)
         if self.turn is not None or self.queue:
-            done(None, AgentError.detail(Kind.SESSION_BUSY, "rollback needs an idle session"))
+            return AgentError.detail(Kind.SESSION_BUSY, f"{what} needs an idle session")
+        return None
+
+    def rollback(self, turns: int, scope: str, done: Done) -> None:
+        needs = {"Rollback": "rollback"}
+        if scope == "ConversationAndFiles":
+            needs["RollbackFiles"] = "file rollback"
+        refusal = self._refusal("rollback", needs)
+        if refusal is not None:
+            done(None, refusal)
             return
 
         def rolled(error: AgentError | None, refusal: str | None) -> None:
@@ -518,11 +526,9 @@ class Session:
         self.driver.rollback(turns, scope, rolled)
 
     def compact(self, done: Done) -> None:
-        if "Compact" not in self.features:
-            done(None, AgentError.detail(Kind.UNSUPPORTED_FEATURE, "compact"))
-            return
-        if self.turn is not None or self.queue:
-            done(None, AgentError.detail(Kind.SESSION_BUSY, "compact needs an idle session"))
+        refusal = self._refusal("compact", {"Compact": "compact"})
+        if refusal is not None:
+            done(None, refusal)
             return
         self._start_turn("Agent", acked=True)
         self.driver.compact()

@@ -175,50 +175,39 @@ class AgentError(Exception):
         return AgentError.detail(Kind.INTERNAL, f"{context}: {exc!r}")
 
 
+# Whose fault it was (``fault``: "app", "agent", "setup", "internal"), one class each.
 class AppError(AgentError):
     """The app's fault: a bad frame or request, a closed or busy session, a reader that stopped."""
-
     fault = "app"
 
 
 class AgentFault(AgentError):
     """The agent's fault: it broke its protocol, exited, lost its login or did not answer."""
-
     fault = "agent"
 
 
 class SetupError(AgentError):
     """The machine's: the agent is not installed or cannot be started."""
-
     fault = "setup"
 
 
 class InternalError(AgentError):
     """A bug of agentproto's (its traceback is on stderr)."""
-
     fault = "internal"
 
 
+#: Whose fault each kind is (the README's list says the same, in words).
 FAULTS: dict[str, type[AgentError]] = {
-    **dict.fromkeys(
-        (
-            Kind.BAD_FRAME,
-            Kind.INVALID_REQUEST,
-            Kind.INVALID_CONFIGURATION,
-            Kind.UNKNOWN_SESSION,
-            Kind.SESSION_CLOSED,
-            Kind.SESSION_BUSY,
-            Kind.UNSUPPORTED_FEATURE,
-            Kind.CONSUMER_LAGGED,
-        ),
-        AppError,
-    ),
-    **dict.fromkeys(
-        (Kind.PROTOCOL_FAILED, Kind.PROCESS_EXITED, Kind.AUTH_REQUIRED, Kind.HANDSHAKE_TIMEOUT, Kind.RESUME_FAILED),
-        AgentFault,
-    ),
-    **dict.fromkeys((Kind.NOT_INSTALLED, Kind.SPAWN_FAILED), SetupError),
-    Kind.INTERNAL: InternalError,
+    kind: cls
+    for cls, kinds in (
+        (AppError, (Kind.BAD_FRAME, Kind.INVALID_REQUEST, Kind.INVALID_CONFIGURATION, Kind.UNKNOWN_SESSION,
+                    Kind.SESSION_CLOSED, Kind.SESSION_BUSY, Kind.UNSUPPORTED_FEATURE, Kind.CONSUMER_LAGGED)),
+        (AgentFault, (Kind.PROTOCOL_FAILED, Kind.PROCESS_EXITED, Kind.AUTH_REQUIRED, Kind.HANDSHAKE_TIMEOUT,
+                      Kind.RESUME_FAILED)),
+        (SetupError, (Kind.NOT_INSTALLED, Kind.SPAWN_FAILED)),
+        (InternalError, (Kind.INTERNAL,)),
+    )
+    for kind in kinds
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import re
 from typing import Any, Callable
 
@@ -89,6 +90,28 @@ def _json_equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+#: A bound keyword: when the measured value (an array's or a string's length, a number)
+#: breaks it, and how the problem reads.
+_BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
+    "minItems": (operator.lt, "fewer than {} items"),
+    "maxItems": (operator.gt, "more than {} items"),
+    "minLength": (operator.lt, "shorter than {}"),
+    "maxLength": (operator.gt, "longer than {}"),
+    "minimum": (operator.lt, "less than {}"),
+    "maximum": (operator.gt, "greater than {}"),
+    "exclusiveMinimum": (operator.le, "not greater than {}"),
+    "exclusiveMaximum": (operator.ge, "not less than {}"),
+}
+
+
+def _check_bounds(measure: Any, keywords: tuple[str, ...], schema: dict[str, Any], path: str, errors: list[str]) -> None:
+    for keyword in keywords:
+        if keyword in schema:
+            breaks, words = _BOUNDS[keyword]
+            if breaks(measure, schema[keyword]):
+                errors.append(f"{path}: " + words.format(schema[keyword]))
+
+
 def _validate(inst: Any, schema: Any, path: str, root: Any) -> list[str]:
     if schema is True or schema == {}:
         return []
@@ -125,26 +148,13 @@ def _validate(inst: Any, schema: Any, path: str, root: Any) -> list[str]:
                 errors += _validate(item, prefix[i], f"{path}[{i}]", root)
             elif "items" in schema:
                 errors += _validate(item, schema["items"], f"{path}[{i}]", root)
-        if len(inst) < schema.get("minItems", 0):
-            errors.append(f"{path}: fewer than {schema['minItems']} items")
-        if "maxItems" in schema and len(inst) > schema["maxItems"]:
-            errors.append(f"{path}: more than {schema['maxItems']} items")
+        _check_bounds(len(inst), ("minItems", "maxItems"), schema, path, errors)
     if isinstance(inst, str):
-        if len(inst) < schema.get("minLength", 0):
-            errors.append(f"{path}: shorter than {schema['minLength']}")
-        if "maxLength" in schema and len(inst) > schema["maxLength"]:
-            errors.append(f"{path}: longer than {schema['maxLength']}")
+        _check_bounds(len(inst), ("minLength", "maxLength"), schema, path, errors)
         if "pattern" in schema and not re.search(schema["pattern"], inst):
             errors.append(f"{path}: does not match {schema['pattern']}")
     if isinstance(inst, (int, float)) and not isinstance(inst, bool) and math.isfinite(inst):
-        if "minimum" in schema and inst < schema["minimum"]:
-            errors.append(f"{path}: less than {schema['minimum']}")
-        if "maximum" in schema and inst > schema["maximum"]:
-            errors.append(f"{path}: greater than {schema['maximum']}")
-        if "exclusiveMinimum" in schema and inst <= schema["exclusiveMinimum"]:
-            errors.append(f"{path}: not greater than {schema['exclusiveMinimum']}")
-        if "exclusiveMaximum" in schema and inst >= schema["exclusiveMaximum"]:
-            errors.append(f"{path}: not less than {schema['exclusiveMaximum']}")
+        _check_bounds(inst, ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"), schema, path, errors)
     for sub in schema.get("allOf", []):
         errors += _validate(inst, sub, path, root)
     if "anyOf" in schema and not any(not _validate(inst, s, path, root) for s in schema["anyOf"]):

@@ -126,30 +126,29 @@ class Loop:
             self._selector.modify(fd, mask, watch)
 
     def add_reader(self, fileobj: Any, callback: Callback) -> None:
-        fd = self._fd(fileobj)
-        watch = self._watches.setdefault(fd, _Watch(fileobj))
-        watch.reader = callback
-        self._update(fd)
+        self._set(fileobj, callback, reading=True)
 
     def remove_reader(self, fileobj: Any) -> None:
-        fd = self._fd(fileobj)
-        watch = self._watches.get(fd)
-        if watch is not None:
-            watch.reader = None
-            self._update(fd)
+        self._set(fileobj, None, reading=True)
 
     def add_writer(self, fileobj: Any, callback: Callback) -> None:
-        fd = self._fd(fileobj)
-        watch = self._watches.setdefault(fd, _Watch(fileobj))
-        watch.writer = callback
-        self._update(fd)
+        self._set(fileobj, callback, reading=False)
 
     def remove_writer(self, fileobj: Any) -> None:
+        self._set(fileobj, None, reading=False)
+
+    def _set(self, fileobj: Any, callback: Callback | None, reading: bool) -> None:
         fd = self._fd(fileobj)
         watch = self._watches.get(fd)
-        if watch is not None:
-            watch.writer = None
-            self._update(fd)
+        if watch is None:
+            if callback is None:
+                return
+            watch = self._watches[fd] = _Watch(fileobj)
+        if reading:
+            watch.reader = callback
+        else:
+            watch.writer = callback
+        self._update(fd)
 
     def forget(self, fileobj: Any) -> None:
         """Drop every callback on a descriptor (before closing it)."""

@@ -438,6 +438,49 @@ def parse_command(line: bytes | TooLong, max_line: int = DEFAULT_MAX_LINE) -> Co
     return command_from_object(obj)
 
 
+class FieldError(ValueError):
+    """A field its check refused; ``expected`` is None when the field is missing."""
+
+    def __init__(self, key: str, expected: str | None, got: str) -> None:
+        super().__init__(key)
+        self.key = key
+        self.expected = expected
+        self.got = got
+
+
+def check_fields(
+    obj: dict[str, Any],
+    required: dict[str, Check],
+    optional: dict[str, Check],
+    *,
+    defaults: dict[str, Any] | None = None,
+    null_is_missing: bool = False,
+) -> dict[str, Any]:
+    """The fields of ``obj`` that the checks name, each checked, or ``FieldError`` for the
+    first one wrong. Every framing validates its requests with this one loop (protocol 1
+    commands here; the ops framing, whose null means "not given" and whose ``session``
+    may default, with ``null_is_missing`` and ``defaults``); each words its own errors."""
+    args: dict[str, Any] = {}
+    for key, check in required.items():
+        value = obj.get(key)
+        if value is None and (null_is_missing or key not in obj):
+            value = defaults.get(key) if defaults else None
+            if value is None:
+                raise FieldError(key, None, "nothing")
+        args[key] = _checked(key, check, value)
+    for key, check in optional.items():
+        if key in obj:
+            args[key] = _checked(key, check, obj[key])
+    return args
+
+
+def _checked(key: str, check: Check, value: Any) -> Any:
+    problem = check(value)
+    if problem is not None:
+        raise FieldError(key, problem, _type_name(value))
+    return value
+
+
 def command_from_object(obj: Any) -> Command:
     if not isinstance(obj, dict):
         raise FrameError(None, f"a frame must be a JSON object, got {_type_name(obj)}")
@@ -456,24 +499,12 @@ def command_from_object(obj: Any) -> Command:
             frame_id, f"unknown command `{shown}`; valid commands: " + ", ".join(COMMAND_NAMES)
         )
     required, optional = COMMANDS[name]
-    args: dict[str, Any] = {}
-    for key, check in required.items():
-        if key not in obj:
-            raise FrameError(frame_id, f"{name}: missing field `{key}`")
-        problem = check(obj[key])
-        if problem is not None:
-            raise FrameError(
-                frame_id, f"{name}: field `{key}` must be {problem}, got {_type_name(obj[key])}"
-            )
-        args[key] = obj[key]
-    for key, check in optional.items():
-        if key in obj:
-            problem = check(obj[key])
-            if problem is not None:
-                raise FrameError(
-                    frame_id, f"{name}: field `{key}` must be {problem}, got {_type_name(obj[key])}"
-                )
-            args[key] = obj[key]
+    try:
+        args = check_fields(obj, required, optional)
+    except FieldError as error:
+        if error.expected is None:
+            raise FrameError(frame_id, f"{name}: missing field `{error.key}`") from None
+        raise FrameError(frame_id, f"{name}: field `{error.key}` must be {error.expected}, got {error.got}") from None
     return Command(frame_id, name, args)
 
 

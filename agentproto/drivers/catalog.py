@@ -54,30 +54,14 @@ MOCK = AgentSpec(
     driver="agentproto.drivers.mock:MockDriver",
 )
 
-#: Every catalog agent after ``mock``. Driver issues add their entries here.
-CATALOG: list[AgentSpec] = []
-
-CATALOG.append(
-    AgentSpec(
-        id="claude",
-        name="Claude Code",
-        commands=("claude",),
-        install_hint="npm install -g @anthropic-ai/claude-code",
-        driver="agentproto.drivers.claude:ClaudeDriver",
-        known_locations=("~/.claude/local", "~/.local/bin"),
-    )
-)
-
-CATALOG.append(
-    AgentSpec(
-        id="codex",
-        name="Codex",
-        commands=("codex",),
-        install_hint="npm install -g @openai/codex",
-        driver="agentproto.drivers.codex:CodexDriver",
-        known_locations=("~/.local/bin",),
-    )
-)
+#: Every catalog agent after ``mock``: the agents with their own driver, then the ACP
+#: agents (below). Driver issues add their entries here.
+CATALOG: list[AgentSpec] = [
+    AgentSpec("claude", "Claude Code", ("claude",), "npm install -g @anthropic-ai/claude-code",
+              "agentproto.drivers.claude:ClaudeDriver", known_locations=("~/.claude/local", "~/.local/bin")),
+    AgentSpec("codex", "Codex", ("codex",), "npm install -g @openai/codex",
+              "agentproto.drivers.codex:CodexDriver", known_locations=("~/.local/bin",)),
+]
 
 
 def _acp(
@@ -191,14 +175,8 @@ def locate(spec: AgentSpec, environ: Mapping[str, str] | None = None) -> tuple[s
         if found:
             return found, "Path"
     searched.append("PATH")
-    for location in spec.known_locations:
-        directory = os.path.expanduser(location)
-        for command in spec.commands:
-            candidate = os.path.join(directory, command)
-            searched.append(candidate)
-            if _executable(candidate):
-                return candidate, "KnownLocation"
-    for directory in npm_global_bins(env):
+    # The agent's own install places first, then wherever npm puts global executables.
+    for directory in [*(os.path.expanduser(d) for d in spec.known_locations), *npm_global_bins(env)]:
         for command in spec.commands:
             candidate = os.path.join(directory, command)
             searched.append(candidate)
@@ -247,14 +225,15 @@ def resolve_ref(agent: Any) -> tuple[AgentSpec, dict[str, Any]]:
             driver="agentproto.drivers.acp:AcpDriver",
             acp_args=tuple(acp.get("args", [])),
         )
-        path = acp["path"]
-        if not _executable(path):
-            raise AgentError.not_installed(acp["name"], f"agent not installed: no executable at {path}")
-        return spec, installation(spec, path, "Pinned")
-    spec = spec_for(agent["id"])
-    if spec is None:
+        return _pinned(spec, acp["name"], acp["path"])
+    found_spec = spec_for(agent["id"])
+    if found_spec is None:
         raise AgentError.not_installed(agent["id"], f"unknown agent: {agent['id']}")
-    path = agent["path"]
+    return _pinned(found_spec, agent["id"], agent["path"])
+
+
+def _pinned(spec: AgentSpec, name: str, path: str) -> tuple[AgentSpec, dict[str, Any]]:
+    """An agent at the exact path the app gave."""
     if not _executable(path):
-        raise AgentError.not_installed(agent["id"], f"agent not installed: no executable at {path}")
+        raise AgentError.not_installed(name, f"agent not installed: no executable at {path}")
     return spec, installation(spec, path, "Pinned")
