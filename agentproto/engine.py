@@ -99,7 +99,7 @@ class Session:
         self.queue: deque[Prompt] = deque()
         self.pending_steer: Prompt | None = None
         self.late_end_warned = False
-        self.flow = Flow(context.loop, context.stall_timeout, self._pause_driver, self._resume_driver, self._stalled)
+        self.flow = Flow(self.loop, context.stall_timeout, self._pause, self._resume, self._stalled)
         self.close_waiters: list[Done] = []
         self.finalizing = False
         self.close_timers: list[Timer] = []
@@ -121,11 +121,8 @@ class Session:
 
     @property
     def features(self) -> list[str]:
-        return self.info["details"]["capabilities"]["features"]
-
-    @property
-    def status(self) -> str:
-        return self.info["status"]
+        features: list[str] = self.info["details"]["capabilities"]["features"]
+        return features
 
     def _send(self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None) -> None:
         if self.state == "closed":
@@ -150,10 +147,10 @@ class Session:
         """The sink wrote ``count`` of this session's events."""
         self.flow.delivered(count)
 
-    def _pause_driver(self) -> None:
+    def _pause(self) -> None:
         self.driver.pause_output()
 
-    def _resume_driver(self) -> None:
+    def _resume(self) -> None:
         if not self.driver_gone:
             self.driver.resume_output()
 
@@ -186,7 +183,9 @@ class Session:
             self._send({"SessionUpdated": self.snapshot()})
 
     def snapshot(self) -> dict[str, Any]:
-        return json.loads(json.dumps(self.info))
+        """A deep copy of the info (a JSON round trip: it holds only JSON values)."""
+        copy: dict[str, Any] = json.loads(json.dumps(self.info))
+        return copy
 
     # -- Host: what the driver reports ------------------------------------------------
 
@@ -207,9 +206,8 @@ class Session:
             self._send(*item)
 
     def open_failed(self, error: AgentError) -> None:
-        if self.state != "opening":
-            return
-        self._abort_open(error)
+        if self.state == "opening":
+            self._abort_open(error)
 
     def _abort_open(self, error: AgentError) -> None:
         self._move("closed")
@@ -236,7 +234,7 @@ class Session:
             return
         name = event_kind_name(kind)
         if name in ENGINE_OWNED:
-            self._send({"Diagnostic": {"level": "Warning", "message": f"dropped an engine-owned {name} from the driver"}})
+            self.diagnostic("Warning", f"dropped an engine-owned {name} from the driver")
             return
         turn = self.turn
         if name in CONTENT:
@@ -286,7 +284,7 @@ class Session:
         if turn is None:
             if not self.late_end_warned:
                 self.late_end_warned = True
-                self._send({"Diagnostic": {"level": "Warning", "message": "late turn end with no turn running; ignored"}})
+                self.diagnostic("Warning", "late turn end with no turn running; ignored")
             return
         if not turn.acked:
             return  # a stale end of the previous turn

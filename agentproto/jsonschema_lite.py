@@ -104,7 +104,9 @@ _BOUNDS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
 }
 
 
-def _check_bounds(measure: Any, keywords: tuple[str, ...], schema: dict[str, Any], path: str, errors: list[str]) -> None:
+def _check_bounds(
+    measure: Any, keywords: tuple[str, ...], schema: dict[str, Any], path: str, errors: list[str]
+) -> None:
     for keyword in keywords:
         if keyword in schema:
             breaks, words = _BOUNDS[keyword]

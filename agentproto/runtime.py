@@ -268,7 +268,8 @@ class Runtime:
                 if schema is not None:
                     problems = answer_problems(text, schema)
                     if problems:
-                        finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, "the answer does not match output_schema: " + "; ".join(problems[:5])))
+                        why = "the answer does not match output_schema: " + "; ".join(problems[:5])
+                        finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, why))
                         return
                 finish(text, None)
             elif isinstance(stop, dict) and "Failed" in stop:
@@ -277,7 +278,8 @@ class Runtime:
                 finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, f"the turn ended {json.dumps(stop)}"))
 
         def closed_early() -> None:
-            finish(None, collector.error or AgentError.detail(Kind.PROTOCOL_FAILED, "the session closed before the answer"))
+            early = AgentError.detail(Kind.PROTOCOL_FAILED, "the session closed before the answer")
+            finish(None, collector.error or early)
 
         def opened(info: Any, error: AgentError | None) -> None:
             if error is not None:
@@ -291,7 +293,8 @@ class Runtime:
             if outcome or session.state != "open":
                 return
             if "Permissions" not in info["details"]["capabilities"]["features"] and not session.driver.tools_disabled:
-                finish(None, AgentError.detail(Kind.UNSUPPORTED_FEATURE, "generate needs an agent whose tool use can be refused"))
+                why = "generate needs an agent whose tool use can be refused"
+                finish(None, AgentError.detail(Kind.UNSUPPORTED_FEATURE, why))
                 return
             collector.on_turn_end = turn_ended
             collector.on_closed = closed_early

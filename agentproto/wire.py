@@ -516,7 +516,8 @@ def event_kind_name(kind: Any) -> str:
     if isinstance(kind, str):
         return kind
     if isinstance(kind, dict) and len(kind) == 1:
-        return next(iter(kind))
+        name: str = next(iter(kind))
+        return name
     return ""
 
 

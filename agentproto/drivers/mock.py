@@ -214,7 +214,8 @@ class MockDriver(Driver):
         else:
             steps = list(self.turns.popleft()) if self.turns else []
         if self.script["echo_input"]:
-            steps.insert(0, {"Emit": {"TextDelta": {"message_id": "echo", "text": json.dumps({"text": text, "attachments": attachments})}}})
+            echoed = json.dumps({"text": text, "attachments": attachments})
+            steps.insert(0, {"Emit": {"TextDelta": {"message_id": "echo", "text": echoed}}})
         self.steps = deque(steps)
         self.turn_open = True
         self.awaiting = False
