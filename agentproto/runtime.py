@@ -6,6 +6,13 @@ dispatcher that every framing and transport calls.
 session commands go to ``engine.Session``. A ``Scope`` is what one frontend may touch:
 its own sessions (a stdio or socket connection), or all of them (HTTP, where sessions
 outlive connections).
+
+Rules of this file:
+- The runtime imports the engine, never the reverse: each Session gets the runtime's
+  ``engine.Context`` (loop, stall timeout, a forget callback) and nothing else of it.
+- It calls drivers only through the members ``drivers/base.Driver`` defines
+  (``plan_usage``, ``deterministic``, ``tools_disabled``) and gives them what they need in
+  their ``Launch`` (the mock's script included): no probing for optional hooks.
 """
 
 from __future__ import annotations
