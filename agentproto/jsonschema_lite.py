@@ -9,7 +9,6 @@ schema is small. ``tests/test_jsonschema_lite.py`` compares it with the jsonsche
 from __future__ import annotations
 
 import json
-import math
 import operator
 import re
 from typing import Any, Callable
@@ -30,6 +29,11 @@ def json_type_name(value: Any) -> str:
     return "object"
 
 
+def _not_json(constant: str) -> Any:
+    # Python's json reads NaN and Infinity; JSON has neither, and the app's parser may not.
+    raise ValueError(f"not JSON: {constant} is not a JSON number")
+
+
 def answer_problems(text: str, schema: Any) -> list[str]:
     """Why generate's answer ``text`` does not match ``schema`` (empty when it does). An
     answer fenced as a Markdown code block is read inside the fence, as models write one."""
@@ -38,9 +42,11 @@ def answer_problems(text: str, schema: Any) -> list[str]:
         body = body.split("\n", 1)[1] if "\n" in body else ""
         body = body.rsplit("```", 1)[0]
     try:
-        value = json.loads(body)
+        value = json.loads(body, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
         return [f"not JSON: {exc.msg}"]
+    except ValueError as exc:
+        return [str(exc)]
     return validate_json(value, schema)
 
 
@@ -155,7 +161,8 @@ def _validate(inst: Any, schema: Any, path: str, root: Any) -> list[str]:
         _check_bounds(len(inst), ("minLength", "maxLength"), schema, path, errors)
         if "pattern" in schema and not re.search(schema["pattern"], inst):
             errors.append(f"{path}: does not match {schema['pattern']}")
-    if isinstance(inst, (int, float)) and not isinstance(inst, bool) and math.isfinite(inst):
+    # An infinity is compared like any number (-inf is below every minimum), as jsonschema does.
+    if isinstance(inst, (int, float)) and not isinstance(inst, bool):
         _check_bounds(inst, ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"), schema, path, errors)
     for sub in schema.get("allOf", []):
         errors += _validate(inst, sub, path, root)

@@ -26,6 +26,9 @@ json_values = st.recursive(
 
 SCHEMA_CASES: list[tuple[Any, Any, bool]] = [
     ({"type": "object"}, {}, True),
+    ({"minimum": 0}, float("-inf"), False),
+    ({"maximum": 0}, float("inf"), False),
+    ({"oneOf": [{"type": "integer"}, {"minimum": 0}]}, float("-inf"), False),
     ({"type": "object"}, [], False),
     ({"type": "integer"}, 3, True),
     ({"type": "integer"}, 3.0, True),
@@ -125,6 +128,8 @@ def test_validate_json_booleans_are_not_numbers() -> None:
         ('{"title": 5}', ["$.title: expected string, got number"]),
         ("Here is the answer: {}", ["not JSON: Expecting value"]),
         ("```", ["not JSON: Expecting value"]),
+        ('{"title": NaN}', ["not JSON: NaN is not a JSON number"]),
+        ("-Infinity", ["not JSON: -Infinity is not a JSON number"]),
     ],
 )
 def test_answer_problems_reads_a_fenced_or_bare_answer(text: str, problems: list[str]) -> None:
