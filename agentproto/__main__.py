@@ -1,5 +1,12 @@
 import sys
 
-from agentproto.cli import main
+# Checked before anything else is imported: the package uses 3.10-only features (TypeGuard,
+# `X | Y` types at run time), so an older interpreter would die in an ImportError traceback.
+# This file and agentproto/__init__.py must stay importable by old Pythons for that reason.
+if sys.version_info < (3, 10):
+    sys.stderr.write("agentproto needs Python 3.10 or newer (this is %d.%d.%d)\n" % tuple(sys.version_info[:3]))
+    sys.exit(1)
+
+from agentproto.cli import main  # noqa: E402
 
 sys.exit(main())
