@@ -1,0 +1,27 @@
+"""Suite-wide markers.
+
+``core`` marks every test that needs only a Python >= 3.10 and the pip packages of
+tests/requirements.txt. The files below need more (node and the pinned npm tools in .cache/,
+or anyagent-py, whose wheel is tagged for CPython 3.11 only), so they are not core. `.ci/run`
+runs the whole suite on the default Python and `pytest -m core` on every other version.
+A new test file is core unless it is named here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+NOT_CORE = {
+    "test_claude.py": "the pinned Claude Code CLI (npm)",
+    "test_claude_client.py": "the pinned Claude Code CLI (npm)",
+    "test_codex.py": "the pinned Codex CLI (npm)",
+    "test_acp_real.py": "the pinned ACP agents (npm)",
+    "test_anyagent_compat.py": "anyagent-py (a CPython 3.11 wheel)",
+    "test_typegen.py": "json-schema-to-typescript and tsc (npm)",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name not in NOT_CORE:
+            item.add_marker(pytest.mark.core)
