@@ -49,6 +49,28 @@ def build() -> dict:
     # Hello: agentproto names itself; `anyagent` stays for anyagent's clients.
     d["Hello"]["properties"]["agentproto"] = {"type": "string", "description": "agentproto's version."}
 
+    # Line: the envelopes say exactly what they hold, so generated types can tell the lines
+    # apart. The reference leaves each envelope open and its `error` untyped, so that
+    # json-schema-to-typescript gives every variant an index signature (`"event" in line`
+    # narrows nothing, `line.event` is `unknown`) and `error: unknown`. Closing the
+    # envelopes and typing `error` as ErrorBody only narrows what the schema says about
+    # lines agentproto writes (every line the suite reads still validates against both
+    # schemas); the payloads inside (Hello, Event, ErrorBody, ...) stay open to additions.
+    titles = {
+        ("hello",): "HelloLine",
+        ("id", "ok"): "ReplyLine",
+        ("id", "error"): "ErrorReplyLine",
+        ("event",): "EventLine",
+        ("session", "error"): "SessionErrorLine",
+        ("closed",): "ClosedLine",
+    }
+    for variant in d["Line"]["anyOf"]:
+        props = variant["properties"]
+        variant["title"] = titles[tuple(props)]
+        variant["additionalProperties"] = False
+        if "error" in props:
+            props["error"] = {"$ref": "#/definitions/ErrorBody"}
+
     # Frame: output_schema on every command that takes the session options.
     for variant in d["Frame"]["oneOf"]:
         props = variant["properties"]
