@@ -6,7 +6,7 @@ and add only optional members, new variants and new entry points. This script ma
 rule mechanical: it starts from the reference and applies the additive edits below.
 tests/test_schema.py checks that the committed file is what this script produces.
 
-    python scripts/gen_schema.py          # rewrite agentproto/schema.json
+    python scripts/gen_schema.py          # rewrite agentproto/schema.json (and docs/protocol.md)
     python scripts/gen_schema.py --check  # exit 1 if the committed file is stale
 """
 
@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agentproto.errors import ERROR_KINDS, LINE_EXCERPT  # noqa: E402
+from agentproto.explain import EXPLANATIONS  # noqa: E402
+
 REFERENCE = ROOT / "fixtures" / "anyagent-schema.json"
 TARGET = ROOT / "agentproto" / "schema.json"
 EXTRA = ROOT / "agentproto" / "schema_ops.json"
@@ -70,6 +72,15 @@ def build() -> dict:
         variant["additionalProperties"] = False
         if "error" in props:
             props["error"] = {"$ref": "#/definitions/ErrorBody"}
+
+    # ErrorKind: the error kinds, named and explained (what it means, before "What to do"),
+    # for docs and generated types. ErrorBody.kind stays an open string (below): a reader
+    # must accept a kind it does not know yet.
+    d["ErrorKind"] = {
+        "description": "The `kind` of an ErrorBody. Readers must accept kinds they do not know.",
+        "anyOf": [{"const": k, "description": EXPLANATIONS[k].split(" What to do:")[0]} for k in ERROR_KINDS],
+    }
+    schema["properties"]["error_kind"] = {"$ref": "#/definitions/ErrorKind"}
 
     # Frame: output_schema on every command that takes the session options.
     for variant in d["Frame"]["oneOf"]:
@@ -179,6 +190,13 @@ def main() -> int:
         return 0
     TARGET.write_text(text, encoding="utf-8")
     print(f"wrote {TARGET.relative_to(ROOT)}")
+    # docs/protocol.md is generated from the schema: rewrite it with it.
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gen_docs
+
+    gen_docs.TARGET.parent.mkdir(parents=True, exist_ok=True)
+    gen_docs.TARGET.write_text(gen_docs.render(), encoding="utf-8")
+    print(f"wrote {gen_docs.TARGET.relative_to(ROOT)}")
     return 0
 
 

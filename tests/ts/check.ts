@@ -4,6 +4,7 @@
 import type {
   Answer,
   ErrorBody,
+  ErrorKind,
   Event,
   EventKind,
   Frame,
@@ -52,6 +53,10 @@ export function describeLine(line: Line): string {
   }
   return `reply ${line.id}`;
 }
+
+export const busy: ErrorKind = "SessionBusy";
+// @ts-expect-error: not an error kind
+export const oops: ErrorKind = "Oops";
 
 // -- events, narrowed by kind ----------------------------------------------------------------
 export function describeKind(kind: EventKind): string {
