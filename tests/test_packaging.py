@@ -33,8 +33,16 @@ from agentproto import __version__  # noqa: E402
 SCHEMA_TEXT = (ROOT / "agentproto" / "schema.json").read_text(encoding="utf-8")
 WHEELHOUSE = ROOT / ".cache" / "wheelhouse"
 PYTHON39 = Path("/root/.pyenv/versions/3.9.18/bin/python")
-#: The interpreter this venv was made from: it has no agentproto and none of the test deps.
-BASE_PYTHON = getattr(sys, "_base_executable", sys.executable)
+
+
+def _base_python() -> str:
+    """The interpreter this venv was made from: it has no agentproto and none of the test
+    deps. (sys._base_executable is the venv's own python on 3.10.)"""
+    candidate = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    return str(candidate) if candidate.exists() else getattr(sys, "_base_executable", sys.executable)
+
+
+BASE_PYTHON = _base_python()
 
 
 def clean_env(**extra: str) -> dict[str, str]:
