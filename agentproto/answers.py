@@ -1,10 +1,12 @@
 """Answers to an agent's requests, sans-IO: whether the app's answer fits the request, and
 the answers agentproto gives by itself.
 
-A request is a ``RequestOpened`` payload as the app saw it: ``{"Permission": {...}}`` or
-``{"Question": {...}}``. The engine asks ``auto_answer`` before showing a permission to
-the app (the session's permission mode may approve it), checks every answer the app sends
-with ``check_answer``, and generate, which has nobody to ask, takes ``hands_off_answer``.
+A request is a ``RequestOpened`` payload as the app saw it: ``{"Permission": {...}}``,
+``{"Question": {...}}``, or the app's own ``{"ToolCall": {...}}`` and ``{"Hook": {...}}``
+(whose answers apptools.py checks). The engine asks ``auto_answer`` before showing a
+permission to the app (the session's permission mode may approve it; it never answers a
+ToolCall: tools are the app's), checks every answer the app sends with ``check_answer``,
+and generate, which has nobody to ask, takes ``hands_off_answer``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ EDIT_KINDS = frozenset({"Edit", "Delete", "Move"})
 
 def request_id_of(request: dict[str, Any]) -> str:
     """The id the app answers a request by."""
-    body = request["Permission"] if "Permission" in request else request["Question"]
+    (body,) = request.values()
     return str(body["id"])
 
 
@@ -35,7 +37,12 @@ def auto_answer(request: dict[str, Any], permission_mode: str) -> dict[str, Any]
 
 def hands_off_answer(request: dict[str, Any]) -> Any:
     """generate's answer, with nobody to ask: permissions are declined and questions that
-    take free text get blank answers. None when only a person could answer (a choice)."""
+    take free text get blank answers, the app's tools fail and its hooks are neutral. None
+    when only a person could answer (a choice)."""
+    if "ToolCall" in request:
+        return {"Deny": {"message": "generate answers no tool call"}}
+    if "Hook" in request:
+        return "Cancel"
     if "Permission" in request:
         offered = request["Permission"].get("options", [])
         choice = next((c for c in ("DenyOnce", "DenyAlways") if c in offered), None)

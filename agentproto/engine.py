@@ -14,6 +14,9 @@ Rules of this file:
   session none of whose events could be written for ``stall_timeout`` seconds is closed.
 - Nothing here blocks. Commands finish through callbacks, so one slow command never
   stalls another.
+- The app's own tools and hooks (apptools.py) open ToolCall and Hook requests here, in the
+  running turn (closed with it) or, outside any turn, at the session's level (turn_info
+  null; closed by their answer, their timeout or the session's close).
 """
 
 from __future__ import annotations
@@ -25,12 +28,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from agentproto import session_info
-from agentproto.answers import auto_answer, check_answer, request_id_of
+from agentproto.apptools import Listen
 from agentproto.drivers.base import Driver, Launch
 from agentproto.errors import AgentError, Kind
 from agentproto.errors import log as log
 from agentproto.flow import Flow
 from agentproto.loop import Loop, Timer
+from agentproto.session_requests import Requests
 from agentproto.turns import CONTENT, Prompt, Turn
 from agentproto.turns import Done as Done
 from agentproto.wire import event_kind_name, system_time
@@ -73,6 +77,8 @@ class Context:
     stall_timeout: float
     #: The session has closed (or failed to open): its owner drops it.
     forget: Callable[["Session"], None]
+    #: Serves a session's tools and hooks on the loopback listener (opened on first use).
+    listen: Listen | None = None
 
 
 class Session:
@@ -111,6 +117,9 @@ class Session:
         self.watcher: Callable[[str, Any], None] | None = None
         self.driver: Driver = None  # type: ignore[assignment]
         self.scopes: list[Holder] = []
+        #: Its open requests (session_requests.py), and the app's own tools and hooks.
+        self.requests = Requests(self)
+        self.app = self.requests.app
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -197,6 +206,7 @@ class Session:
         if problem is not None:
             self._abort_open(AgentError.detail(Kind.INVALID_CONFIGURATION, problem))
             return
+        session_info.add_features(self.info, self.app.features)
         self._move("open")
         done, self.open_done = self.open_done, None
         if done is not None:
@@ -211,6 +221,7 @@ class Session:
 
     def _abort_open(self, error: AgentError) -> None:
         self._move("closed")
+        self.app.shutdown("the session did not open")
         self.context.forget(self)
         done, self.open_done = self.open_done, None
         self.held = None
@@ -249,7 +260,7 @@ class Session:
                 turn = self._start_turn("Agent", acked=True)
             if turn is not None:
                 if name == "RequestOpened":
-                    if self._request_opened(turn, body):
+                    if self.requests.agent_opened(turn, body):
                         return
                 else:
                     turn.track(name, body)
@@ -260,22 +271,6 @@ class Session:
             self._refresh_status()
         if turn is not None and turn.quiet_timer is not None:
             self._arm_quiet(turn)
-
-    def _request_opened(self, turn: Turn, request: dict[str, Any]) -> bool:
-        """Track a request; return True when the engine answered it itself."""
-        answer = auto_answer(request, self.launch.permission_mode)
-        if answer is not None:
-            # After the driver's current step: an agent cannot take an answer to a
-            # request it is still in the middle of reporting.
-            def approve() -> None:
-                if not self.driver_gone:
-                    self.driver.answer(request, answer)
-
-            self.loop.call_soon(approve)
-            return True
-        if "Permission" in request or "Question" in request:
-            turn.requests[request_id_of(request)] = request
-        return False
 
     def end_turn(self, stop: Any, usage: dict[str, int] | None = None) -> None:
         if self.state == "closed":
@@ -293,6 +288,7 @@ class Session:
 
     def update(self, **info: Any) -> None:
         if session_info.merge(self.info, info):
+            session_info.add_features(self.info, self.app.features)
             self._session_updated()
 
     def diagnostic(self, level: str, message: str) -> None:
@@ -300,11 +296,8 @@ class Session:
             self._send({"Diagnostic": {"level": level, "message": message}})
 
     def request_withdrawn(self, request_id: str) -> None:
-        turn = self.turn
-        if self.state == "closed" or turn is None or turn.requests.pop(request_id, None) is None:
-            return  # answered already, or never shown to the app
-        self._send({"RequestClosed": {"request_id": request_id}})
-        self._refresh_status()
+        if self.state != "closed":
+            self.requests.withdrawn(self.turn, request_id)
 
     def fail(self, error: AgentError) -> None:
         if self.state == "opening":
@@ -313,6 +306,7 @@ class Session:
         if self.state == "closed" or self.failed is not None:
             return
         self.failed = error
+        self.app.shutdown("the session failed")
         if self.turn is not None:
             message = "agent exited during the turn" if error.kind == Kind.PROCESS_EXITED else error.message
             self._finish_turn({"Failed": {"message": message}}, None, start_next=False)
@@ -336,6 +330,28 @@ class Session:
             return
         if self.state == "closing" and (self.failed is not None or self.close_waiters):
             self._finalize()
+
+    # -- Host: the app's tools and hooks (apptools.py) ---------------------------------
+
+    def serve_app(self) -> None:
+        """Before the driver opens: serve the app's tools and hooks (AgentError when the
+        driver cannot take them, OSError when the listener cannot open)."""
+        self.app.serve(self.launch, self.driver, self.context.listen)
+        self.info["tools_url"] = self.app.tools_url
+
+    @property
+    def tools_url(self) -> str | None:
+        return self.app.tools_url
+
+    def hook_url(self, event: str) -> str | None:
+        return self.app.hook_url(event)
+
+    def hook(self, event: str, input: Any, reply: Callable[[dict[str, Any]], None]) -> None:
+        self.app.hook(event, input, reply)
+
+    def is_app_tool(self, server: str, tool: str) -> bool:
+        return self.app.owns_tool(server, tool)
+
 
     # -- turns ------------------------------------------------------------------------
 
@@ -373,7 +389,7 @@ class Session:
         turn = self.turn
         assert turn is not None
         turn.stop_timers()
-        self._close_requests(turn)
+        self.requests.close_turn(turn, "the turn ended before the app answered")
         for message_id in turn.messages:
             self._send({"MessageEnded": {"message_id": message_id}})
         self._send({"TurnEnded": {"stop": stop, "background": list(turn.tools), "usage": usage}})
@@ -387,10 +403,6 @@ class Session:
         if start_next and self.queue and self.state == "open":
             self._begin_prompt(self.queue.popleft())
         self._refresh_status()
-
-    def _close_requests(self, turn: Turn) -> None:
-        for request_id in turn.take_requests():
-            self._send({"RequestClosed": {"request_id": request_id}})
 
     def _drop_queue(self) -> None:
         self.queue.clear()
@@ -448,7 +460,7 @@ class Session:
         if clear_queue:
             self.queue.clear()
         if turn is not None:
-            self._close_requests(turn)
+            self.requests.close_turn(turn, "cancelled: the turn was cancelled")
             self.driver.cancel()
             if turn.cancel_timer is None:
                 turn.cancel_timer = self.loop.call_later(self.CANCEL_GRACE, lambda: self._cancel_expired(turn))
@@ -461,21 +473,7 @@ class Session:
             self._finish_turn("Cancelled", None)
 
     def answer(self, request_id: str, answer: Any, done: Done) -> None:
-        turn = self.turn
-        request = turn.requests.get(request_id) if turn is not None else None
-        if request is None:
-            done(None, AgentError.detail(Kind.INVALID_REQUEST, f"no open request {request_id}"))
-            return
-        problem = check_answer(request, answer)
-        if problem is not None:
-            done(None, AgentError.detail(Kind.INVALID_REQUEST, f"{request_id}: {problem}"))
-            return
-        assert turn is not None
-        del turn.requests[request_id]
-        self.driver.answer(request, answer)
-        self._send({"RequestClosed": {"request_id": request_id}})
-        self._refresh_status()
-        done(None, None)
+        self.requests.answer(request_id, answer, done)
 
     def configure(self, option_id: str, value: Any, done: Done) -> None:
         problem = session_info.option_problem(self.info, option_id, value, self.driver.validate_config, live=True)
@@ -542,6 +540,7 @@ class Session:
                 self._finalize()
             return
         self._move("closing")
+        self.app.shutdown("the session closed")
         self._drop_queue()
         if self.driver_gone:
             self._finalize()
@@ -569,6 +568,7 @@ class Session:
         self.finalizing = True
         for timer in self.close_timers:
             timer.cancel()
+        self.app.shutdown("the session closed")
         if self.turn is not None:
             self._finish_turn("Cancelled", None, start_next=False)
         self.queue.clear()

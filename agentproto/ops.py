@@ -404,6 +404,9 @@ class _Follower:
         self.armed = True
         if self.turn is not None:
             self._check_turn()
+        elif self.mode == "answer":
+            # A tool call or hook outside any turn: there is no turn to stream.
+            run.result(True, **self._fields())
 
     def _check_turn(self) -> None:
         """Just armed, or a queued prompt's turn just started: is it over, or waiting?"""

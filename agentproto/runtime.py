@@ -23,6 +23,7 @@ import os
 import tempfile
 from typing import Any, Callable
 
+from agentproto import apptools
 from agentproto.answers import hands_off_answer, request_id_of
 from agentproto.drivers import catalog
 from agentproto.drivers.base import Launch, run_capture
@@ -88,7 +89,8 @@ class Runtime:
         self.sessions: dict[str, Session] = {}
         self.closed_ids: set[str] = set()
         self._session_ids = itertools.count(1)
-        self.context = Context(loop, stall_timeout, self._forget)
+        # The listener (listener.py) is not in yet: a session with tools or hooks is UnsupportedFeature.
+        self.context = Context(loop, stall_timeout, self._forget, None)
 
     def _forget(self, session: Session) -> None:
         if self.sessions.pop(session.id, None) is not None:
@@ -103,6 +105,10 @@ class Runtime:
         directory = args.get("dir") or tempfile.gettempdir()
         if not os.path.isdir(directory):
             raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"dir is not a directory: {directory}")
+        tools = apptools.check_tools(args.get("tools"))
+        if tools and any(server.get("name") == apptools.APP_SERVER for server in args.get("mcp_servers") or []):
+            why = f"mcp_servers: the name {apptools.APP_SERVER} is the app's tools' (tools)"
+            raise AgentError.detail(Kind.INVALID_CONFIGURATION, why)
         launch = Launch(
             agent_id=installation["id"],
             installation=installation,
@@ -124,6 +130,10 @@ class Runtime:
             tools_disabled=tools_disabled,
             acp_args=list(installation.get("acp_args") or []),
             mock_script=self.mock_script,
+            tools=tools,
+            hooks=apptools.check_hooks(args.get("hooks")),
+            tool_timeout=float(args.get("tool_timeout") or apptools.TOOL_TIMEOUT),
+            hook_timeout=float(args.get("hook_timeout") or apptools.HOOK_TIMEOUT),
         )
         return spec, launch
 
@@ -141,6 +151,7 @@ class Runtime:
         self.sessions[session.id] = session
         try:
             session.driver = driver_class(session, launch)
+            session.serve_app()  # the driver configures its agent with the tools' URL
             session.driver.open()
         except AgentError as error:
             session.driver_gone = True

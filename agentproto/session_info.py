@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 #: Members only the engine sets: a driver's report never overwrites them.
-ENGINE_MEMBERS = frozenset({"id", "agent", "status"})
+ENGINE_MEMBERS = frozenset({"id", "agent", "status", "tools_url"})
 
 #: ``Driver.validate_config``: a problem with a value for an option, or None.
 Validate = Callable[[dict[str, Any], Any], "str | None"]
@@ -34,7 +34,15 @@ def new_info(session_id: str, installation: dict[str, Any]) -> dict[str, Any]:
         "resume_token": None,
         "title": None,
         "status": "Idle",
+        #: The session's MCP endpoint of the app's tools (apptools.py), when it has tools.
+        "tools_url": None,
     }
+
+
+def add_features(info: dict[str, Any], features: list[str]) -> None:
+    """Capabilities the engine gives a session whatever its agent reports (Tools, Hooks)."""
+    have = info["details"]["capabilities"]["features"]
+    have.extend(feature for feature in features if feature not in have)
 
 
 def merge(info: dict[str, Any], members: dict[str, Any]) -> bool:

@@ -305,13 +305,18 @@ PERMISSION_CHOICES = ("AllowOnce", "AllowAlways", "DenyOnce", "DenyAlways")
 def _answer(value: Any) -> str | None:
     expected = (
         '{"Permission": "AllowOnce"|"AllowAlways"|"DenyOnce"|"DenyAlways"}, '
-        '{"Question": [{"Choices": [..]}|{"Text": ".."}]}, {"Deny": {"message": ".."}} or "Cancel"'
+        '{"Question": [{"Choices": [..]}|{"Text": ".."}]}, {"Deny": {"message": ".."}}, '
+        '{"ToolResult": {"content", "is_error", "structured"?}}, {"HookResult": {..}} or "Cancel"'
     )
     if value == "Cancel":
         return None
     if not isinstance(value, dict) or len(value) != 1:
         return expected
     (tag, body), = value.items()
+    if tag in ("ToolResult", "HookResult"):
+        # The shape inside is the request's to judge (apptools.py): a result that does not fit
+        # its tool is InvalidRequest and the request stays open, never a BadFrame.
+        return None if isinstance(body, dict) else expected
     if tag == "Permission":
         return None if body in PERMISSION_CHOICES else expected
     if tag == "Deny":
@@ -338,6 +343,11 @@ def _json_schema(value: Any) -> str | None:
     return None if isinstance(value, (dict, bool)) else "a JSON Schema (an object or a boolean)"
 
 
+def _positive_seconds(value: Any) -> str | None:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return None if number and 0 < value <= 2**31 else "a number of seconds > 0"
+
+
 _PERMISSION_MODE = _enum("Ask", "AcceptEdits", "AutoApprove")
 
 #: The launch options that ``open``, ``generate``, ``probe`` and ``plan_usage`` share.
@@ -356,15 +366,24 @@ SESSION_OPTIONS: dict[str, Check] = {
     "record_wire": _opt_string,
 }
 
+#: The app's own tools and hooks (``open`` and ``generate``). Only the types are checked
+#: here: each declaration is checked at open (apptools.py), InvalidConfiguration naming it.
+TOOL_OPTIONS: dict[str, Check] = {
+    "tools": _opt(lambda v: None if isinstance(v, list) else "an array of tools"),
+    "tool_timeout": _opt(_positive_seconds),
+    "hooks": _opt(lambda v: None if isinstance(v, list) else "an array of hook event names"),
+    "hook_timeout": _opt(_positive_seconds),
+}
+
 # name -> (required fields, optional fields)
 COMMANDS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
     "discover": ({}, {}),
     "probe": ({"agent": _agent_ref}, {"dir": _opt_string, **SESSION_OPTIONS}),
     "plan_usage": ({"agent": _agent_ref}, {"dir": _opt_string, **SESSION_OPTIONS}),
-    "open": ({"agent": _agent_ref, "dir": _string}, dict(SESSION_OPTIONS)),
+    "open": ({"agent": _agent_ref, "dir": _string}, {**SESSION_OPTIONS, **TOOL_OPTIONS}),
     "generate": (
         {"agent": _agent_ref, "dir": _string, "prompt": _string},
-        {"attachments": _opt(_strings), **SESSION_OPTIONS},
+        {"attachments": _opt(_strings), **SESSION_OPTIONS, **TOOL_OPTIONS},
     ),
     "prompt": ({"session": _string, "text": _string}, {"attachments": _opt(_strings)}),
     "answer": ({"session": _string, "request": _string, "answer": _answer}, {}),

@@ -158,6 +158,11 @@ def build() -> dict:
         "type": "string",
     }
 
+    # The app's own tools and hooks (issue 10): declared at open/generate, served to the
+    # agent as the MCP server `agentproto` on the loopback listener, each call and hook
+    # invocation a request the app answers.
+    _tools_and_hooks(d)
+
     # AgentInstallation: the version `discover` read from the executable.
     d["AgentInstallation"]["properties"]["version"] = {
         "description": "What the executable's --version printed (first line), when it could be read.",
@@ -174,6 +179,115 @@ def build() -> dict:
         for name, prop in extra.get("properties", {}).items():
             schema["properties"][name] = prop
     return schema
+
+
+def _tools_and_hooks(d: dict) -> None:
+    from agentproto.apptools import HOOK_TIMEOUT, TOOL_TIMEOUT
+
+    name = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}
+    d["AppTool"] = {
+        "description": "One of the app's own tools, offered to the agent as `agentproto`'s MCP tool `name`.",
+        "type": "object",
+        "properties": {
+            "name": {**name, "description": "Unique in the session."},
+            "description": {"type": "string"},
+            "input_schema": {
+                "description": 'A JSON Schema of the arguments (an object); default {"type": "object"}.',
+                "type": ["object", "null"],
+            },
+            "output_schema": {
+                "description": "A JSON Schema of the result's `structured` object; a result that breaks it is refused.",
+                "type": ["object", "null"],
+            },
+        },
+        "required": ["name", "description"],
+        "additionalProperties": False,
+    }
+    options = {
+        "tools": {
+            "description": "The app's own tools: each call is a ToolCall request. Bad entries are InvalidConfiguration.",
+            "type": ["array", "null"],
+            "items": {"$ref": "#/definitions/AppTool"},
+        },
+        "tool_timeout": {
+            "description": f"Seconds a ToolCall waits for its answer (default {TOOL_TIMEOUT:g}); then the agent gets a timed-out error.",
+            "type": ["number", "null"],
+            "exclusiveMinimum": 0,
+        },
+        "hooks": {
+            "description": "The hook events the app answers (Hook requests); an agent without them is UnsupportedFeature.",
+            "type": ["array", "null"],
+            "items": name,
+        },
+        "hook_timeout": {
+            "description": f"Seconds a Hook waits for its answer (default {HOOK_TIMEOUT:g}); then the agent gets {{}}.",
+            "type": ["number", "null"],
+            "exclusiveMinimum": 0,
+        },
+    }
+    for variant in d["Frame"]["oneOf"]:
+        if variant["properties"]["cmd"].get("const") in ("open", "generate"):
+            variant["properties"].update(copy.deepcopy(options))
+    d["ToolContent"] = {
+        "description": "One content item of a tool result (MCP's text and image content).",
+        "oneOf": [
+            {
+                "type": "object",
+                "properties": {"type": {"const": "text"}, "text": {"type": "string"}},
+                "required": ["type", "text"],
+                "additionalProperties": False,
+            },
+            {
+                "type": "object",
+                "properties": {
+                    "type": {"const": "image"},
+                    "data": {"description": "Base64.", "type": "string"},
+                    "mime_type": {"type": "string"},
+                },
+                "required": ["type", "data", "mime_type"],
+                "additionalProperties": False,
+            },
+        ],
+    }
+    d["Answer"]["oneOf"] += [
+        _variant(
+            "ToolResult",
+            {
+                "content": {"type": "array", "items": {"$ref": "#/definitions/ToolContent"}},
+                "is_error": {"type": "boolean"},
+                "structured": {"description": "Required by a tool with an output_schema (unless is_error).", "type": ["object", "null"]},
+            },
+            ["content", "is_error"],
+            "The result of a ToolCall. Deny gives the agent an error result with its message, Cancel one saying cancelled.",
+        ),
+        _variant("HookResult", {}, [], "The hook's output, passed to the agent as it is. Cancel gives it the neutral {}."),
+    ]
+    d["Request"]["oneOf"] += [
+        _variant(
+            "ToolCall",
+            {"id": {"type": "string"}, "tool": {"type": "string"}, "arguments": {"type": "object"}},
+            ["id", "tool", "arguments"],
+            "The agent called one of the app's tools. RequestClosed follows exactly once: on the answer, the "
+            "turn's end or cancel, the session's close, or tool_timeout (the agent then gets an error result).",
+        ),
+        _variant(
+            "Hook",
+            {"id": {"type": "string"}, "event": {"type": "string"}, "input": {"description": "The hook's input, as the agent gave it."}},
+            ["id", "event", "input"],
+            "The agent invoked one of the app's hooks (outside a turn: turn_info null, at the session's level).",
+        ),
+    ]
+    d["SessionInfo"]["properties"]["tools_url"] = {
+        "description": (
+            "The session's MCP endpoint of the app's tools (http://127.0.0.1:PORT/TOKEN/mcp/agentproto), "
+            "or null without tools. It holds the session's secret token."
+        ),
+        "type": ["string", "null"],
+    }
+    d["Capability"]["oneOf"] += [
+        {"description": "The session serves the app's tools to its agent.", "type": "string", "const": "Tools"},
+        {"description": "The session asks the app its hooks.", "type": "string", "const": "Hooks"},
+    ]
 
 
 def render() -> str:

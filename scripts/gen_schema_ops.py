@@ -136,6 +136,9 @@ def results() -> list[dict]:
             variant["properties"].update(payload)
         if op in ("prompt", "answer"):
             variant["anyOf"] = [{"required": ["stop"]}, {"required": ["waiting"]}]
+        if op == "answer":
+            # The answer to a tool call or hook outside any turn: no turn to stream, no turn_id.
+            variant["anyOf"].append({"not": {"required": ["turn_id"]}})
         variants.append(variant)
     variants.append(
         {

@@ -11,7 +11,28 @@ and tools_disabled; and, with no session, the class's plan_usage(). A driver's l
 facts (``Launch``) carry everything it is given, the mock's script included.
 
 Driver -> engine (``Host``): opened / open_failed, turn_acknowledged, emit, end_turn,
-update, diagnostic, request_withdrawn, fail, closed.
+update, diagnostic, request_withdrawn, fail, closed; and the app's tools and hooks below.
+
+The app's own tools and hooks (apptools.py; the engine does all their bookkeeping):
+- A driver that can give its agent the app's tools sets ``Driver.app_tools``; one with a
+  hook channel lists the hook events it can deliver in ``Driver.hook_events``. The engine
+  refuses an ``open`` with tools or hooks the driver cannot take (UnsupportedFeature naming
+  the agent) before ``open()`` is called.
+- Tools: by ``open()``, ``host.tools_url`` is the session's Streamable HTTP MCP endpoint on
+  the loopback listener (None when the app declared no tools). Configure the agent with it
+  as one MCP server named ``APP_SERVER`` (``"agentproto"``); ``launch.tools`` holds the
+  declarations. The URL carries the session's secret token: never log it, never put it on
+  a command line (write it to a 0600 file or pass it through the agent's environment).
+  The agent's calls reach the engine through the listener, never through the driver.
+- A call of one of the app's tools is the app's decision: when the agent asks permission
+  for a tool, ``host.is_app_tool(server, tool)`` says whether it is one of these (allow it
+  yourself: never raise a Permission request for it).
+- Hooks: every invocation, whatever channel it came through (Claude's ``hook_callback``
+  over the control protocol, the listener's ``POST /<token>/hook/<event>``), goes to
+  ``host.hook(event, input, reply)``; ``reply(output)`` is called exactly once with the
+  agent's hook output (the app's ``HookResult``, or ``{}``: neutral). ``launch.hooks``
+  lists the events the app answers; ``host.hook_url(event)`` is the listener's URL for an
+  agent whose hooks are commands that post their input (the same secret rules apply).
 
 ``AgentProcess`` is the shared plumbing for drivers whose agent is a child process: its
 own process group, non-blocking pipes watched by the loop, line framing with a bound,
@@ -30,6 +51,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from agentproto import private
+from agentproto.apptools import APP_SERVER as APP_SERVER
+from agentproto.apptools import HOOK_TIMEOUT, TOOL_TIMEOUT
 from agentproto.errors import AgentError, Kind
 from agentproto.wire import LineFramer, TooLong
 
@@ -65,6 +88,14 @@ class Launch:
     acp_args: list[str] = field(default_factory=list)
     #: For the mock: the script it plays (``serve --mock``); None plays the echo agent.
     mock_script: dict[str, Any] | None = None
+    #: The app's own tools, checked (apptools.check_tools): name, description,
+    #: input_schema and output_schema (when declared), as the app declared them.
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    #: The hook events the app answers (``Host.hook``).
+    hooks: list[str] = field(default_factory=list)
+    #: Seconds a tool call (a hook) waits for the app's answer.
+    tool_timeout: float = TOOL_TIMEOUT
+    hook_timeout: float = HOOK_TIMEOUT
 
     def child_env(self) -> dict[str, str]:
         """The sidecar's environment with the session's ``env`` over it (its values win)."""
@@ -107,6 +138,20 @@ class Host(Protocol):
     def closed(self) -> None:
         """The agent is gone: every process of the session has exited."""
 
+    # -- the app's tools and hooks (see the module's docstring)
+    @property
+    def tools_url(self) -> str | None:
+        """The session's MCP endpoint of the app's tools (secret: it holds the token), or None."""
+
+    def hook_url(self, event: str) -> str | None:
+        """The listener's URL a hook command posts its input to (secret too), or None."""
+
+    def hook(self, event: str, input: Any, reply: Callable[[dict[str, Any]], None]) -> None:
+        """The agent invoked a hook: the app is asked; ``reply(output)`` runs once, maybe later."""
+
+    def is_app_tool(self, server: str, tool: str) -> bool:
+        """Whether the agent's tool ``tool`` of MCP server ``server`` is one of the app's."""
+
 
 class Driver:
     """Base class of every agent adapter. Defaults refuse what most agents lack.
@@ -119,6 +164,12 @@ class Driver:
     #: (``Launch.tools_disabled``, set by generate). A driver that cannot switch tools off
     #: leaves it False: generate then needs the agent's permission requests instead.
     tools_disabled: bool = False
+
+    #: True when this driver gives its agent the app's tools (``Host.tools_url``).
+    app_tools: bool = False
+    #: The hook events this driver can deliver to ``Host.hook`` (empty: no hook channel).
+    #: A driver may set it per instance in ``__init__`` (the mock's comes from its script).
+    hook_events: frozenset[str] = frozenset()
 
     def __init__(self, host: Host, launch: Launch) -> None:
         self.host = host

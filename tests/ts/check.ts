@@ -73,6 +73,14 @@ function describeRequest(request: Request): string {
     const answer: Answer = { Permission: request.Permission.options[0] };
     return `permission ${request.Permission.id} → ${JSON.stringify(answer)}`;
   }
+  if ("ToolCall" in request) {
+    const answer: Answer = { ToolResult: { content: [{ type: "text", text: "ok" }], is_error: false } };
+    return `tool ${request.ToolCall.tool} → ${JSON.stringify(answer)}`;
+  }
+  if ("Hook" in request) {
+    const answer: Answer = { HookResult: {} };
+    return `hook ${request.Hook.event} → ${JSON.stringify(answer)}`;
+  }
   return `question ${request.Question.id}`;
 }
 
