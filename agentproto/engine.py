@@ -25,7 +25,7 @@ import json
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from agentproto import session_info
 from agentproto.apptools import Listen
@@ -38,6 +38,9 @@ from agentproto.session_requests import Requests
 from agentproto.turns import CONTENT, Prompt, Turn
 from agentproto.turns import Done as Done
 from agentproto.wire import event_kind_name, system_time
+
+if TYPE_CHECKING:
+    from agentproto.drivers.transport import LineTransport, Spawn, TransportFactory
 
 ENGINE_OWNED = frozenset({"TurnStarted", "TurnEnded", "RequestClosed", "SessionUpdated", "StatusChanged"})
 
@@ -77,6 +80,9 @@ class Context:
     stall_timeout: float
     #: The session has closed (or failed to open): its owner drops it.
     forget: Callable[["Session"], None]
+    #: How sessions start their agents (drivers/transport.py; replay and fault injection
+    #: put their own in).
+    transport_factory: "TransportFactory"
     #: Serves a session's tools and hooks on the loopback listener (opened on first use).
     listen: Listen | None = None
 
@@ -197,6 +203,10 @@ class Session:
         return copy
 
     # -- Host: what the driver reports ------------------------------------------------
+
+    def spawn(self, spawn: "Spawn") -> "LineTransport":
+        """Start this session's agent through the runtime's transport factory."""
+        return self.context.transport_factory(self.loop, spawn, self.launch.record_wire)
 
     def opened(self, details: dict[str, Any], **info: Any) -> None:
         if self.state != "opening":

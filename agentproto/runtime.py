@@ -26,8 +26,9 @@ from typing import Any, Callable
 from agentproto import apptools
 from agentproto.answers import hands_off_answer, request_id_of
 from agentproto.drivers import catalog
-from agentproto.drivers.base import Launch, run_capture
+from agentproto.drivers.base import Launch
 from agentproto.drivers.catalog import AgentSpec
+from agentproto.drivers.transport import TransportFactory, process_transport, run_capture
 from agentproto.engine import Context, Done, Session, Sink
 from agentproto.errors import AgentError, Kind
 from agentproto.jsonschema_lite import answer_problems
@@ -82,6 +83,7 @@ class Runtime:
         *,
         mock_script: dict[str, Any] | None = None,
         stall_timeout: float = 60.0,
+        transport_factory: TransportFactory = process_transport,
     ) -> None:
         self.loop = loop
         self.mock_script = mock_script
@@ -89,8 +91,10 @@ class Runtime:
         self.sessions: dict[str, Session] = {}
         self.closed_ids: set[str] = set()
         self._session_ids = itertools.count(1)
+        #: How sessions start their agents (replay and fault injection replace it).
+        self.transport_factory = transport_factory
         # The listener (listener.py) is not in yet: a session with tools or hooks is UnsupportedFeature.
-        self.context = Context(loop, stall_timeout, self._forget, None)
+        self.context = Context(loop, stall_timeout, self._forget, transport_factory, None)
 
     def _forget(self, session: Session) -> None:
         if self.sessions.pop(session.id, None) is not None:
@@ -208,7 +212,11 @@ class Runtime:
                 finish(entry, code, out, err)
 
             run_capture(
-                self.loop, [entry["executable_path"], *found_spec.version_args], version_read, timeout=10.0
+                self.loop,
+                [entry["executable_path"], *found_spec.version_args],
+                version_read,
+                timeout=10.0,
+                factory=self.transport_factory,
             )
 
     def probe(self, args: dict[str, Any], done: Done) -> Session | None:

@@ -296,14 +296,14 @@ def test_control_cancel_request_withdraws_the_open_request() -> None:
     host = _Host()
     driver = ClaudeDriver(host, launch())
     written: list = []
-    driver._write = written.append  # type: ignore[method-assign]
+    driver.send = written.append  # type: ignore[method-assign]
     can_use = {"type": "control_request", "request_id": "req-7",
                "request": {"subtype": "can_use_tool", "tool_name": "Bash", "input": {"command": "ls"}, "tool_use_id": "toolu_1"}}
-    driver._on_line(json.dumps(can_use).encode())
+    driver.on_line(json.dumps(can_use).encode())
     opened = [a[0] for name, a in host.calls if name == "emit" and "RequestOpened" in a[0]]
     assert opened and opened[0]["RequestOpened"]["Permission"]["id"] == "req-7"
     cancel = {"type": "control_cancel_request", "request_id": "req-7"}
-    driver._on_line(json.dumps(cancel).encode())
-    driver._on_line(json.dumps(cancel).encode())  # already withdrawn: nothing more
+    driver.on_line(json.dumps(cancel).encode())
+    driver.on_line(json.dumps(cancel).encode())  # already withdrawn: nothing more
     assert [a for name, a in host.calls if name == "request_withdrawn"] == [("req-7",)]
     host.loop.close()

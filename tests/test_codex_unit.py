@@ -249,7 +249,7 @@ def driver():
     host = FakeHost()
     launch = Launch(agent_id="codex", installation={}, executable="codex", dir="/w")
     d = CodexDriver(host, launch)
-    d.proc = FakeProc()  # type: ignore[assignment]
+    d.transport = FakeProc()  # type: ignore[assignment]
     d.thread_id = THREAD
     yield d
     host.loop.close()
@@ -257,25 +257,25 @@ def driver():
 
 def feed(driver: CodexDriver, *messages: dict[str, Any]) -> None:
     for m in messages:
-        driver._on_line(json.dumps(m).encode())
+        driver.on_line(json.dumps(m).encode())
 
 
 def start(driver: CodexDriver) -> None:
     driver.start_turn("t1", "go", [])
-    request = driver.proc.written[-1]
+    request = driver.transport.written[-1]
     assert request["method"] == "turn/start"
     assert request["params"]["input"] == [{"type": "text", "text": "go", "text_elements": []}]
     feed(driver, {"id": request["id"], "result": {"turn": {"id": TURN, "status": "inProgress"}}})
 
 
 def test_garbled_and_unknown_lines_are_survivable(driver):
-    driver._on_line(b"{not json")
-    driver._on_line(b"[1, 2]")
+    driver.on_line(b"{not json")
+    driver.on_line(b"[1, 2]")
     feed(driver, {"method": "brand/newNotification", "params": {"threadId": THREAD}})
     feed(driver, {"id": 7, "method": "brand/newRequest", "params": {}})
     diags = [c[1] for c in driver.host.calls if c[0] == "diagnostic"]
     assert len(diags) == 2 and all(level == "Warning" for level, _ in diags)
-    assert driver.proc.written[-1] == {"id": 7, "error": {"code": -32601, "message": "agentproto does not handle brand/newRequest"}}
+    assert driver.transport.written[-1] == {"id": 7, "error": {"code": -32601, "message": "agentproto does not handle brand/newRequest"}}
 
 
 def test_idle_before_completed_still_ends_the_turn_once(driver):
@@ -314,14 +314,14 @@ def test_command_approval_options_and_answers(driver):
     assert permission["tool"]["kind"] == "Execute" and permission["tool"]["status"] == "Pending"
     assert permission["detail"] == "needs it"
     driver.answer(request, {"Permission": "AllowAlways"})
-    assert driver.proc.written[-1] == {"id": 0, "result": {"decision": {"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["touch", "/x"]}}}}
+    assert driver.transport.written[-1] == {"id": 0, "result": {"decision": {"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["touch", "/x"]}}}}
     for rpc_id, answer, decision in [(1, {"Permission": "AllowOnce"}, "accept"), (2, {"Permission": "DenyOnce"}, "decline"),
                                      (3, {"Deny": {"message": "no"}}, "decline"), (4, "Cancel", "cancel")]:
         feed(driver, {"method": "item/fileChange/requestApproval", "id": rpc_id, "params": {"threadId": THREAD, "turnId": TURN, "itemId": f"f{rpc_id}"}})
         request = driver.host.emitted()[-1]["RequestOpened"]
         assert request["Permission"]["tool"]["kind"] == "Edit"
         driver.answer(request, answer)
-        assert driver.proc.written[-1] == {"id": rpc_id, "result": {"decision": decision}}
+        assert driver.transport.written[-1] == {"id": rpc_id, "result": {"decision": decision}}
 
 
 def test_question_maps_both_ways(driver):
@@ -337,7 +337,7 @@ def test_question_maps_both_ways(driver):
     assert q[0]["choices"][0] == {"id": "Red", "label": "Red", "description": "warm"}
     assert q[0]["allows_free_text"] and q[1]["allows_free_text"] and q[1]["choices"] == []
     driver.answer(request, {"Question": [{"Choices": ["Blue"]}, {"Text": "Ada"}]})
-    assert driver.proc.written[-1] == {"id": 5, "result": {"answers": {"color": {"answers": ["Blue"]}, "name": {"answers": ["Ada"]}}}}
+    assert driver.transport.written[-1] == {"id": 5, "result": {"answers": {"color": {"answers": ["Blue"]}, "name": {"answers": ["Ada"]}}}}
 
 
 def test_plan_usage_and_failures(driver):
@@ -366,10 +366,10 @@ def test_plan_usage_and_failures(driver):
 def test_interrupted_turn_is_cancelled_and_cancel_waits_for_the_turn_id(driver):
     driver.start_turn("t1", "go", [])
     driver.cancel()  # before Codex acknowledged: interrupt once it does
-    request = driver.proc.written[-1]
+    request = driver.transport.written[-1]
     feed(driver, {"id": request["id"], "result": {"turn": {"id": TURN, "status": "inProgress"}}})
-    assert driver.proc.written[-1]["method"] == "turn/interrupt"
-    assert driver.proc.written[-1]["params"] == {"threadId": THREAD, "turnId": TURN}
+    assert driver.transport.written[-1]["method"] == "turn/interrupt"
+    assert driver.transport.written[-1]["params"] == {"threadId": THREAD, "turnId": TURN}
     feed(driver, {"method": "turn/completed", "params": {"threadId": THREAD, "turn": {"id": TURN, "status": "interrupted", "error": None}}})
     assert driver.host.calls[-1] == ("end_turn", ("Cancelled", None))
 
@@ -382,7 +382,7 @@ def test_stalled_turn_fails_and_is_interrupted(driver):
     loop.run(until=lambda: any(c[0] == "end_turn" for c in driver.host.calls) or time.monotonic() > deadline)
     stop, _ = next(c[1] for c in driver.host.calls if c[0] == "end_turn")
     assert "no progress from Codex for 0.2 s" in stop["Failed"]["message"]
-    assert driver.proc.written[-1]["method"] == "turn/interrupt"
+    assert driver.transport.written[-1]["method"] == "turn/interrupt"
     # Codex's own (late) end of that turn is not a second end.
     feed(driver, {"method": "turn/completed", "params": {"threadId": THREAD, "turn": {"id": TURN, "status": "interrupted"}}})
     assert [c[0] for c in driver.host.calls].count("end_turn") == 1
@@ -396,7 +396,7 @@ def test_configure_applies_to_the_next_turn_start(driver):
     driver.configure("mode", "plan", done.append)
     assert done == [None, None, None, None]
     driver.start_turn("t1", "go", ["/w/pic.png", "/w/notes.md"])
-    params = driver.proc.written[-1]["params"]
+    params = driver.transport.written[-1]["params"]
     assert params["model"] == "any-model-name" and params["effort"] == "high"
     assert params["sandboxPolicy"] == {"type": "readOnly", "networkAccess": False}
     assert params["collaborationMode"]["mode"] == "plan"

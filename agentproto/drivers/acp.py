@@ -21,9 +21,6 @@ import base64
 import json
 import mimetypes
 import os
-import signal
-import sys
-import time
 from typing import Any, Callable
 
 from agentproto.drivers import acp_services as services
@@ -46,7 +43,7 @@ from agentproto.drivers.acp_mapping import (
     public_tool,
 )
 from agentproto.drivers.acp_services import RpcError, Terminals
-from agentproto.drivers.base import AgentProcess, ProcessDriver, Host, Launch, group_alive
+from agentproto.drivers.base import Host, Launch, LineDriver
 from agentproto.wire import AgentError
 
 PROTOCOL_VERSION = 1
@@ -55,6 +52,9 @@ METHOD_NOT_FOUND = -32601
 
 DEFAULT_HANDSHAKE_TIMEOUT = 120.0
 DEFAULT_TURN_TIMEOUT = 1800.0
+PIPE_SIZE = 1 << 20
+#: After the agent's exit, how long its terminals get to go.
+TERMINALS_GRACE = 3.0
 
 # -- the driver --------------------------------------------------------------------------
 
@@ -70,7 +70,7 @@ class _Turn:
         self.tools: list[str] = []
 
 
-class AcpDriver(ProcessDriver):
+class AcpDriver(LineDriver):
     """One ACP agent process serving one agentproto session."""
 
     def __init__(self, host: Host, launch: Launch) -> None:
@@ -104,7 +104,7 @@ class AcpDriver(ProcessDriver):
         self._permissions: dict[str, tuple[Any, list[dict[str, Any]]]] = {}
         self._permission_seq = 0
         self._waiting_on_us = 0  # agent requests we have not answered yet (permission, wait)
-        self._last_seen = time.monotonic()
+        self._last_seen = self.loop.time()
         self._timer: Any = None
         self._term_tool: dict[str, str] = {}
         self._term_backlog: dict[str, list[str]] = {}
@@ -142,24 +142,20 @@ class AcpDriver(ProcessDriver):
         rpc_id = self._next_id
         self._next_id += 1
         self._answers[rpc_id] = on_answer
-        self._send({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params})
+        self.send({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params})
         return rpc_id
 
     def _notify(self, method: str, params: dict[str, Any]) -> None:
-        self._send({"jsonrpc": "2.0", "method": method, "params": params})
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
 
     def _respond(self, rpc_id: Any, result: Any = None, error: dict[str, Any] | None = None) -> None:
         if error is not None:
-            self._send({"jsonrpc": "2.0", "id": rpc_id, "error": error})
+            self.send({"jsonrpc": "2.0", "id": rpc_id, "error": error})
         else:
-            self._send({"jsonrpc": "2.0", "id": rpc_id, "result": result})
+            self.send({"jsonrpc": "2.0", "id": rpc_id, "result": result})
 
-    def _send(self, message: dict[str, Any]) -> None:
-        if self.proc is not None:
-            self.proc.write_json(message)
-
-    def _on_line(self, line: bytes) -> None:
-        self._last_seen = _monotonic()
+    def on_line(self, line: bytes) -> None:
+        self._last_seen = self.loop.time()
         try:
             msg = decode_message(line)
         except (ValueError, RecursionError):
@@ -212,7 +208,7 @@ class AcpDriver(ProcessDriver):
                     handler(update)
         # Other notifications ($/cancel_request, extensions) need nothing from us.
 
-    def _on_too_long(self, size: int) -> None:
+    def on_too_long(self, size: int) -> None:
         self.host.diagnostic("Warning", f"the agent wrote a line of more than {size} bytes; skipped")
 
     # -- lifecycle --------------------------------------------------------------------
@@ -220,21 +216,12 @@ class AcpDriver(ProcessDriver):
     def open(self) -> None:
         self._state = "opening"
         try:
-            self.proc = AgentProcess(
-                self.loop,
-                self.argv,
-                cwd=self.launch.dir,
-                env=self._child_env(),
-                on_line=self._on_line,
-                on_exit=self._on_exit,
-                on_too_long=self._on_too_long,
-                record_wire=self.launch.record_wire,
-            )
-        except OSError as exc:
+            # A bigger pipe: a streaming agent then wakes us once per thousands of lines
+            # instead of once per 64 KiB. The exit is reported once its group is gone.
+            self.spawn(self.argv, self._child_env(), wait_group=True, pipe_size=PIPE_SIZE)
+        except AgentError:
             self._state = "closed"
-            self.host.open_failed(AgentError.detail("SpawnFailed", f"{self.argv[0]}: {exc.strerror or exc}"))
-            return
-        _widen_pipe(self.proc.proc.stdout)
+            raise
         self._timer = self.loop.call_later(self.handshake_timeout, self._handshake_expired)
         self._request(
             "initialize",
@@ -451,18 +438,18 @@ class AcpDriver(ProcessDriver):
             return
         self._state = "closing"
         self.terminals.close_all()
-        if self.proc is not None:
-            self.proc.kill()
+        if self.transport is not None:
+            self.transport.kill()
 
     def _shutdown(self, grace: float) -> None:
         self.terminals.close_all()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self.proc is not None:
-            self.proc.shutdown(grace)
+        if self.transport is not None:
+            self.transport.shutdown(grace)
 
-    def _on_exit(self, status: str | None, stderr: str) -> None:
+    def on_exit(self, status: str | None, stderr: str) -> None:
         state = self._state
         self._state = "closing"
         self.terminals.close_all()
@@ -473,22 +460,13 @@ class AcpDriver(ProcessDriver):
             self.host.open_failed(AgentError.process_exited(status, stderr))
         elif state == "open":
             self.host.fail(AgentError.process_exited(status, stderr))
-        self._reap_group(time.monotonic() + 3.0)
+        self._await_terminals(self.loop.time() + TERMINALS_GRACE)
 
-    def _reap_group(self, deadline: float) -> None:
-        """Wait until nothing of the agent's process group (or its terminals) is left."""
-        assert self.proc is not None
-        alive = group_alive(self.proc.pgid)
-        if alive:
-            try:
-                os.killpg(self.proc.pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        if self.terminals.any_alive():
+    def _await_terminals(self, deadline: float) -> None:
+        """Report closed once no terminal the agent started is left either."""
+        if self.terminals.any_alive() and self.loop.time() < deadline:
             self.terminals.close_all()
-            alive = True
-        if alive and time.monotonic() < deadline:
-            self.loop.call_later(0.02, lambda: self._reap_group(deadline))
+            self.loop.call_later(0.02, lambda: self._await_terminals(deadline))
             return
         self._state = "closed"
         self.host.closed()
@@ -520,7 +498,7 @@ class AcpDriver(ProcessDriver):
             lambda r, e: self._on_prompt_answer(turn, r, e),
         )
         self.host.turn_acknowledged()
-        self._last_seen = time.monotonic()
+        self._last_seen = self.loop.time()
         self._arm_turn_timer()
 
     def _prompt_blocks(self, text: str, attachments: list[str]) -> list[dict[str, Any]]:
@@ -558,7 +536,7 @@ class AcpDriver(ProcessDriver):
         turn = self._turn
         if turn is None or self._state != "open":
             return
-        quiet = time.monotonic() - self._last_seen
+        quiet = self.loop.time() - self._last_seen
         if self._waiting_on_us:
             # The agent waits on us (a permission, a terminal): it is not stuck.
             self._timer = self.loop.call_later(self.turn_timeout, self._turn_timer)
@@ -757,7 +735,7 @@ class AcpDriver(ProcessDriver):
 
                 def reply(status: dict[str, Any]) -> None:
                     self._waiting_on_us -= 1
-                    self._last_seen = time.monotonic()
+                    self._last_seen = self.loop.time()
                     self._respond(rpc_id, status)
 
                 try:
@@ -824,7 +802,7 @@ class AcpDriver(ProcessDriver):
             return
         rpc_id, options = entry
         self._waiting_on_us -= 1
-        self._last_seen = time.monotonic()
+        self._last_seen = self.loop.time()
         self._respond(rpc_id, {"outcome": permission_outcome(options, answer)})
 
     # -- configuration ----------------------------------------------------------------
@@ -886,23 +864,6 @@ class AcpDriver(ProcessDriver):
         fresh = map_config_options(config_options)
         taken = {o["id"] for o, _, _ in fresh}
         self._options = fresh + [entry for entry in kept if entry[0]["id"] not in taken]
-
-
-_monotonic = time.monotonic
-_F_SETPIPE_SZ = 1031  # Linux
-
-
-def _widen_pipe(stream: Any) -> None:
-    """Ask for a 1 MiB pipe from the agent: a streaming agent then blocks (and we wake)
-    once per thousands of lines instead of once per 64 KiB."""
-    if stream is None or not sys.platform.startswith("linux"):
-        return
-    try:
-        import fcntl
-
-        fcntl.fcntl(stream.fileno(), _F_SETPIPE_SZ, 1 << 20)
-    except OSError:
-        pass
 
 
 _scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]

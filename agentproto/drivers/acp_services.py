@@ -38,7 +38,7 @@ from agentproto.drivers.acp_fs import (  # noqa: F401 - the driver takes fs/* fr
     resolve,
     write_text_file,
 )
-from agentproto.drivers.base import group_alive
+from agentproto.drivers.transport import group_alive
 
 if TYPE_CHECKING:
     from agentproto.loop import Loop

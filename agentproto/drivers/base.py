@@ -34,18 +34,15 @@ The app's own tools and hooks (apptools.py; the engine does all their bookkeepin
   lists the events the app answers; ``host.hook_url(event)`` is the listener's URL for an
   agent whose hooks are commands that post their input (the same secret rules apply).
 
-``AgentProcess`` is the shared plumbing for drivers whose agent is a child process: its
-own process group, non-blocking pipes watched by the loop, line framing with a bound,
-a stderr tail, and the shutdown order (close stdin, wait, SIGTERM the group, wait,
-SIGKILL the group).
+A driver never starts a process: ``LineDriver.spawn`` asks the host for a line transport
+(``drivers/transport.py``), which is a child process when agentproto runs an agent and
+anything else that carries lines in a test, a replay or a fault injection.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
@@ -54,10 +51,10 @@ from agentproto import private
 from agentproto.apptools import APP_SERVER as APP_SERVER
 from agentproto.apptools import HOOK_TIMEOUT, TOOL_TIMEOUT
 from agentproto.errors import AgentError, Kind
-from agentproto.wire import LineFramer, TooLong
 
 if TYPE_CHECKING:
-    from agentproto.loop import Loop, Timer
+    from agentproto.drivers.transport import LineTransport, Spawn
+    from agentproto.loop import Loop
 
 
 @dataclass
@@ -152,6 +149,9 @@ class Host(Protocol):
     def is_app_tool(self, server: str, tool: str) -> bool:
         """Whether the agent's tool ``tool`` of MCP server ``server`` is one of the app's."""
 
+    def spawn(self, spawn: "Spawn") -> "LineTransport":
+        """Start the session's agent (OSError if it cannot start); see drivers/transport.py."""
+
 
 class Driver:
     """Base class of every agent adapter. Defaults refuse what most agents lack.
@@ -241,35 +241,67 @@ class Driver:
         pass
 
 
-class ProcessDriver(Driver):
-    """A driver whose agent is one ``AgentProcess`` (``self.proc`` once started)."""
+class LineDriver(Driver):
+    """A driver that talks to its agent over one line transport (``self.transport``)."""
 
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
-        self.proc: AgentProcess | None = None
+        self.transport: LineTransport | None = None
+
+    def spawn(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        *,
+        wait_group: bool = False,
+        pipe_size: int | None = None,
+    ) -> "LineTransport":
+        """Start the agent through the host; a start failure is ``SpawnFailed``."""
+        from agentproto.drivers.transport import Spawn
+
+        spawn = Spawn(
+            argv=argv,
+            cwd=self.launch.dir,
+            env=env,
+            on_line=self.on_line,
+            on_exit=self.on_exit,
+            on_too_long=self.on_too_long,
+            wait_group=wait_group,
+            pipe_size=pipe_size,
+        )
+        try:
+            self.transport = self.host.spawn(spawn)
+        except OSError as exc:
+            raise AgentError.detail(Kind.SPAWN_FAILED, f"{argv[0]}: {exc.strerror or exc}") from None
+        return self.transport
+
+    def on_line(self, line: bytes) -> None:
+        """One line the agent wrote (without its newline)."""
+        raise NotImplementedError
+
+    def on_exit(self, status: str | None, stderr: str) -> None:
+        """The agent exited and its output ended (``status`` as describe_status says)."""
+        raise NotImplementedError
+
+    def on_too_long(self, size: int) -> None:
+        self.host.diagnostic("Warning", f"{self.launch.agent_id} wrote a {size}-byte line; skipped")
+
+    def send(self, obj: Any) -> None:
+        """One JSON message to the agent (dropped once the agent is gone)."""
+        if self.transport is not None:
+            self.transport.write_json(obj)
 
     # Flow control is the pipe's: stop reading the agent and it blocks on a full pipe.
     def pause_output(self) -> None:
-        if self.proc is not None:
-            self.proc.pause()
+        if self.transport is not None:
+            self.transport.pause()
 
     def resume_output(self) -> None:
-        if self.proc is not None:
-            self.proc.resume()
+        if self.transport is not None:
+            self.transport.resume()
 
 
-# -- child processes ---------------------------------------------------------------------
-
-
-def describe_status(returncode: int | None) -> str | None:
-    if returncode is None:
-        return None
-    if returncode < 0:
-        try:
-            return signal.Signals(-returncode).name
-        except ValueError:
-            return f"signal {-returncode}"
-    return str(returncode)
+# -- the agent wire ---------------------------------------------------------------------
 
 
 class WireRecorder:
@@ -288,349 +320,3 @@ class WireRecorder:
 
     def close(self) -> None:
         self._file.close()
-
-
-class AgentProcess:
-    """A child process in its own process group, read line by line through the loop.
-
-    ``on_line(bytes)`` gets each stdout line; ``on_exit(status, stderr_tail)`` runs once,
-    after stdout has ended and the child has been reaped. ``shutdown()`` runs the
-    graceful order and ``kill()`` the immediate one; either way the whole group is
-    signalled, since agents leave children behind.
-    """
-
-    STDERR_TAIL = 8192
-    READ_SIZE = 256 * 1024
-
-    def __init__(
-        self,
-        loop: "Loop",
-        argv: list[str],
-        *,
-        cwd: str | None,
-        env: dict[str, str],
-        on_line: Callable[[bytes], None],
-        on_exit: Callable[[str | None, str], None],
-        on_too_long: Callable[[int], None] | None = None,
-        max_line: int = 64 * 1024 * 1024,
-        record_wire: str | None = None,
-        on_stderr: Callable[[bytes], None] | None = None,
-    ) -> None:
-        self.loop = loop
-        self.argv = argv
-        self._on_line = on_line
-        self._on_exit = on_exit
-        self._on_too_long = on_too_long
-        self._on_stderr = on_stderr
-        self._framer = LineFramer(max_line)
-        self._stderr_tail = bytearray()
-        self._out_queue: list[bytes] = []
-        self._out_offset = 0
-        self._stdout_open = True
-        self._stderr_open = True
-        self._returncode: int | None = None
-        self._exited_reported = False
-        self._paused = False
-        self._timers: list["Timer"] = []
-        self._recorder = WireRecorder(record_wire) if record_wire else None
-        try:
-            self.proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                close_fds=True,
-            )
-        except BaseException:
-            if self._recorder:
-                self._recorder.close()
-            raise
-        self.pid = self.proc.pid
-        self.pgid = self.pid  # start_new_session: the child leads its own group
-        assert self.proc.stdin and self.proc.stdout and self.proc.stderr
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            os.set_blocking(stream.fileno(), False)
-        self._stdin_fd: int | None = self.proc.stdin.fileno()
-        loop.add_reader(self.proc.stdout, self._read_stdout)
-        loop.add_reader(self.proc.stderr, self._read_stderr)
-        loop.watch_child(self.proc, self._reaped)
-
-    # -- output to the agent
-    def write(self, data: bytes) -> None:
-        if self._stdin_fd is None:
-            return
-        if self._recorder:
-            self._recorder.record("to_agent", data.rstrip(b"\n"))
-        if not self._out_queue:
-            try:
-                n = os.write(self._stdin_fd, data)
-            except BlockingIOError:
-                n = 0
-            except (BrokenPipeError, OSError):
-                self._drop_stdin()
-                return
-            if n == len(data):
-                return
-            data = data[n:]
-            self.loop.add_writer(self._stdin_fd, self._flush_stdin)
-        self._out_queue.append(data)
-
-    def write_json(self, obj: Any) -> None:
-        self.write((json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8", "surrogatepass"))
-
-    def _flush_stdin(self) -> None:
-        while self._out_queue and self._stdin_fd is not None:
-            chunk = self._out_queue[0]
-            try:
-                n = os.write(self._stdin_fd, chunk)
-            except BlockingIOError:
-                return
-            except (BrokenPipeError, OSError):
-                self._drop_stdin()
-                return
-            if n < len(chunk):
-                self._out_queue[0] = chunk[n:]
-                return
-            self._out_queue.pop(0)
-        if self._stdin_fd is not None:
-            self.loop.remove_writer(self._stdin_fd)
-            if self._close_stdin_when_flushed:
-                self._drop_stdin()
-
-    _close_stdin_when_flushed = False
-
-    def _drop_stdin(self) -> None:
-        if self._stdin_fd is None:
-            return
-        self.loop.forget(self._stdin_fd)
-        self._out_queue.clear()
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        self._stdin_fd = None
-
-    def close_stdin(self) -> None:
-        """End the agent's input once what is queued has been written."""
-        if self._out_queue:
-            self._close_stdin_when_flushed = True
-        else:
-            self._drop_stdin()
-
-    # -- input from the agent
-    def _read_stdout(self) -> None:
-        assert self.proc.stdout is not None
-        try:
-            data = os.read(self.proc.stdout.fileno(), self.READ_SIZE)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self.loop.forget(self.proc.stdout)
-            self._stdout_open = False
-            for line in self._framer.close():
-                self._deliver(line)
-            self._maybe_exited()
-            return
-        for line in self._framer.feed(data):
-            self._deliver(line)
-            if not self._stdout_open:
-                break
-
-    def _deliver(self, line: bytes | TooLong) -> None:
-        if isinstance(line, TooLong):
-            if self._on_too_long:
-                self._on_too_long(line.size)
-            return
-        if self._recorder:
-            self._recorder.record("from_agent", line)
-        self._on_line(line)
-
-    def _read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        try:
-            data = os.read(self.proc.stderr.fileno(), 65536)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self.loop.forget(self.proc.stderr)
-            self._stderr_open = False
-            self._maybe_exited()
-            return
-        self._stderr_tail += data
-        if len(self._stderr_tail) > self.STDERR_TAIL:
-            del self._stderr_tail[: len(self._stderr_tail) - self.STDERR_TAIL]
-        if self._on_stderr:
-            self._on_stderr(data)
-
-    def pause(self) -> None:
-        if not self._paused and self._stdout_open:
-            self._paused = True
-            assert self.proc.stdout is not None
-            self.loop.remove_reader(self.proc.stdout)
-
-    def resume(self) -> None:
-        if self._paused and self._stdout_open:
-            self._paused = False
-            assert self.proc.stdout is not None
-            self.loop.add_reader(self.proc.stdout, self._read_stdout)
-
-    # -- exit
-    @property
-    def running(self) -> bool:
-        return self._returncode is None
-
-    @property
-    def stderr_tail(self) -> str:
-        return self._stderr_tail.decode("utf-8", "replace")
-
-    def _reaped(self, returncode: int) -> None:
-        self._returncode = returncode
-        # The leader is gone; anything else in its group is an orphan to clean up.
-        self._signal_group(signal.SIGTERM)
-        if self._group_alive():
-            self._timers.append(self.loop.call_later(1.0, lambda: self._signal_group(signal.SIGKILL)))
-        if self._paused:
-            # Drain what the agent wrote before it died, even while the app is behind.
-            self._paused = False
-            assert self.proc.stdout is not None
-            if self._stdout_open:
-                self.loop.add_reader(self.proc.stdout, self._read_stdout)
-        # A grandchild may keep the pipes open; don't wait for it forever.
-        self._timers.append(self.loop.call_later(2.0, self._force_eof))
-        self._maybe_exited()
-
-    def _force_eof(self) -> None:
-        if self._exited_reported:
-            return
-        self._signal_group(signal.SIGKILL)
-        for stream, attr in ((self.proc.stdout, "_stdout_open"), (self.proc.stderr, "_stderr_open")):
-            if getattr(self, attr) and stream is not None:
-                self.loop.forget(stream)
-                setattr(self, attr, False)
-        self._maybe_exited()
-
-    def _maybe_exited(self) -> None:
-        if self._exited_reported or self._returncode is None:
-            return
-        if self._stdout_open or self._stderr_open:
-            return
-        self._exited_reported = True
-        for timer in self._timers:
-            timer.cancel()
-        self._drop_stdin()
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                try:
-                    stream.close()
-                except OSError:
-                    pass
-        if self._recorder:
-            self._recorder.close()
-        self._on_exit(describe_status(self._returncode), self.stderr_tail)
-
-    def _group_alive(self) -> bool:
-        return group_alive(self.pgid)
-
-    def _signal_group(self, signum: int) -> None:
-        try:
-            os.killpg(self.pgid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-    def shutdown(self, grace: float = 3.0) -> None:
-        """Close stdin, wait ``grace``, SIGTERM the group, wait, SIGKILL the group."""
-        self.close_stdin()
-        if self._returncode is not None:
-            return
-        self._timers.append(self.loop.call_later(grace, self._terminate))
-
-    def _terminate(self) -> None:
-        if self._returncode is None:
-            self._signal_group(signal.SIGTERM)
-            self._timers.append(self.loop.call_later(2.0, self.kill))
-
-    def kill(self) -> None:
-        self._drop_stdin()
-        self._signal_group(signal.SIGKILL)
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether a live process is left in group ``pgid`` (zombies do not count).
-
-    ``killpg(pgid, 0)`` alone also succeeds for zombies, and an orphaned zombie waits for
-    init to reap it, which some container inits do late or never: /proc tells them apart.
-    """
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True  # no /proc: trust the signal
-    wanted = str(pgid).encode()
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and fields[0] != b"Z" and fields[2] == wanted:
-            return True
-    return False
-
-
-def run_capture(
-    loop: "Loop",
-    argv: list[str],
-    done: Callable[[int | None, str, str], None],
-    *,
-    timeout: float = 10.0,
-    env: dict[str, str] | None = None,
-    cwd: str | None = None,
-) -> None:
-    """Run a short command through the loop; ``done(returncode, stdout, stderr)``.
-
-    On a start failure returncode is None and stderr says why; on timeout the group is
-    killed and returncode is None.
-    """
-    out = bytearray()
-    finished = False
-
-    def on_line(line: bytes) -> None:
-        out.extend(line + b"\n")
-
-    def on_exit(status: str | None, stderr: str) -> None:
-        nonlocal finished
-        if finished:
-            return
-        finished = True
-        timer.cancel()
-        code = proc._returncode
-        done(code if not timed_out else None, out.decode("utf-8", "replace"), stderr)
-
-    timed_out = False
-
-    def on_timeout() -> None:
-        nonlocal timed_out
-        timed_out = True
-        proc.kill()
-
-    try:
-        proc = AgentProcess(loop, argv, cwd=cwd, env=env or dict(os.environ), on_line=on_line, on_exit=on_exit)
-    except OSError as exc:
-        reason = str(exc)  # ``exc`` is unbound once the except block ends
-        loop.call_soon(lambda: done(None, "", reason))
-        return
-    proc.close_stdin()
-    timer = loop.call_later(timeout, on_timeout)

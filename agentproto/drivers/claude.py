@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from agentproto import private
-from agentproto.drivers.base import AgentProcess, ProcessDriver, Host, Launch
+from agentproto.drivers.base import Host, Launch, LineDriver
 from agentproto.drivers.claude_mapping import (
     FEATURES,
     MCP_TRANSPORTS,
@@ -72,7 +72,7 @@ class _Message:
         self.uuid: str | None = None  # the transcript entry of its last block
 
 
-class ClaudeDriver(ProcessDriver):
+class ClaudeDriver(LineDriver):
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
         self.tools_disabled = launch.tools_disabled
@@ -129,24 +129,15 @@ class ClaudeDriver(ProcessDriver):
             )
         try:
             argv = build_argv(launch, new_id, self._write_mcp_config())
-            self.proc = AgentProcess(
-                self.host.loop,
-                argv,
-                cwd=launch.dir,
-                env=env,
-                on_line=self._on_line,
-                on_exit=self._on_exit,
-                on_too_long=lambda size: self.host.diagnostic(
-                    "Warning", f"claude wrote a {size}-byte line; skipped"
-                ),
-                record_wire=launch.record_wire,
-            )
-        except BaseException as exc:
+        except OSError as exc:
             private.remove_tree(self._private)
-            if isinstance(exc, OSError):
-                raise AgentError.detail(
-                    "SpawnFailed", f"{exc.filename or launch.executable}: {exc.strerror or exc}"
-                ) from None
+            raise AgentError.detail(
+                "SpawnFailed", f"{exc.filename or launch.executable}: {exc.strerror or exc}"
+            ) from None
+        try:
+            self.spawn(argv, env)
+        except BaseException:
+            private.remove_tree(self._private)
             raise
         self._handshake = self.host.loop.call_later(
             HANDSHAKE_TIMEOUT, self._handshake_expired
@@ -250,21 +241,21 @@ class ClaudeDriver(ProcessDriver):
         return True
 
     def close(self) -> None:
-        if self.proc is None or self.state == "gone":
+        if self.transport is None or self.state == "gone":
             self.host.closed()
             return
         if self._turn is not None and self.state == "open":
             self._request({"subtype": "interrupt"}, lambda r, e: None)
         self.state = "closing"
-        self.proc.shutdown(CLOSE_GRACE)
+        self.transport.shutdown(CLOSE_GRACE)
 
     def kill(self) -> None:
         if self.state == "open":
             self.state = "closing"
-        if self.proc is not None:
-            self.proc.kill()
+        if self.transport is not None:
+            self.transport.kill()
 
-    def _on_exit(self, status: str | None, stderr: str) -> None:
+    def on_exit(self, status: str | None, stderr: str) -> None:
         private.remove_tree(self._private)
         self._flush()
         previous, self.state = self.state, "gone"
@@ -287,12 +278,12 @@ class ClaudeDriver(ProcessDriver):
     # -- turns
     def start_turn(self, turn_id: str, text: str, attachments: list[str]) -> None:
         self._begin(turn_id)
-        self._write(user_message(text, attachments))
+        self.send(user_message(text, attachments))
 
     def compact(self) -> None:
         self._begin("compact")
         self._compacting = True
-        self._write(user_message("/compact", []))
+        self.send(user_message("/compact", []))
 
     def _begin(self, turn_id: str) -> None:
         # A turn the engine already ended (cancel grace ran out) still owes a result;
@@ -407,10 +398,6 @@ class ClaudeDriver(ProcessDriver):
         self._request(request, applied)
 
     # -- plumbing
-    def _write(self, obj: dict[str, Any]) -> None:
-        if self.proc is not None:
-            self.proc.write_json(obj)
-
     def _request(
         self,
         request: dict[str, Any],
@@ -419,7 +406,7 @@ class ClaudeDriver(ProcessDriver):
         self._counter += 1
         request_id = f"ap_{self._counter}"
         self._control[request_id] = callback
-        self._write(
+        self.send(
             {"type": "control_request", "request_id": request_id, "request": request}
         )
 
@@ -441,7 +428,7 @@ class ClaudeDriver(ProcessDriver):
                 "request_id": request_id,
                 "response": response or {},
             }
-        self._write({"type": "control_response", "response": body})
+        self.send({"type": "control_response", "response": body})
 
     def _emit(
         self,
@@ -495,7 +482,7 @@ class ClaudeDriver(ProcessDriver):
         self._emit({"ToolUpdated": dict(tool)}, parent)
 
     # -- what the CLI writes
-    def _on_line(self, line: bytes) -> None:
+    def on_line(self, line: bytes) -> None:
         if not line.strip():
             return
         try:

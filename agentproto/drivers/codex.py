@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import time
 from collections.abc import Callable
 from typing import Any
 
-from agentproto.drivers.base import AgentProcess, ProcessDriver, Host, Launch, group_alive
+from agentproto.drivers.base import Host, Launch, LineDriver
 from agentproto.drivers.codex_mapping import (
     DELTAS,
     LOGIN,
@@ -50,7 +48,6 @@ CLIENT_INFO = {"name": "agentproto", "title": "agentproto", "version": "0.1"}
 HANDSHAKE_TIMEOUT = 60.0
 DEFAULT_STALL_SECS = 300.0
 CLOSE_GRACE = 3.0
-GROUP_GRACE = 2.0
 
 FEATURES = ["Images", "Resume", "Fork", "Steer", "Permissions", "Questions", "Plan", "ContextUsage", "Compact"]
 MODES = ("default", "plan")
@@ -71,7 +68,7 @@ TEXT_ONLY = "Answer with text only. Do not call any tool, do not run commands an
 # -- the driver -------------------------------------------------------------------------
 
 
-class CodexDriver(ProcessDriver):
+class CodexDriver(LineDriver):
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
         self.loop = host.loop
@@ -143,19 +140,9 @@ class CodexDriver(ProcessDriver):
         except ValueError as exc:
             raise AgentError.detail("InvalidConfiguration", f"mcp_servers: {exc}") from None
         env.update(self.mcp_env)
-        try:
-            self.proc = AgentProcess(
-                self.loop,
-                argv,
-                cwd=launch.dir,
-                env=env,
-                on_line=self._on_line,
-                on_exit=self._on_exit,
-                on_too_long=lambda size: self.host.diagnostic("Warning", f"codex: skipped a {size}-byte line"),
-                record_wire=launch.record_wire,
-            )
-        except OSError as exc:
-            raise AgentError.detail("SpawnFailed", f"{launch.executable}: {exc}") from None
+        # Codex locks the thread while any of its processes lives: the exit is reported
+        # once the whole group is gone, so a resume can follow at once.
+        self.spawn(argv, env, wait_group=True)
         self._handshake_timer = self.loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_expired)
         self._request(
             "initialize",
@@ -275,22 +262,21 @@ class CodexDriver(ProcessDriver):
     def close(self) -> None:
         self._closing = True
         self._stop_stall()
-        if self.proc is None:
+        if self.transport is None:
             self.host.closed()
             return
-        # Codex locks the thread while it lives: end it fully so a resume can follow.
-        self.proc.shutdown(CLOSE_GRACE)
+        self.transport.shutdown(CLOSE_GRACE)
 
     def kill(self) -> None:
         self._closing = True
         self._stop_stall()
-        if self.proc is None:
+        if self.transport is None:
             self.host.closed()
             return
-        self.proc.kill()
+        self.transport.kill()
 
 
-    def _on_exit(self, status: str | None, stderr: str) -> None:
+    def on_exit(self, status: str | None, stderr: str) -> None:
         self._flush_deltas()
         self._stop_stall()
         if self._handshake_timer is not None:
@@ -301,52 +287,31 @@ class CodexDriver(ProcessDriver):
             self.host.fail(AgentError.process_exited(status, stderr))
         for callback in pending.values():
             callback(None, {"code": -1, "message": "codex exited"})
-        self._await_group(time.monotonic() + GROUP_GRACE)
-
-    def _await_group(self, deadline: float) -> None:
-        """Report closed once nothing of Codex's process group is left.
-
-        The npm launcher exits with the native binary, but helpers Codex started may
-        still be dying from the group's SIGTERM; "closed" promises they are gone.
-        """
-        assert self.proc is not None
-        alive = group_alive(self.proc.pgid)
-        if alive and time.monotonic() < deadline:
-            self.loop.call_later(0.02, lambda: self._await_group(deadline))
-            return
-        if alive:
-            try:
-                os.killpg(self.proc.pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         self.host.closed()
 
     # -- JSON-RPC -------------------------------------------------------------------------
 
     def _request(self, method: str, params: Any, callback: Callable[[Any, dict[str, Any] | None], None]) -> None:
-        if self.proc is None:
+        if self.transport is None:
             return
         request_id = self._next_id
         self._next_id += 1
         self._pending[request_id] = callback
-        self.proc.write_json({"id": request_id, "method": method, "params": params})
+        self.send({"id": request_id, "method": method, "params": params})
 
     def _notify(self, method: str, params: Any = None) -> None:
-        if self.proc is not None:
-            message: dict[str, Any] = {"method": method}
-            if params is not None:
-                message["params"] = params
-            self.proc.write_json(message)
+        message: dict[str, Any] = {"method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
 
     def _reply(self, request_id: Any, result: Any) -> None:
-        if self.proc is not None:
-            self.proc.write_json({"id": request_id, "result": result})
+        self.send({"id": request_id, "result": result})
 
     def _reply_error(self, request_id: Any, code: int, message: str) -> None:
-        if self.proc is not None:
-            self.proc.write_json({"id": request_id, "error": {"code": code, "message": message}})
+        self.send({"id": request_id, "error": {"code": code, "message": message}})
 
-    def _on_line(self, line: bytes) -> None:
+    def on_line(self, line: bytes) -> None:
         try:
             message = json.loads(line)
         except (ValueError, RecursionError):
@@ -398,7 +363,7 @@ class CodexDriver(ProcessDriver):
         its pipe) are merged, and flushed before any other line and at the end of the
         loop tick, so order and latency are kept while a burst costs one event.
         """
-        self._last_progress = time.monotonic()
+        self._last_progress = self.loop.time()
         held = self._held
         if held is not None:
             if held[1] == item_id and held[0] == kind:
@@ -523,7 +488,7 @@ class CodexDriver(ProcessDriver):
 
     def _arm_stall(self, delay: float | None = None) -> None:
         self._stop_stall()
-        self._last_progress = time.monotonic()
+        self._last_progress = self.loop.time()
         if self.stall_secs > 0:
             self._stall_timer = self.loop.call_later(self.stall_secs if delay is None else delay, self._stalled)
 
@@ -534,13 +499,13 @@ class CodexDriver(ProcessDriver):
 
     def _progress(self) -> None:
         # Called for every line of a turn: only note the time; the timer re-arms itself.
-        self._last_progress = time.monotonic()
+        self._last_progress = self.loop.time()
 
     def _stalled(self) -> None:
         self._stall_timer = None
         if not self._turn_wanted:
             return
-        quiet = time.monotonic() - self._last_progress
+        quiet = self.loop.time() - self._last_progress
         if quiet < self.stall_secs:
             self._stall_timer = self.loop.call_later(self.stall_secs - quiet, self._stalled)
             return
