@@ -274,36 +274,3 @@ def test_config_options_from_the_initialize_models():
     assert model["current"] == "default" and model["live"]
     assert "plan" in [c["value"] for c in mode["kind"]["Select"]["choices"]]
     assert effort["current"] is None
-
-
-class _Host:
-    """Records what the Claude driver reports, without an engine or a process."""
-
-    def __init__(self) -> None:
-        from agentproto.loop import Loop
-
-        self.loop = Loop()
-        self.session_id = "s1"
-        self.calls: list[tuple] = []
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: self.calls.append((name, args))
-
-
-def test_control_cancel_request_withdraws_the_open_request() -> None:
-    from agentproto.drivers.claude import ClaudeDriver
-
-    host = _Host()
-    driver = ClaudeDriver(host, launch())
-    written: list = []
-    driver.send = written.append  # type: ignore[method-assign]
-    can_use = {"type": "control_request", "request_id": "req-7",
-               "request": {"subtype": "can_use_tool", "tool_name": "Bash", "input": {"command": "ls"}, "tool_use_id": "toolu_1"}}
-    driver.on_line(json.dumps(can_use).encode())
-    opened = [a[0] for name, a in host.calls if name == "emit" and "RequestOpened" in a[0]]
-    assert opened and opened[0]["RequestOpened"]["Permission"]["id"] == "req-7"
-    cancel = {"type": "control_cancel_request", "request_id": "req-7"}
-    driver.on_line(json.dumps(cancel).encode())
-    driver.on_line(json.dumps(cancel).encode())  # already withdrawn: nothing more
-    assert [a for name, a in host.calls if name == "request_withdrawn"] == [("req-7",)]
-    host.loop.close()

@@ -3,17 +3,13 @@ fed with app-server lines as the real CLI (0.171.0) wrote them."""
 
 from __future__ import annotations
 
-import json
 import random
 import subprocess
 import sys
-import time
 from typing import Any
 
 import pytest
 
-from agentproto.drivers.base import Launch
-from agentproto.drivers.codex import CodexDriver
 from agentproto.drivers.codex_mapping import (
     auth_status,
     config_options,
@@ -25,7 +21,7 @@ from agentproto.drivers.codex_mapping import (
     toml_value,
     tool_for_item,
 )
-from agentproto.loop import Loop
+from tests.scripted import NEVER_RUN, Conversation
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -189,233 +185,222 @@ def test_config_options_keep_unlisted_current_model():
     assert all(o["live"] for o in options.values())
 
 
-# -- the driver fed with real lines ------------------------------------------------------
-
-
-class FakeHost:
-    def __init__(self) -> None:
-        self.loop = Loop()
-        self.session_id = "s1"
-        self.calls: list[tuple[str, Any]] = []
-
-    def opened(self, details, **info):
-        self.calls.append(("opened", (details, info)))
-
-    def open_failed(self, error):
-        self.calls.append(("open_failed", error))
-
-    def turn_acknowledged(self):
-        self.calls.append(("ack", None))
-
-    def emit(self, kind, extensions=None, parent_tool_id=None):
-        self.calls.append(("emit", kind))
-
-    def end_turn(self, stop, usage=None):
-        self.calls.append(("end_turn", (stop, usage)))
-
-    def update(self, **info):
-        self.calls.append(("update", info))
-
-    def diagnostic(self, level, message):
-        self.calls.append(("diagnostic", (level, message)))
-
-    def fail(self, error):
-        self.calls.append(("fail", error))
-
-    def request_withdrawn(self, request_id):
-        self.calls.append(("withdrawn", request_id))
-
-    def closed(self):
-        self.calls.append(("closed", None))
-
-    def emitted(self) -> list[Any]:
-        return [c[1] for c in self.calls if c[0] == "emit"]
-
-
-class FakeProc:
-    def __init__(self) -> None:
-        self.written: list[dict[str, Any]] = []
-
-    def write_json(self, obj: Any) -> None:
-        self.written.append(json.loads(json.dumps(obj)))
-
+# -- the driver fed with real lines, through the scripted transport ----------------------
 
 THREAD = "01a2275f-6163-71d2-ba3b-e0c8d8c4a703"
 TURN = "01a2275f-6179-70d3-a6cb-854b3c8cdbf0"
+CODEX = {"id": "codex", "path": NEVER_RUN}
+
+
+def answer(conv: Conversation, method: str, result: Any) -> None:
+    """Codex answers the driver's last ``method`` call."""
+    conv.feed({"id": conv.transport.sent(method)["id"], "result": result})
+
+
+def open_codex(**args: Any) -> Conversation:
+    """A Codex session through its whole handshake, as app-server 0.171.0 answers it."""
+    conv = Conversation()
+    conv.open(CODEX, **args)
+    answer(conv, "initialize", {"userAgent": "codex_cli_rs/0.171.0 (Linux; x86_64) agentproto (0.1)"})
+    assert conv.transport.written[1] == {"method": "initialized"}
+    answer(conv, "account/read", {"account": {"type": "apiKey"}, "requiresOpenaiAuth": True})
+    answer(conv, "model/list", {"data": [{"id": "gpt-5", "model": "gpt-5", "displayName": "GPT-5", "hidden": False}]})
+    answer(conv, "thread/start", {"thread": {"id": THREAD, "name": None}, "model": "gpt-5",
+                                  "reasoningEffort": "medium", "sandbox": {"type": "workspaceWrite"}})
+    info = conv.reply("open")
+    assert info["resume_token"] == THREAD
+    assert info["details"]["version"] == "0.171.0"
+    return conv
 
 
 @pytest.fixture
-def driver():
-    host = FakeHost()
-    launch = Launch(agent_id="codex", installation={}, executable="codex", dir="/w")
-    d = CodexDriver(host, launch)
-    d.transport = FakeProc()  # type: ignore[assignment]
-    d.thread_id = THREAD
-    yield d
-    host.loop.close()
+def conv():
+    conv = open_codex()
+    yield conv
+    conv.close()
 
 
-def feed(driver: CodexDriver, *messages: dict[str, Any]) -> None:
-    for m in messages:
-        driver.on_line(json.dumps(m).encode())
-
-
-def start(driver: CodexDriver) -> None:
-    driver.start_turn("t1", "go", [])
-    request = driver.transport.written[-1]
-    assert request["method"] == "turn/start"
+def start(conv: Conversation) -> None:
+    conv.command("prompt", text="go")
+    request = conv.transport.sent("turn/start")
     assert request["params"]["input"] == [{"type": "text", "text": "go", "text_elements": []}]
-    feed(driver, {"id": request["id"], "result": {"turn": {"id": TURN, "status": "inProgress"}}})
+    conv.feed({"id": request["id"], "result": {"turn": {"id": TURN, "status": "inProgress"}}})
 
 
-def test_garbled_and_unknown_lines_are_survivable(driver):
-    driver.on_line(b"{not json")
-    driver.on_line(b"[1, 2]")
-    feed(driver, {"method": "brand/newNotification", "params": {"threadId": THREAD}})
-    feed(driver, {"id": 7, "method": "brand/newRequest", "params": {}})
-    diags = [c[1] for c in driver.host.calls if c[0] == "diagnostic"]
-    assert len(diags) == 2 and all(level == "Warning" for level, _ in diags)
-    assert driver.transport.written[-1] == {"id": 7, "error": {"code": -32601, "message": "agentproto does not handle brand/newRequest"}}
+def note(method: str, **params: Any) -> dict[str, Any]:
+    """A notification about our thread's running turn."""
+    return {"method": method, "params": {"threadId": THREAD, "turnId": TURN, **params}}
 
 
-def test_idle_before_completed_still_ends_the_turn_once(driver):
-    start(driver)
-    feed(
-        driver,
-        {"method": "item/agentMessage/delta", "params": {"threadId": THREAD, "turnId": TURN, "itemId": "msg_1", "delta": "Hi"}},
-        {"method": "item/completed", "params": {"threadId": THREAD, "turnId": TURN, "item": {"type": "agentMessage", "id": "msg_1", "text": "Hi"}}},
+def completed(status: str = "completed", error: Any = None) -> dict[str, Any]:
+    return {"method": "turn/completed", "params": {"threadId": THREAD, "turn": {"id": TURN, "status": status, "error": error}}}
+
+
+def test_open_spawns_app_server_in_the_session_dir(conv):
+    spawn = conv.transport.spawn
+    assert spawn.argv == [NEVER_RUN, "app-server"] and spawn.cwd == "/"
+    assert spawn.wait_group  # Codex keeps the thread locked until its whole group is gone
+    assert conv.transport.sent("thread/start")["params"] == {"cwd": "/", "approvalPolicy": "on-request"}
+
+
+def test_garbled_and_unknown_lines_are_survivable(conv):
+    conv.feed(b"{not json")
+    conv.feed(b"[1, 2]")
+    conv.feed({"method": "brand/newNotification", "params": {"threadId": THREAD}})
+    conv.feed({"id": 7, "method": "brand/newRequest", "params": {}})
+    assert conv.names() == ["Diagnostic", "Diagnostic"]
+    assert conv.transport.written[-1] == {"id": 7, "error": {"code": -32601, "message": "agentproto does not handle brand/newRequest"}}
+
+
+def test_idle_before_completed_still_ends_the_turn_once(conv):
+    start(conv)
+    conv.feed(
+        note("item/agentMessage/delta", itemId="msg_1", delta="Hi"),
+        note("item/completed", item={"type": "agentMessage", "id": "msg_1", "text": "Hi"}),
         {"method": "thread/status/changed", "params": {"threadId": THREAD, "status": {"type": "idle"}}},
-        {"method": "turn/completed", "params": {"threadId": THREAD, "turn": {"id": TURN, "status": "completed", "error": None}}},
-        {"method": "turn/completed", "params": {"threadId": THREAD, "turn": {"id": TURN, "status": "completed", "error": None}}},
+        completed(),
+        completed(),
     )
-    names = [c[0] for c in driver.host.calls]
-    assert names == ["ack", "emit", "emit", "end_turn"]
-    assert driver.host.emitted() == [{"TextDelta": {"message_id": "msg_1", "text": "Hi"}}, {"MessageEnded": {"message_id": "msg_1"}}]
-    assert driver.host.calls[-1][1][0] == {"Completed": {"source": "Protocol"}}
+    assert conv.names() == ["TurnStarted", "StatusChanged", "TextDelta", "MessageEnded", "TurnEnded", "StatusChanged"]
+    assert conv.events("TextDelta") == [{"message_id": "msg_1", "text": "Hi"}]
+    assert conv.events("TurnEnded")[0]["stop"] == {"Completed": {"source": "Protocol"}}
 
 
-def test_other_threads_are_skipped(driver):
-    start(driver)
-    feed(driver, {"method": "item/agentMessage/delta", "params": {"threadId": "other", "turnId": "x", "itemId": "m", "delta": "no"}})
-    assert driver.host.emitted() == []
+def test_deltas_of_one_read_are_one_event(conv):
+    start(conv)
+    conv.feed(*(note("item/agentMessage/delta", itemId="msg_1", delta=d) for d in ("a", "b", "c")))
+    conv.feed(note("item/agentMessage/delta", itemId="msg_1", delta="d"))
+    assert conv.events("TextDelta") == [{"message_id": "msg_1", "text": "abc"}, {"message_id": "msg_1", "text": "d"}]
 
 
-def test_command_approval_options_and_answers(driver):
-    start(driver)
+def test_other_threads_are_skipped(conv):
+    start(conv)
+    conv.feed({"method": "item/agentMessage/delta", "params": {"threadId": "other", "turnId": "x", "itemId": "m", "delta": "no"}})
+    assert conv.events("TextDelta") == []
+
+
+def test_command_approval_options_and_answers(conv):
+    start(conv)
     params = {
         "kind": "command", "threadId": THREAD, "turnId": TURN, "itemId": "call_2", "reason": "needs it",
         "command": "/bin/bash -lc 'touch /x'", "cwd": "/w",
         "availableDecisions": ["accept", {"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["touch", "/x"]}}, "cancel"],
     }
-    feed(driver, {"method": "item/commandExecution/requestApproval", "id": 0, "params": params})
-    request = driver.host.emitted()[-1]["RequestOpened"]
-    permission = request["Permission"]
+    conv.feed({"method": "item/commandExecution/requestApproval", "id": 0, "params": params})
+    permission = conv.events("RequestOpened")[-1]["Permission"]
     assert permission["options"] == ["AllowOnce", "AllowAlways", "DenyOnce"]
     assert permission["tool"]["kind"] == "Execute" and permission["tool"]["status"] == "Pending"
     assert permission["detail"] == "needs it"
-    driver.answer(request, {"Permission": "AllowAlways"})
-    assert driver.transport.written[-1] == {"id": 0, "result": {"decision": {"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["touch", "/x"]}}}}
-    for rpc_id, answer, decision in [(1, {"Permission": "AllowOnce"}, "accept"), (2, {"Permission": "DenyOnce"}, "decline"),
-                                     (3, {"Deny": {"message": "no"}}, "decline"), (4, "Cancel", "cancel")]:
-        feed(driver, {"method": "item/fileChange/requestApproval", "id": rpc_id, "params": {"threadId": THREAD, "turnId": TURN, "itemId": f"f{rpc_id}"}})
-        request = driver.host.emitted()[-1]["RequestOpened"]
-        assert request["Permission"]["tool"]["kind"] == "Edit"
-        driver.answer(request, answer)
-        assert driver.transport.written[-1] == {"id": rpc_id, "result": {"decision": decision}}
+    conv.command("answer", request=permission["id"], answer={"Permission": "AllowAlways"})
+    assert conv.transport.written[-1] == {"id": 0, "result": {"decision": {"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["touch", "/x"]}}}}
+    for rpc_id, reply, decision in [(1, {"Permission": "AllowOnce"}, "accept"), (2, {"Permission": "DenyOnce"}, "decline"),
+                                    (3, {"Deny": {"message": "no"}}, "decline"), (4, "Cancel", "cancel")]:
+        conv.feed({"method": "item/fileChange/requestApproval", "id": rpc_id, "params": {"threadId": THREAD, "turnId": TURN, "itemId": f"f{rpc_id}"}})
+        permission = conv.events("RequestOpened")[-1]["Permission"]
+        assert permission["tool"]["kind"] == "Edit"
+        conv.command("answer", request=permission["id"], answer=reply)
+        assert conv.transport.written[-1] == {"id": rpc_id, "result": {"decision": decision}}
 
 
-def test_question_maps_both_ways(driver):
-    start(driver)
+def test_question_maps_both_ways(conv):
+    start(conv)
     params = {"threadId": THREAD, "turnId": TURN, "itemId": "q", "isBlocking": True, "questions": [
         {"id": "color", "header": "Color", "question": "Which color?", "isOther": True, "isSecret": False,
          "options": [{"label": "Red", "description": "warm"}, {"label": "Blue", "description": "cool"}]},
         {"id": "name", "header": "Name", "question": "Your name?", "isOther": False, "isSecret": False, "options": None},
     ]}
-    feed(driver, {"method": "item/tool/requestUserInput", "id": 5, "params": params})
-    request = driver.host.emitted()[-1]["RequestOpened"]
-    q = request["Question"]["questions"]
+    conv.feed({"method": "item/tool/requestUserInput", "id": 5, "params": params})
+    question = conv.events("RequestOpened")[-1]["Question"]
+    q = question["questions"]
     assert q[0]["choices"][0] == {"id": "Red", "label": "Red", "description": "warm"}
     assert q[0]["allows_free_text"] and q[1]["allows_free_text"] and q[1]["choices"] == []
-    driver.answer(request, {"Question": [{"Choices": ["Blue"]}, {"Text": "Ada"}]})
-    assert driver.transport.written[-1] == {"id": 5, "result": {"answers": {"color": {"answers": ["Blue"]}, "name": {"answers": ["Ada"]}}}}
+    conv.command("answer", request=question["id"], answer={"Question": [{"Choices": ["Blue"]}, {"Text": "Ada"}]})
+    assert conv.transport.written[-1] == {"id": 5, "result": {"answers": {"color": {"answers": ["Blue"]}, "name": {"answers": ["Ada"]}}}}
 
 
-def test_plan_usage_and_failures(driver):
-    start(driver)
-    feed(
-        driver,
-        {"method": "turn/plan/updated", "params": {"threadId": THREAD, "turnId": TURN, "explanation": None,
-                                                    "plan": [{"step": "read", "status": "completed"}]}},
-        {"method": "thread/tokenUsage/updated", "params": {"threadId": THREAD, "turnId": TURN, "tokenUsage": {
+def test_plan_usage_and_failures(conv):
+    start(conv)
+    conv.feed(
+        note("turn/plan/updated", explanation=None, plan=[{"step": "read", "status": "completed"}]),
+        note("thread/tokenUsage/updated", tokenUsage={
             "total": {"totalTokens": 330, "inputTokens": 300, "cachedInputTokens": 20, "outputTokens": 30},
             "last": {"totalTokens": 110, "inputTokens": 100, "cachedInputTokens": 0, "outputTokens": 10},
-            "modelContextWindow": 1000}}},
-        {"method": "error", "params": {"threadId": THREAD, "turnId": TURN, "willRetry": False,
-                                        "error": {"message": "bad request", "codexErrorInfo": "badRequest"}}},
-        {"method": "turn/completed", "params": {"threadId": THREAD, "turn": {"id": TURN, "status": "failed",
-                                                                              "error": {"message": "bad request", "codexErrorInfo": "badRequest"}}}},
+            "modelContextWindow": 1000}),
+        note("error", willRetry=False, error={"message": "bad request", "codexErrorInfo": "badRequest"}),
+        completed("failed", {"message": "bad request", "codexErrorInfo": "badRequest"}),
     )
-    assert {"PlanUpdated": {"entries": [{"text": "read", "status": "Completed"}]}} in driver.host.emitted()
-    assert {"ContextUsage": {"used_tokens": 110, "window_tokens": 1000, "cost_usd": None}} in driver.host.emitted()
-    assert ("diagnostic", ("Error", "codex: bad request")) in driver.host.calls
-    stop, usage = driver.host.calls[-1][1]
-    assert stop == {"Failed": {"message": "bad request"}}
-    assert usage == {"input_tokens": 300, "cached_input_tokens": 20, "output_tokens": 30}
+    assert conv.events("PlanUpdated") == [{"entries": [{"text": "read", "status": "Completed"}]}]
+    assert conv.events("ContextUsage") == [{"used_tokens": 110, "window_tokens": 1000, "cost_usd": None}]
+    assert conv.events("Diagnostic") == [{"level": "Error", "message": "codex: bad request"}]
+    ended = conv.events("TurnEnded")[-1]
+    assert ended["stop"] == {"Failed": {"message": "bad request"}}
+    assert ended["usage"] == {"input_tokens": 300, "cached_input_tokens": 20, "output_tokens": 30}
 
 
-def test_interrupted_turn_is_cancelled_and_cancel_waits_for_the_turn_id(driver):
-    driver.start_turn("t1", "go", [])
-    driver.cancel()  # before Codex acknowledged: interrupt once it does
-    request = driver.transport.written[-1]
-    feed(driver, {"id": request["id"], "result": {"turn": {"id": TURN, "status": "inProgress"}}})
-    assert driver.transport.written[-1]["method"] == "turn/interrupt"
-    assert driver.transport.written[-1]["params"] == {"threadId": THREAD, "turnId": TURN}
-    feed(driver, {"method": "turn/completed", "params": {"threadId": THREAD, "turn": {"id": TURN, "status": "interrupted", "error": None}}})
-    assert driver.host.calls[-1] == ("end_turn", ("Cancelled", None))
+def test_interrupted_turn_is_cancelled_and_cancel_waits_for_the_turn_id(conv):
+    conv.command("prompt", text="go")
+    conv.command("cancel")  # before Codex acknowledged: interrupt once it does
+    assert conv.transport.written[-1]["method"] == "turn/start"
+    conv.feed({"id": conv.transport.sent("turn/start")["id"], "result": {"turn": {"id": TURN, "status": "inProgress"}}})
+    interrupt = conv.transport.written[-1]
+    assert interrupt["method"] == "turn/interrupt" and interrupt["params"] == {"threadId": THREAD, "turnId": TURN}
+    conv.feed(completed("interrupted"))
+    assert conv.events("TurnEnded")[-1]["stop"] == "Cancelled"
 
 
-def test_stalled_turn_fails_and_is_interrupted(driver):
-    driver.stall_secs = 0.2
-    start(driver)
-    loop = driver.host.loop
-    deadline = time.monotonic() + 2
-    loop.run(until=lambda: any(c[0] == "end_turn" for c in driver.host.calls) or time.monotonic() > deadline)
-    stop, _ = next(c[1] for c in driver.host.calls if c[0] == "end_turn")
-    assert "no progress from Codex for 0.2 s" in stop["Failed"]["message"]
-    assert driver.transport.written[-1]["method"] == "turn/interrupt"
+def test_stalled_turn_fails_and_is_interrupted():
+    conv = open_codex(env={"AGENTPROTO_CODEX_STALL_SECS": "0.2"})
+    start(conv)
+    conv.run_until(lambda: bool(conv.events("TurnEnded")))
+    assert "no progress from Codex for 0.2 s" in conv.events("TurnEnded")[0]["stop"]["Failed"]["message"]
+    assert conv.transport.written[-1]["method"] == "turn/interrupt"
     # Codex's own (late) end of that turn is not a second end.
-    feed(driver, {"method": "turn/completed", "params": {"threadId": THREAD, "turn": {"id": TURN, "status": "interrupted"}}})
-    assert [c[0] for c in driver.host.calls].count("end_turn") == 1
+    conv.feed(completed("interrupted"))
+    assert len(conv.events("TurnEnded")) == 1
+    conv.close()
 
 
-def test_configure_applies_to_the_next_turn_start(driver):
-    done: list[Any] = []
-    driver.configure("model", "any-model-name", done.append)
-    driver.configure("effort", "high", done.append)
-    driver.configure("sandbox", "read-only", done.append)
-    driver.configure("mode", "plan", done.append)
-    assert done == [None, None, None, None]
-    driver.start_turn("t1", "go", ["/w/pic.png", "/w/notes.md"])
-    params = driver.transport.written[-1]["params"]
+def test_configure_applies_to_the_next_turn_start(conv, tmp_path):
+    for option, value in [("model", "any-model-name"), ("effort", "high"), ("sandbox", "read-only"), ("mode", "plan")]:
+        conv.command("configure", option=option, value=value)
+    assert [error for _, error in conv.replies("configure")] == [None] * 4
+    conv.command("prompt", text="go", attachments=["/w/pic.png", "/w/notes.md"])
+    params = conv.transport.sent("turn/start")["params"]
     assert params["model"] == "any-model-name" and params["effort"] == "high"
     assert params["sandboxPolicy"] == {"type": "readOnly", "networkAccess": False}
     assert params["collaborationMode"]["mode"] == "plan"
     assert params["input"][1] == {"type": "localImage", "path": "/w/pic.png"}
     assert "/w/notes.md" in params["input"][0]["text"]
-    assert driver.validate_config({"id": "model", "kind": {"Select": {"choices": []}}}, "unlisted") is None
 
 
-def test_a_request_codex_resolves_itself_is_withdrawn_once(driver):
-    start(driver)
+def test_a_request_codex_resolves_itself_is_withdrawn_once(conv):
+    start(conv)
     params = {"threadId": THREAD, "turnId": TURN, "itemId": "f9"}
-    feed(driver, {"method": "item/fileChange/requestApproval", "id": 9, "params": params})
-    request_id = driver.host.emitted()[-1]["RequestOpened"]["Permission"]["id"]
+    conv.feed({"method": "item/fileChange/requestApproval", "id": 9, "params": params})
+    request_id = conv.events("RequestOpened")[-1]["Permission"]["id"]
     resolved = {"method": "serverRequest/resolved", "params": {"threadId": THREAD, "requestId": 9}}
-    feed(driver, resolved, resolved)  # the second one finds nothing open
-    assert [c for c in driver.host.calls if c[0] == "withdrawn"] == [("withdrawn", request_id)]
+    conv.feed(resolved, resolved)  # the second one finds nothing open
+    assert conv.events("RequestClosed") == [{"request_id": request_id}]
     # One the app answered is not withdrawn afterwards.
-    feed(driver, {"method": "item/fileChange/requestApproval", "id": 10, "params": params})
-    answered = driver.host.emitted()[-1]["RequestOpened"]
-    driver.answer(answered, {"Permission": "AllowOnce"})
-    feed(driver, {"method": "serverRequest/resolved", "params": {"threadId": THREAD, "requestId": 10}})
-    assert len([c for c in driver.host.calls if c[0] == "withdrawn"]) == 1
+    conv.feed({"method": "item/fileChange/requestApproval", "id": 10, "params": params})
+    answered = conv.events("RequestOpened")[-1]["Permission"]["id"]
+    conv.command("answer", request=answered, answer={"Permission": "AllowOnce"})
+    conv.feed({"method": "serverRequest/resolved", "params": {"threadId": THREAD, "requestId": 10}})
+    assert len(conv.events("RequestClosed")) == 2 and conv.events("RequestClosed")[1]["request_id"] == answered
+
+
+def test_close_shuts_the_agent_down_and_closes_once(conv):
+    conv.command("close")
+    assert conv.transport.stdin_closed and conv.transport.shutdown_grace == 3.0
+    conv.run_until(lambda: ("closed",) in conv.out)
+    assert conv.out.count(("closed",)) == 1 and conv.reply("close") is None
+
+
+def test_codex_exiting_mid_turn_fails_the_session_with_its_stderr(conv):
+    start(conv)
+    conv.transport.exit("1", "thread panicked")
+    conv.settle()
+    assert "Failed" in conv.events("TurnEnded")[-1]["stop"]
+    (error,) = conv.errors()
+    assert error.kind == "ProcessExited" and "thread panicked" in str(error.body())
+    assert conv.out[-1] == ("closed",)
