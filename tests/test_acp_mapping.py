@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from agentproto.drivers import acp_mapping as m
-from agentproto.drivers.acp import decode_message
+from agentproto.wire import decode_json_line
 from sidecar import ROOT
 
 SCHEMA = json.loads((ROOT / "agentproto" / "schema.json").read_text())
@@ -306,10 +306,11 @@ def test_mcp_servers_and_transport_checks() -> None:
     assert raised.value.kind == "UnsupportedFeature"
 
 
-def test_decode_message() -> None:
-    assert decode_message(b'{"a":1}') == {"a": 1}
-    assert decode_message(b'  {"a":1}  \r') == {"a": 1}
-    assert decode_message(b'{"a":1}\r') == {"a": 1}
+def test_agent_lines_decode_with_the_one_line_decoder() -> None:
+    # What ACP agents write (a CRLF, padding) decodes; anything else is one ValueError.
+    assert decode_json_line(b'{"a":1}') == {"a": 1}
+    assert decode_json_line(b'  {"a":1}  \r') == {"a": 1}
+    assert decode_json_line(b'{"a":1}\r') == {"a": 1}
     for bad in (b"", b"not json", b'{"a":1} x', b'{"a":', b"\xff\xfe"):
         with pytest.raises(ValueError):
-            decode_message(bad)
+            decode_json_line(bad)

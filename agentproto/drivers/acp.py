@@ -18,7 +18,6 @@ Rules of this file:
 from __future__ import annotations
 
 import base64
-import json
 import mimetypes
 import os
 from typing import Any, Callable
@@ -42,13 +41,14 @@ from agentproto.drivers.acp_mapping import (
     permission_outcome,
     public_tool,
 )
-from agentproto.drivers.acp_services import RpcError, Terminals
+from agentproto.drivers.acp_services import Terminals
 from agentproto.drivers.base import Host, Launch, LineDriver
-from agentproto.wire import AgentError
+from agentproto.jsonrpc import METHOD_NOT_FOUND, Invalid, OnResponse, Peer, Request, Response, RpcError
+from agentproto.wire import AgentError, decode_json_line
 
 PROTOCOL_VERSION = 1
+#: ACP's JSON-RPC error code for "authentication required".
 AUTH_REQUIRED = -32000
-METHOD_NOT_FOUND = -32601
 
 DEFAULT_HANDSHAKE_TIMEOUT = 120.0
 DEFAULT_TURN_TIMEOUT = 1800.0
@@ -84,8 +84,7 @@ class AcpDriver(LineDriver):
         self.handshake_timeout = _seconds(env.get("AGENTPROTO_ACP_HANDSHAKE_TIMEOUT"), DEFAULT_HANDSHAKE_TIMEOUT)
         self.turn_timeout = _seconds(env.get("AGENTPROTO_ACP_TURN_TIMEOUT"), DEFAULT_TURN_TIMEOUT)
         self.argv = [launch.executable, *launch.acp_args, *launch.args]
-        self._next_id = 0
-        self._answers: dict[int, Callable[[Any, dict[str, Any] | None], None]] = {}
+        self.rpc = Peer()
         self._state = "new"  # new, opening, open, closing, closed
         self._session: str | None = None
         self._replaying = False
@@ -136,38 +135,26 @@ class AcpDriver(LineDriver):
 
     # -- JSON-RPC ---------------------------------------------------------------------
 
-    def _request(
-        self, method: str, params: dict[str, Any], on_answer: Callable[[Any, dict[str, Any] | None], None]
-    ) -> int:
-        rpc_id = self._next_id
-        self._next_id += 1
-        self._answers[rpc_id] = on_answer
-        self.send({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params})
-        return rpc_id
+    def _request(self, method: str, params: dict[str, Any], on_answer: OnResponse) -> int:
+        self.send(self.rpc.request(method, params, on_answer))
+        return self.rpc.last_id
 
     def _notify(self, method: str, params: dict[str, Any]) -> None:
-        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+        self.send(self.rpc.notification(method, params))
 
-    def _respond(self, rpc_id: Any, result: Any = None, error: dict[str, Any] | None = None) -> None:
-        if error is not None:
-            self.send({"jsonrpc": "2.0", "id": rpc_id, "error": error})
-        else:
-            self.send({"jsonrpc": "2.0", "id": rpc_id, "result": result})
+    def _respond(self, rpc_id: Any, result: Any = None, error: RpcError | None = None) -> None:
+        self.send(self.rpc.error(rpc_id, error) if error is not None else self.rpc.result(rpc_id, result))
 
     def on_line(self, line: bytes) -> None:
         self._last_seen = self.loop.time()
         try:
-            msg = decode_message(line)
-        except (ValueError, RecursionError):
+            msg = decode_json_line(line)
+        except ValueError as exc:
             if line.strip():
-                self.host.diagnostic("Warning", f"the agent wrote a line that is not JSON: {line[:200]!r}")
+                self.host.diagnostic("Warning", f"the agent wrote a line that is {exc}: {line[:200]!r}")
             return
-        if type(msg) is not dict:
-            self.host.diagnostic("Warning", f"the agent wrote JSON that is not a JSON-RPC message: {line[:200]!r}")
-            return
-        method = msg.get("method")
-        if method == "session/update" and self._live:
-            # The hot path: a streamed chunk of the agent's answer.
+        if type(msg) is dict and self._live and msg.get("method") == "session/update" and "id" not in msg:
+            # The hot path, before the peer classifies: a streamed chunk of the answer.
             params = msg.get("params")
             update = params.get("update") if type(params) is dict else None
             if type(update) is dict and update.get("sessionUpdate") == "agent_message_chunk":
@@ -183,28 +170,24 @@ class AcpDriver(LineDriver):
                             message_id = message[2]
                         self.host.emit({"TextDelta": {"message_id": message_id, "text": text}})
                     return
-        if method is None:
-            on_answer = self._answers.pop(msg.get("id"), None)  # type: ignore[arg-type]
-            if on_answer is not None:
-                error = msg.get("error")
-                if error is not None:
-                    on_answer(None, error if isinstance(error, dict) else {"code": 0, "message": str(error)})
-                else:
-                    on_answer(msg.get("result"), None)
+        kind = self.rpc.receive(msg)  # an answer to one of our calls runs its callback here
+        if isinstance(kind, Invalid):
+            self.host.diagnostic("Warning", f"the agent wrote JSON that is not a JSON-RPC message: {line[:200]!r}")
             return
-        params = msg.get("params")
-        if not isinstance(params, dict):
-            params = {}
-        if "id" in msg:
-            self._on_agent_request(msg["id"], method, params)
+        if isinstance(kind, Response):
+            return
+        method = kind.method
+        params = kind.params if isinstance(kind.params, dict) else {}
+        if isinstance(kind, Request):
+            self._on_agent_request(kind.id, method, params)
         elif method == "session/update":
             update = params.get("update")
             if isinstance(update, dict):
-                kind = update.get("sessionUpdate")
-                handler = self._handlers.get(kind)  # type: ignore[arg-type]
+                name = update.get("sessionUpdate")
+                handler = self._handlers.get(name) if isinstance(name, str) else None
                 # Before the session is open (and while session/load replays history)
                 # only the session's state is taken, never turn content.
-                if handler is not None and (self._live or kind in STATE_UPDATES):
+                if handler is not None and (self._live or name in STATE_UPDATES):
                     handler(update)
         # Other notifications ($/cancel_request, extensions) need nothing from us.
 
@@ -251,7 +234,7 @@ class AcpDriver(LineDriver):
         self.host.open_failed(error)
         self._shutdown(grace=0.5)
 
-    def _on_initialized(self, result: Any, error: dict[str, Any] | None) -> None:
+    def _on_initialized(self, result: Any, error: RpcError | None) -> None:
         if error is not None:
             self._open_failed(self._error("initialize", error))
             return
@@ -314,24 +297,24 @@ class AcpDriver(LineDriver):
     def _login(self) -> list[dict[str, Any]]:
         return login_steps(self._init.get("authMethods"), self.argv, self._extra.get("login"))
 
-    def _error(self, step: str, error: dict[str, Any]) -> AgentError:
-        message = str(error.get("message") or "error")
-        data = error.get("data")
+    def _error(self, step: str, error: RpcError) -> AgentError:
+        message = error.message or "error"
+        data = error.data
         if isinstance(data, dict) and isinstance(data.get("details"), str):
             message += f" ({data['details']})"
-        if error.get("code") == AUTH_REQUIRED:
+        if error.code == AUTH_REQUIRED:
             return AgentError.auth_required(auth_message(message, self._init.get("authMethods")), self._login())
         if step == "resume":
             return AgentError.detail("ResumeFailed", message)
         return AgentError.detail("ProtocolFailed", f"{step}: {message}")
 
-    def _on_session(self, result: Any, error: dict[str, Any] | None, session_id: str | None = None) -> None:
+    def _on_session(self, result: Any, error: RpcError | None, session_id: str | None = None) -> None:
         self._replaying = False
         if self._state != "opening":
             return
         if error is not None:
             step = "resume" if self.launch.resume else "session"
-            if error.get("code") == AUTH_REQUIRED and self.launch.throwaway and not self.launch.tools_disabled:
+            if error.code == AUTH_REQUIRED and self.launch.throwaway and not self.launch.tools_disabled:
                 # probe: not logged in is an answer, not a failure.
                 self._auth = {"Unauthenticated": {"login": self._login()}}
                 self._opened()
@@ -549,11 +532,11 @@ class AcpDriver(LineDriver):
             turn, {"Failed": {"message": f"the agent did not answer the prompt within {self.turn_timeout:g}s"}}
         )
 
-    def _on_prompt_answer(self, turn: _Turn, result: Any, error: dict[str, Any] | None) -> None:
+    def _on_prompt_answer(self, turn: _Turn, result: Any, error: RpcError | None) -> None:
         if self._turn is not turn:
             return  # a turn that already ended (timed out)
         if error is not None:
-            if error.get("code") == AUTH_REQUIRED:
+            if error.code == AUTH_REQUIRED:
                 # A session error: the engine ends the running turn Failed itself.
                 self._end_turn(turn, None)
                 self.host.fail(self._error("session/prompt", error))
@@ -740,7 +723,7 @@ class AcpDriver(LineDriver):
 
                 try:
                     self.terminals.wait_for_exit(params, reply)
-                except RpcError:
+                except services.RpcError:
                     self._waiting_on_us -= 1
                     raise
             elif method == "terminal/kill":
@@ -751,9 +734,9 @@ class AcpDriver(LineDriver):
                 self._term_backlog.pop(params.get("terminalId"), None)  # type: ignore[arg-type]
                 self._respond(rpc_id, None)
             else:
-                self._respond(rpc_id, error={"code": METHOD_NOT_FOUND, "message": f"method not found: {method}"})
-        except RpcError as exc:
-            self._respond(rpc_id, error=exc.body())
+                self._respond(rpc_id, error=RpcError(METHOD_NOT_FOUND, f"method not found: {method}"))
+        except services.RpcError as exc:
+            self._respond(rpc_id, error=RpcError(exc.code, exc.message))
 
     def _on_permission(self, rpc_id: Any, params: dict[str, Any]) -> None:
         options = [o for o in params.get("options") or [] if isinstance(o, dict) and "optionId" in o]
@@ -836,11 +819,11 @@ class AcpDriver(LineDriver):
     ) -> None:
         option, how, acp_id = entry
 
-        def on_answer(result: Any, error: dict[str, Any] | None) -> None:
+        def on_answer(result: Any, error: RpcError | None) -> None:
             if error is not None:
                 err = self._error(f"set {option['id']}", error)
                 if err.kind == "ProtocolFailed":
-                    err = AgentError.detail("InvalidConfiguration", f"{option['id']}: {error.get('message')}")
+                    err = AgentError.detail("InvalidConfiguration", f"{option['id']}: {error.message}")
                 done(err)
                 return
             if how == "config" and isinstance(result, dict) and isinstance(result.get("configOptions"), list):
@@ -864,26 +847,6 @@ class AcpDriver(LineDriver):
         fresh = map_config_options(config_options)
         taken = {o["id"] for o, _, _ in fresh}
         self._options = fresh + [entry for entry in kept if entry[0]["id"] not in taken]
-
-
-_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-
-
-def decode_message(line: bytes) -> Any:
-    """One JSON value from a line; ValueError if it is not exactly that.
-
-    ``json.loads`` on bytes sniffs the encoding and runs a whitespace regex around the
-    value; calling the scanner on the decoded text skips both, which is a third of the
-    driver's cost per streamed chunk.
-    """
-    text = line.decode("utf-8")
-    try:
-        value, end = _scan(text, 0)
-    except StopIteration:
-        return json.loads(text)  # leading whitespace, or the precise error
-    if end != len(text) and text[end:].strip():
-        raise ValueError(f"extra data after the JSON value (at column {end + 1})")
-    return value
 
 
 def _seconds(value: str | None, default: float) -> float:

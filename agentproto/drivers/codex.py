@@ -42,6 +42,7 @@ from agentproto.drivers.codex_mapping import (
     tool_for_item,
     version_of,
 )
+from agentproto.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, Invalid, Notification, OnResponse, Peer, Request, RpcError
 from agentproto.wire import AgentError, decode_json_line, tool_update
 
 CLIENT_INFO = {"name": "agentproto", "title": "agentproto", "version": "0.1"}
@@ -73,8 +74,8 @@ class CodexDriver(LineDriver):
         super().__init__(host, launch)
         self.loop = host.loop
         self.tools_disabled = launch.tools_disabled
-        self._next_id = 0
-        self._pending: dict[int, Callable[[Any, dict[str, Any] | None], None]] = {}
+        # app-server's JSON-RPC leaves out the "jsonrpc" member, both ways.
+        self.rpc = Peer(version_member=False)
         self._ready = False
         self._closing = False
         self._handshake_timer: Any = None
@@ -160,9 +161,9 @@ class CodexDriver(LineDriver):
         self._closing = True
         self.host.open_failed(error)
 
-    def _initialized(self, result: Any, error: dict[str, Any] | None) -> None:
+    def _initialized(self, result: Any, error: RpcError | None) -> None:
         if error is not None:
-            self._open_failed(AgentError.detail("ProtocolFailed", f"initialize: {error.get('message')}"))
+            self._open_failed(AgentError.detail("ProtocolFailed", f"initialize: {error.message}"))
             return
         self.details = {
             "version": version_of(result.get("userAgent", "")),
@@ -174,14 +175,14 @@ class CodexDriver(LineDriver):
         self._notify("initialized")
         waiting = {"account": True, "models": True}
 
-        def account(result: Any, error: dict[str, Any] | None) -> None:
+        def account(result: Any, error: RpcError | None) -> None:
             if error is None and isinstance(result, dict):
                 self.details["auth"] = auth_status(result, self.launch.child_env())
             waiting["account"] = False
             if not waiting["models"]:
                 self._start_thread()
 
-        def models(result: Any, error: dict[str, Any] | None) -> None:
+        def models(result: Any, error: RpcError | None) -> None:
             if error is None and isinstance(result, dict):
                 self._models = [m for m in result.get("data") or [] if isinstance(m, dict) and not m.get("hidden")]
             waiting["models"] = False
@@ -231,11 +232,11 @@ class CodexDriver(LineDriver):
                 params["ephemeral"] = True
         self._request(method, params, lambda result, error: self._thread_ready(method, result, error))
 
-    def _thread_ready(self, method: str, result: Any, error: dict[str, Any] | None) -> None:
+    def _thread_ready(self, method: str, result: Any, error: RpcError | None) -> None:
         if self._closing:
             return
         if error is not None:
-            message = str(error.get("message"))
+            message = error.message
             if method in ("thread/resume", "thread/fork"):
                 self._open_failed(AgentError.detail("ResumeFailed", f"{method} {self.launch.resume or self.launch.fork}: {message}"))
             else:
@@ -281,57 +282,42 @@ class CodexDriver(LineDriver):
         self._stop_stall()
         if self._handshake_timer is not None:
             self._handshake_timer.cancel()
-        pending, self._pending = self._pending, {}
         if not self._closing:
             self._closing = True
             self.host.fail(AgentError.process_exited(status, stderr))
-        for callback in pending.values():
-            callback(None, {"code": -1, "message": "codex exited"})
+        self.rpc.fail_pending(RpcError(INTERNAL_ERROR, "codex exited"))
         self.host.closed()
 
     # -- JSON-RPC -------------------------------------------------------------------------
 
-    def _request(self, method: str, params: Any, callback: Callable[[Any, dict[str, Any] | None], None]) -> None:
-        if self.transport is None:
-            return
-        request_id = self._next_id
-        self._next_id += 1
-        self._pending[request_id] = callback
-        self.send({"id": request_id, "method": method, "params": params})
+    def _request(self, method: str, params: Any, callback: OnResponse) -> None:
+        if self.transport is not None:
+            self.send(self.rpc.request(method, params, callback))
 
     def _notify(self, method: str, params: Any = None) -> None:
-        message: dict[str, Any] = {"method": method}
-        if params is not None:
-            message["params"] = params
-        self.send(message)
+        self.send(self.rpc.notification(method, params))
 
     def _reply(self, request_id: Any, result: Any) -> None:
-        self.send({"id": request_id, "result": result})
+        self.send(self.rpc.result(request_id, result))
 
     def _reply_error(self, request_id: Any, code: int, message: str) -> None:
-        self.send({"id": request_id, "error": {"code": code, "message": message}})
+        self.send(self.rpc.error(request_id, RpcError(code, message)))
 
     def on_line(self, line: bytes) -> None:
         try:
-            message = json.loads(line)
-        except (ValueError, RecursionError):
+            message = decode_json_line(line)
+        except ValueError as exc:
             if line.strip():
-                try:
-                    decode_json_line(line)
-                except ValueError as exc:
-                    self.host.diagnostic("Warning", f"codex: skipped a line that is {exc}: {line[:200]!r}")
+                self.host.diagnostic("Warning", f"codex: skipped a line that is {exc}: {line[:200]!r}")
             return
-        if not isinstance(message, dict):
-            self.host.diagnostic("Warning", f"codex: skipped a non-object line: {line[:200]!r}")
-            return
-        method = message.get("method")
-        if isinstance(method, str):
-            params = message.get("params")
-            if not isinstance(params, dict):
-                params = {}
-            delta_kind = DELTAS.get(method)
-            if delta_kind is not None and "id" not in message:
+        if type(message) is dict and "id" not in message:
+            method = message.get("method")
+            delta_kind = DELTAS.get(method) if type(method) is str else None
+            if delta_kind is not None:
                 # The hot path: one line per streamed token.
+                params = message.get("params")
+                if not isinstance(params, dict):
+                    params = {}
                 item_id = params.get("itemId")
                 if (
                     self._turn_wanted
@@ -341,18 +327,16 @@ class CodexDriver(LineDriver):
                 ):
                     self._buffer_delta(delta_kind, item_id, str(params.get("delta", "")))
                 return
-            self._flush_deltas()
-            if "id" in message:
-                self._server_request(message["id"], method, params)
-            else:
-                self._notification(method, params)
-            return
         self._flush_deltas()
-        if "id" in message:
-            callback = self._pending.pop(message["id"], None) if isinstance(message["id"], int) else None
-            if callback is not None:
-                error = message.get("error")
-                callback(message.get("result"), error if isinstance(error, dict) else None)
+        kind = self.rpc.receive(message)  # a response runs its call's callback here
+        if isinstance(kind, (Request, Notification)):
+            params = kind.params if isinstance(kind.params, dict) else {}
+            if isinstance(kind, Request):
+                self._server_request(kind.id, kind.method, params)
+            else:
+                self._notification(kind.method, params)
+        elif isinstance(kind, Invalid):
+            self.host.diagnostic("Warning", f"codex: skipped a line that is not JSON-RPC ({kind.error.message}): {line[:200]!r}")
 
     # -- streamed text, merged per read --------------------------------------------------
 
@@ -416,11 +400,11 @@ class CodexDriver(LineDriver):
         self._arm_stall()
         self._request("turn/start", params, self._turn_started)
 
-    def _turn_started(self, result: Any, error: dict[str, Any] | None) -> None:
+    def _turn_started(self, result: Any, error: RpcError | None) -> None:
         if not self._turn_wanted:
             return
         if error is not None:
-            self._end_turn({"Failed": {"message": f"codex refused the turn: {error.get('message')}"}})
+            self._end_turn({"Failed": {"message": f"codex refused the turn: {error.message}"}})
             return
         turn = (result or {}).get("turn") or {}
         self.turn_id = turn.get("id")
@@ -452,9 +436,9 @@ class CodexDriver(LineDriver):
         self._usage_base = dict(self._usage_total)
         self._arm_stall()
 
-        def started(result: Any, error: dict[str, Any] | None) -> None:
+        def started(result: Any, error: RpcError | None) -> None:
             if error is not None:
-                self._end_turn({"Failed": {"message": f"compact: {error.get('message')}"}})
+                self._end_turn({"Failed": {"message": f"compact: {error.message}"}})
 
         self._request("thread/compact/start", {"threadId": self.thread_id}, started)
 
@@ -687,7 +671,7 @@ class CodexDriver(LineDriver):
             # No form UI in protocol 1: refuse, so the tool call fails instead of hanging.
             self._reply(rpc_id, {"action": "decline", "content": None, "_meta": None})
         else:
-            self._reply_error(rpc_id, -32601, f"agentproto does not handle {method}")
+            self._reply_error(rpc_id, METHOD_NOT_FOUND, f"agentproto does not handle {method}")
 
     def _request_id(self, rpc_id: Any) -> str:
         return f"codex-{rpc_id}"
