@@ -187,7 +187,7 @@ def test_shutdown_escalates_to_sigterm_then_sigkill_of_the_group(agents, tmp_pat
         open({str(marker)!r}, "w").write(str(child.pid))
         print("ready", flush=True)
         time.sleep(60)  # ignores the end of its input and SIGTERM
-    """)
+    """, wait_group=True)
     agent.run(until=lambda: bool(agent.lines))
     agent.transport.shutdown(0.1)
     agent.run()
