@@ -158,6 +158,9 @@ class Conversation:
         #: ("reply", command, ok, error) / ("event", event) / ("error", AgentError) / ("closed",)
         self.out: list[tuple[Any, ...]] = []
         self.session_id: str | None = None
+        #: Fault injection: the app's sink raises on the events this picks (a bug
+        #: anywhere while a driver handles one agent line).
+        self.raise_on: Callable[[dict[str, Any]], bool] | None = None
 
     def _factory(self, loop: Loop, spawn: Spawn, record_wire: str | None) -> ScriptedTransport:
         transport = ScriptedTransport(loop, spawn, record_wire)
@@ -172,6 +175,8 @@ class Conversation:
     # -- the Sink
     def event(self, session: Session, event: dict[str, Any]) -> None:
         session.delivered(1)
+        if self.raise_on is not None and self.raise_on(event):
+            raise RuntimeError("injected: the sink failed")
         self.out.append(("event", event))
 
     def session_error(self, session: Session, error: AgentError) -> None:
@@ -242,6 +247,7 @@ class Conversation:
 
     def close(self) -> None:
         """Close the session (if any) and the loop."""
+        self.raise_on = None
         if self.session_id is not None and not any(o[0] == "closed" for o in self.out):
             self.command("close")
             self.run_until(lambda: any(o[0] == "closed" for o in self.out))

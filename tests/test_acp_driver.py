@@ -24,8 +24,8 @@ def rpc(rpc_id: Any, result: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": rpc_id, "result": result}
 
 
-def update(kind: str, **body: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": SESSION, "update": {"sessionUpdate": kind, **body}}}
+def update(update_kind: str, **body: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": SESSION, "update": {"sessionUpdate": update_kind, **body}}}
 
 
 def chunk(text: str) -> dict[str, Any]:

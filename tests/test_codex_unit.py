@@ -3,6 +3,7 @@ fed with app-server lines as the real CLI (0.171.0) wrote them."""
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys

@@ -43,7 +43,8 @@ from agentproto.drivers.acp_mapping import (
 )
 from agentproto.drivers.acp_services import Terminals
 from agentproto.drivers.base import Host, Launch, LineDriver
-from agentproto.jsonrpc import METHOD_NOT_FOUND, Invalid, OnResponse, Peer, Request, Response, RpcError
+from agentproto.drivers.fields import text
+from agentproto.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, Invalid, OnResponse, Peer, Request, Response, RpcError
 from agentproto.wire import AgentError, decode_json_line
 
 PROTOCOL_VERSION = 1
@@ -737,12 +738,24 @@ class AcpDriver(LineDriver):
                 self._respond(rpc_id, error=RpcError(METHOD_NOT_FOUND, f"method not found: {method}"))
         except services.RpcError as exc:
             self._respond(rpc_id, error=RpcError(exc.code, exc.message))
+        except Exception:
+            # The agent waits for every request's answer: one we failed to handle still
+            # gets one (the line guard reports the failure itself).
+            self._forget_permission(rpc_id)
+            self._respond(rpc_id, error=RpcError(INTERNAL_ERROR, f"agentproto could not handle {method}"))
+            raise
+
+    def _forget_permission(self, rpc_id: Any) -> None:
+        for request_id, (pending, _) in list(self._permissions.items()):
+            if pending == rpc_id:
+                del self._permissions[request_id]
+                self._waiting_on_us -= 1
 
     def _on_permission(self, rpc_id: Any, params: dict[str, Any]) -> None:
         options = [o for o in params.get("options") or [] if isinstance(o, dict) and "optionId" in o]
         choices: list[str] = []
         for option in options:
-            choice = KIND_CHOICES.get(option.get("kind"))  # type: ignore[arg-type]
+            choice = KIND_CHOICES.get(text(option.get("kind")))
             if choice and choice not in choices:
                 choices.append(choice)
         if self._turn is None or (self._turn.cancelled) or not choices:
@@ -762,7 +775,7 @@ class AcpDriver(LineDriver):
         request_id = f"perm-{self._permission_seq}"
         self._permissions[request_id] = (rpc_id, options)
         self._waiting_on_us += 1
-        names = [str(o.get("name")) for o in options if o.get("name")]
+        names = [o["name"] for o in options if text(o.get("name"))]
         self.host.emit(
             {
                 "RequestOpened": {

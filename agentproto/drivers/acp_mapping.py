@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentproto.drivers.fields import opt_text, text
 from agentproto.wire import AgentError, tool_update
 
 TOOL_KINDS = {
@@ -97,8 +98,8 @@ def map_plan(entries: Any) -> list[dict[str, str]]:
     out = []
     for entry in entries if isinstance(entries, list) else []:
         if isinstance(entry, dict):
-            status = PLAN_STATUSES.get(str(entry.get("status")), "Pending")
-            out.append({"text": str(entry.get("content", "")), "status": status})
+            status = PLAN_STATUSES.get(text(entry.get("status")), "Pending")
+            out.append({"text": text(entry.get("content")), "status": status})
     return out
 
 
@@ -110,8 +111,8 @@ def map_commands(commands: Any) -> list[dict[str, Any]]:
             out.append(
                 {
                     "name": command["name"],
-                    "description": str(command.get("description") or ""),
-                    "input_hint": hint.get("hint") if isinstance(hint, dict) else None,
+                    "description": text(command.get("description")),
+                    "input_hint": opt_text(hint.get("hint")) if isinstance(hint, dict) else None,
                 }
             )
     return out
@@ -123,9 +124,10 @@ def block_text(block: Any) -> str:
         return ""
     kind = block.get("type")
     if kind == "text":
-        return str(block.get("text", ""))
+        return text(block.get("text"))
     if kind == "resource_link":
-        return f"[{block.get('name') or block.get('uri', '')}]({block.get('uri', '')})"
+        uri = text(block.get("uri"))
+        return f"[{text(block.get('name')) or uri}]({uri})"
     if kind == "resource":
         resource = block.get("resource")
         if isinstance(resource, dict) and isinstance(resource.get("text"), str):

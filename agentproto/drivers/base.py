@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from agentproto import private
 from agentproto.apptools import APP_SERVER as APP_SERVER
 from agentproto.apptools import HOOK_TIMEOUT, TOOL_TIMEOUT
-from agentproto.errors import AgentError, Kind
+from agentproto.errors import AgentError, Kind, excerpt, log
 
 if TYPE_CHECKING:
     from agentproto.drivers.transport import LineTransport, Spawn
@@ -263,7 +263,7 @@ class LineDriver(Driver):
             argv=argv,
             cwd=self.launch.dir,
             env=env,
-            on_line=self.on_line,
+            on_line=self._guarded_line,
             on_exit=self.on_exit,
             on_too_long=self.on_too_long,
             wait_group=wait_group,
@@ -278,6 +278,26 @@ class LineDriver(Driver):
     def on_line(self, line: bytes) -> None:
         """One line the agent wrote (without its newline)."""
         raise NotImplementedError
+
+    def _guarded_line(self, line: bytes) -> None:
+        # The line guard: whatever one line does to the mapping costs that line only.
+        # Without it an exception would end the transport's delivery of the whole read
+        # (the loop logs it), and the good lines read with the bad one would be lost.
+        try:
+            self.on_line(line)
+        except Exception as exc:
+            self.line_failed(line, exc)
+
+    def line_failed(self, line: bytes, exc: Exception) -> None:
+        """One agent line could not be handled: say so (a Diagnostic naming the line and
+        the exception, a traceback on stderr) and go on with the next line."""
+        import traceback  # only on this path: it is not free at start-up
+
+        shown = excerpt(line)
+        log(f"{self.launch.agent_id}: a line raised in the driver: {shown}\n{traceback.format_exc().rstrip()}")
+        self.host.diagnostic(
+            "Warning", f"{self.launch.agent_id}: skipped a line it could not handle ({type(exc).__name__}: {exc}): {shown}"
+        )
 
     def on_exit(self, status: str | None, stderr: str) -> None:
         """The agent exited and its output ended (``status`` as describe_status says)."""

@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 
 from agentproto import private
 from agentproto.drivers.base import Host, Launch, LineDriver
+from agentproto.drivers.fields import obj, opt_integer, opt_text, text
 from agentproto.drivers.claude_mapping import (
     FEATURES,
     MCP_TRANSPORTS,
@@ -50,9 +51,11 @@ from agentproto.drivers.claude_mapping import (
     user_message,
 )
 from agentproto.loop import Timer
-from agentproto.wire import AgentError
+from agentproto.wire import AgentError, decode_json_line
 
 HANDSHAKE_TIMEOUT = 60.0
+#: A stream delta's type -> the member holding its text and the event it becomes.
+DELTA_FIELDS = {"text_delta": ("text", "TextDelta"), "thinking_delta": ("thinking", "ReasoningDelta")}
 #: How long ``close`` waits after ending the CLI's input before signalling its group.
 CLOSE_GRACE = 2.0
 
@@ -135,7 +138,9 @@ class ClaudeDriver(LineDriver):
                 "SpawnFailed", f"{exc.filename or launch.executable}: {exc.strerror or exc}"
             ) from None
         try:
-            self.spawn(argv, env)
+            # Closed means gone: the exit is reported once the CLI's whole group (its
+            # MCP servers, the commands it runs) has exited.
+            self.spawn(argv, env, wait_group=True)
         except BaseException:
             private.remove_tree(self._private)
             raise
@@ -486,13 +491,11 @@ class ClaudeDriver(LineDriver):
         if not line.strip():
             return
         try:
-            msg = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
+            msg = decode_json_line(line)
+        except ValueError as exc:
             self._flush()
             shown = line[:200].decode("utf-8", "replace")
-            self.host.diagnostic(
-                "Warning", f"claude wrote a line that is not JSON: {shown}"
-            )
+            self.host.diagnostic("Warning", f"claude wrote a line that is {exc}: {shown}")
             return
         if self._pending is not None and not (
             isinstance(msg, dict) and msg.get("type") == "stream_event"
@@ -503,16 +506,12 @@ class ClaudeDriver(LineDriver):
                 "Warning", "claude wrote a JSON value that is not an object"
             )
             return
-        handler = self._HANDLERS.get(msg.get("type"))  # type: ignore[arg-type]
-        if handler is None:
-            return  # newer CLIs add message types; skip what we do not know
-        try:
+        kind = msg.get("type")
+        handler = self._HANDLERS.get(kind) if isinstance(kind, str) else None
+        if handler is not None:
             handler(self, msg)
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            self.host.diagnostic(
-                "Warning",
-                f"claude {msg.get('type')} message not understood ({exc!r}); skipped",
-            )
+        # Newer CLIs add message types: what we do not know is skipped. A line that
+        # raises in its handler is the line guard's (LineDriver): a Diagnostic.
 
     def _on_control_response(self, msg: dict[str, Any]) -> None:
         response = msg.get("response") or {}
@@ -526,15 +525,25 @@ class ClaudeDriver(LineDriver):
             callback(body if isinstance(body, dict) else {}, None)
 
     def _on_control_request(self, msg: dict[str, Any]) -> None:
-        request_id = msg["request_id"]
-        body = msg.get("request") or {}
+        request_id = msg.get("request_id")
+        if not isinstance(request_id, str):
+            self.host.diagnostic("Warning", "claude sent a control_request without a string request_id; skipped")
+            return
+        body = obj(msg.get("request"))
         subtype = body.get("subtype")
-        if subtype == "can_use_tool":
-            self._permission(request_id, body)
-        elif subtype == "hook_callback":
-            self._reply(request_id, {})
-        else:
-            self._reply(request_id, error=f"agentproto does not handle {subtype}")
+        try:
+            if subtype == "can_use_tool":
+                self._permission(request_id, body)
+            elif subtype == "hook_callback":
+                self._reply(request_id, {})
+            else:
+                self._reply(request_id, error=f"agentproto does not handle {subtype}")
+        except Exception:
+            # The CLI waits for every control request's answer: one we failed to handle
+            # still gets one (the line guard reports the failure itself).
+            self._requests.pop(request_id, None)
+            self._reply(request_id, error=f"agentproto could not handle {subtype}")
+            raise
 
     def _permission(self, request_id: str, body: dict[str, Any]) -> None:
         name = str(body.get("tool_name", ""))
@@ -631,11 +640,14 @@ class ClaudeDriver(LineDriver):
                 )
 
     def _on_stream_event(self, msg: dict[str, Any]) -> None:
-        event = msg.get("event") or {}
+        event = obj(msg.get("event"))
         kind = event.get("type")
-        parent = msg.get("parent_tool_use_id")
+        parent = opt_text(msg.get("parent_tool_use_id"))
         if kind == "message_start":
-            message_id = event["message"]["id"]
+            message_id = obj(event.get("message")).get("id")
+            if not isinstance(message_id, str):
+                self.host.diagnostic("Warning", "claude: skipped a message_start without a string message id")
+                return
             self._stream_id = message_id
             self._messages.setdefault(message_id, _Message())
             return
@@ -643,23 +655,26 @@ class ClaudeDriver(LineDriver):
         state = self._messages.get(message_id) if message_id else None
         if state is None or message_id is None:
             return
+        index = opt_integer(event.get("index"))
         if kind == "content_block_start":
-            block = event.get("content_block") or {}
-            if block.get("type") in ("text", "thinking"):
-                state.blocks[int(event["index"])] = [block["type"], ""]
+            block = obj(event.get("content_block"))
+            if block.get("type") in ("text", "thinking") and index is not None:
+                state.blocks[index] = [block["type"], ""]
         elif kind == "content_block_delta":
-            delta = event.get("delta") or {}
-            entry = state.blocks.get(int(event.get("index", -1)))
+            delta = obj(event.get("delta"))
+            entry = state.blocks.get(index) if index is not None else None
             if entry is None:
                 return
-            if delta.get("type") == "text_delta" and delta.get("text"):
-                entry[1] += delta["text"]
+            field, kind_name = DELTA_FIELDS.get(text(delta.get("type")), (None, None))
+            if field is None or kind_name is None:
+                return  # signature and input_json deltas carry nothing to stream
+            piece = delta.get(field)
+            if not isinstance(piece, str):
+                self.host.diagnostic("Warning", f"claude: skipped a {delta['type']} whose {field} is not a string")
+            elif piece:
+                entry[1] += piece
                 state.emitted = True
-                self._delta("TextDelta", message_id, delta["text"], parent)
-            elif delta.get("type") == "thinking_delta" and delta.get("thinking"):
-                entry[1] += delta["thinking"]
-                state.emitted = True
-                self._delta("ReasoningDelta", message_id, delta["thinking"], parent)
+                self._delta(kind_name, message_id, piece, parent)
         elif kind == "message_stop":
             self._end_message(message_id, state, parent)
 
@@ -673,8 +688,8 @@ class ClaudeDriver(LineDriver):
             self._emit({"MessageEnded": {"message_id": message_id}}, parent, extensions)
 
     def _on_assistant(self, msg: dict[str, Any]) -> None:
-        message = msg.get("message") or {}
-        parent = msg.get("parent_tool_use_id")
+        message = obj(msg.get("message"))
+        parent = opt_text(msg.get("parent_tool_use_id"))
         if msg.get("error"):
             # A synthetic message reporting an error ("Not logged in", "API Error: …"):
             # the turn's result carries it as the failure; it is not the model's text.
@@ -683,7 +698,7 @@ class ClaudeDriver(LineDriver):
                     result_text(message.get("content")) or "authentication failed"
                 )
             return
-        message_id = str(message.get("id") or msg.get("uuid") or uuid.uuid4())
+        message_id = text(message.get("id")) or text(msg.get("uuid")) or str(uuid.uuid4())
         state = self._messages.get(message_id)
         streamed = state is not None
         if state is None:
@@ -780,8 +795,8 @@ class ClaudeDriver(LineDriver):
     def _on_user(self, msg: dict[str, Any]) -> None:
         if msg.get("isReplay"):
             return
-        message = msg.get("message") or {}
-        parent = msg.get("parent_tool_use_id")
+        message = obj(msg.get("message"))
+        parent = opt_text(msg.get("parent_tool_use_id"))
         content = message.get("content")
         if isinstance(content, str):
             if parent:

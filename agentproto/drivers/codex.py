@@ -42,6 +42,7 @@ from agentproto.drivers.codex_mapping import (
     tool_for_item,
     version_of,
 )
+from agentproto.drivers.fields import integer, obj, objects, opt_integer, opt_text, strings, text
 from agentproto.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, Invalid, Notification, OnResponse, Peer, Request, RpcError
 from agentproto.wire import AgentError, decode_json_line, tool_update
 
@@ -50,6 +51,15 @@ HANDSHAKE_TIMEOUT = 60.0
 DEFAULT_STALL_SECS = 300.0
 CLOSE_GRACE = 3.0
 
+APPROVALS = ("item/commandExecution/requestApproval", "item/fileChange/requestApproval", "item/permissions/requestApproval")
+#: Notifications about one item of the running turn, named by ``itemId``.
+ITEM_NOTIFICATIONS = frozenset({
+    "item/reasoning/summaryPartAdded",
+    "item/commandExecution/outputDelta",
+    "item/fileChange/outputDelta",
+    "item/fileChange/patchUpdated",
+    "item/mcpToolCall/progress",
+})
 FEATURES = ["Images", "Resume", "Fork", "Steer", "Permissions", "Questions", "Plan", "ContextUsage", "Compact"]
 MODES = ("default", "plan")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
@@ -318,14 +328,18 @@ class CodexDriver(LineDriver):
                 params = message.get("params")
                 if not isinstance(params, dict):
                     params = {}
-                item_id = params.get("itemId")
                 if (
                     self._turn_wanted
                     and params.get("threadId") == self.thread_id
                     and (params.get("turnId") == self.turn_id or self._current(params))
-                    and isinstance(item_id, str)
                 ):
-                    self._buffer_delta(delta_kind, item_id, str(params.get("delta", "")))
+                    item_id = params.get("itemId")
+                    delta = params.get("delta")
+                    if type(delta) is str and type(item_id) is str:
+                        self._buffer_delta(delta_kind, item_id, delta)
+                    else:
+                        self._flush_deltas()
+                        self._skipped(str(method), "its delta and itemId must be strings")
                 return
         self._flush_deltas()
         kind = self.rpc.receive(message)  # a response runs its call's callback here
@@ -517,6 +531,9 @@ class CodexDriver(LineDriver):
             return turn not in self._ended
         return turn == self.turn_id
 
+    def _skipped(self, method: str, why: str) -> None:
+        self.host.diagnostic("Warning", f"codex: skipped {method}: {why}")
+
     def _notification(self, method: str, params: dict[str, Any]) -> None:
         if method == "serverRequest/resolved":
             # Codex settled a request itself (an interrupt, a timeout): the app must not
@@ -526,9 +543,9 @@ class CodexDriver(LineDriver):
                 self.host.request_withdrawn(request_id)
             return
         if method == "turn/started":
-            turn = params.get("turn") or {}
-            if self._mine(params) and self._turn_wanted and self.turn_id is None and turn.get("id") not in self._ended:
-                self.turn_id = turn.get("id")  # a compaction turn, started by thread/compact/start
+            turn_id = obj(params.get("turn")).get("id")
+            if self._mine(params) and self._turn_wanted and self.turn_id is None and isinstance(turn_id, str) and turn_id not in self._ended:
+                self.turn_id = turn_id  # a compaction turn, started by thread/compact/start
             return
         if method == "turn/completed":
             self._turn_completed(params)
@@ -536,34 +553,34 @@ class CodexDriver(LineDriver):
         if method in ("warning", "configWarning", "deprecationNotice", "guardianWarning"):
             if not self._mine(params):
                 return
-            text = params.get("message") or params.get("summary") or ""
-            if params.get("details"):
-                text += f" ({params['details']})"
-            self.host.diagnostic("Warning", f"codex: {text}")
+            message = text(params.get("message")) or text(params.get("summary"))
+            if text(params.get("details")):
+                message += f" ({params['details']})"
+            self.host.diagnostic("Warning", f"codex: {message}")
             return
         if method == "error":
             if not self._mine(params):
                 return
-            error = params.get("error") or {}
+            message = text(obj(params.get("error")).get("message"), "an error")
             if params.get("willRetry"):
-                self.host.diagnostic("Warning", f"codex: {error.get('message')} (retrying)")
+                self.host.diagnostic("Warning", f"codex: {message} (retrying)")
             else:
-                self.host.diagnostic("Error", f"codex: {error.get('message')}")
+                self.host.diagnostic("Error", f"codex: {message}")
                 self._progress()
             return
         if method == "thread/name/updated":
-            if self._mine(params) and params.get("threadName"):
+            if self._mine(params) and text(params.get("threadName")):
                 self.host.update(title=params["threadName"])
             return
         if method == "thread/tokenUsage/updated":
             if not self._mine(params):
                 return
-            usage = params.get("tokenUsage") or {}
-            total = usage.get("total") or {}
-            self._usage_total = {k: int(total.get(k) or 0) for k in ("inputTokens", "cachedInputTokens", "outputTokens")}
-            last = usage.get("last") or {}
-            window = usage.get("modelContextWindow")
-            self.host.emit({"ContextUsage": {"used_tokens": int(last.get("totalTokens") or 0), "window_tokens": window, "cost_usd": None}})
+            usage = obj(params.get("tokenUsage"))
+            total = obj(usage.get("total"))
+            self._usage_total = {k: integer(total.get(k)) for k in ("inputTokens", "cachedInputTokens", "outputTokens")}
+            used = integer(obj(usage.get("last")).get("totalTokens"))
+            window = opt_integer(usage.get("modelContextWindow"))
+            self.host.emit({"ContextUsage": {"used_tokens": used, "window_tokens": window, "cost_usd": None}})
             return
         if method == "thread/compacted":
             if self._mine(params):
@@ -572,42 +589,62 @@ class CodexDriver(LineDriver):
         if not self._current(params):
             return
         self._progress()
-        if method == "item/reasoning/summaryPartAdded":
-            if params.get("summaryIndex", 0) > 0:
-                self.host.emit({"ReasoningDelta": {"message_id": params["itemId"], "text": "\n\n"}})
+        if method in ("item/started", "item/completed"):
+            item = params.get("item")
+            if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+                self._skipped(method, "its item has no string id")
+                return
+            self._item(item, method == "item/completed")
+            return
+        if method == "turn/plan/updated":
+            self.host.emit({"PlanUpdated": {"entries": plan_entries(params.get("plan"))}})
+            return
+        item_id = params.get("itemId")
+        if method not in ITEM_NOTIFICATIONS:
+            return  # newer app-servers add notifications; nothing to map
+        if not isinstance(item_id, str):
+            self._skipped(method, "its itemId is not a string")
+        elif method == "item/reasoning/summaryPartAdded":
+            if integer(params.get("summaryIndex")) > 0:
+                self.host.emit({"ReasoningDelta": {"message_id": item_id, "text": "\n\n"}})
         elif method in ("item/commandExecution/outputDelta", "item/fileChange/outputDelta"):
-            self.host.emit({"ToolOutputDelta": {"tool_id": params["itemId"], "text": params.get("delta", "")}})
+            delta = params.get("delta")
+            if isinstance(delta, str):
+                self.host.emit({"ToolOutputDelta": {"tool_id": item_id, "text": delta}})
+            else:
+                self._skipped(method, "its delta is not a string")
         elif method == "item/fileChange/patchUpdated":
-            tool = self._tools.get(params.get("itemId", ""))
+            tool = self._tools.get(item_id)
             if tool is not None:
-                tool["diffs"] = file_diffs(params.get("changes") or [])
-                tool["locations"] = [c.get("path") or "" for c in params.get("changes") or []]
+                changes = objects(params.get("changes"))
+                tool["diffs"] = file_diffs(changes)
+                tool["locations"] = [text(c.get("path")) for c in changes]
                 self.host.emit({"ToolUpdated": dict(tool)})
         elif method == "item/mcpToolCall/progress":
-            self.host.emit({"ToolOutputDelta": {"tool_id": params["itemId"], "text": str(params.get("message", "")) + "\n"}})
-        elif method == "turn/plan/updated":
-            self.host.emit({"PlanUpdated": {"entries": plan_entries(params.get("plan") or [])}})
-        elif method in ("item/started", "item/completed"):
-            self._item(params.get("item") or {}, method == "item/completed")
+            progress = params.get("message")
+            if isinstance(progress, str):
+                self.host.emit({"ToolOutputDelta": {"tool_id": item_id, "text": progress + "\n"}})
+            else:
+                self._skipped(method, "its message is not a string")
 
     def _item(self, item: dict[str, Any], completed: bool) -> None:
         kind = item.get("type")
-        item_id = str(item.get("id"))
+        item_id = text(item.get("id"))
         if kind == "agentMessage":
             if completed:
-                if item_id not in self._streamed and item.get("text"):
-                    self.host.emit({"TextDelta": {"message_id": item_id, "text": item["text"]}})
+                whole = text(item.get("text"))
+                if item_id not in self._streamed and whole:
+                    self.host.emit({"TextDelta": {"message_id": item_id, "text": whole}})
                 self._streamed.discard(item_id)
                 self.host.emit({"MessageEnded": {"message_id": item_id}})
             return
         if kind == "reasoning":
             if completed:
                 if item_id not in self._streamed:
-                    text = "\n\n".join(item.get("summary") or item.get("content") or [])
-                    if text:
-                        self.host.emit({"ReasoningDelta": {"message_id": item_id, "text": text}})
-                    else:
+                    whole = "\n\n".join(strings(item.get("summary")) or strings(item.get("content")))
+                    if not whole:
                         return
+                    self.host.emit({"ReasoningDelta": {"message_id": item_id, "text": whole}})
                 self._streamed.discard(item_id)
                 self.host.emit({"MessageEnded": {"message_id": item_id}})
             return
@@ -616,7 +653,7 @@ class CodexDriver(LineDriver):
                 self._compacted(self.turn_id)
             return
         if kind == "plan":
-            if completed and item.get("text"):
+            if completed and text(item.get("text")):
                 self.host.emit({"PlanProposed": {"markdown": item["text"]}})
             return
         tool = tool_for_item(item)
@@ -635,55 +672,62 @@ class CodexDriver(LineDriver):
             self.host.emit("ContextCompacted")
 
     def _turn_completed(self, params: dict[str, Any]) -> None:
-        turn = params.get("turn") or {}
+        turn = obj(params.get("turn"))
         turn_id = turn.get("id")
-        if not self._mine(params) or not self._turn_wanted or turn_id in self._ended:
+        if not self._mine(params) or not self._turn_wanted or not isinstance(turn_id, str) or turn_id in self._ended:
             return
         if self.turn_id is not None and turn_id != self.turn_id:
             return
         self.turn_id = turn_id
         status = turn.get("status")
         usage = self._turn_usage()
-        error = turn.get("error")
+        error = obj(turn.get("error"))
         if status == "completed":
             self._end_turn({"Completed": {"source": "Protocol"}}, usage)
         elif status == "interrupted":
             self._end_turn("Cancelled", usage)
         elif is_auth_error(error):
-            message = f"authentication failed: {(error or {}).get('message')}"
+            message = f"authentication failed: {text(error.get('message'))}"
             self._end_turn({"Failed": {"message": message}}, usage)
             self.host.fail(AgentError.auth_required(message + "; run `codex login` or set OPENAI_API_KEY", LOGIN))
         else:
-            error = error or {}
-            message = error.get("message") or f"the turn ended {status}"
-            if error.get("additionalDetails"):
+            message = text(error.get("message")) or f"the turn ended {text(status, 'without a status')}"
+            if text(error.get("additionalDetails")):
                 message += f" ({error['additionalDetails']})"
             self._end_turn({"Failed": {"message": message}}, usage)
 
     # -- requests from Codex --------------------------------------------------------------
 
     def _server_request(self, rpc_id: Any, method: str, params: dict[str, Any]) -> None:
-        if method in ("item/commandExecution/requestApproval", "item/fileChange/requestApproval", "item/permissions/requestApproval"):
-            self._permission(rpc_id, method, params)
-        elif method == "item/tool/requestUserInput":
-            self._question(rpc_id, params)
-        elif method == "mcpServer/elicitation/request":
-            # No form UI in protocol 1: refuse, so the tool call fails instead of hanging.
-            self._reply(rpc_id, {"action": "decline", "content": None, "_meta": None})
-        else:
-            self._reply_error(rpc_id, METHOD_NOT_FOUND, f"agentproto does not handle {method}")
+        try:
+            if method in APPROVALS:
+                self._permission(rpc_id, method, params)
+            elif method == "item/tool/requestUserInput":
+                self._question(rpc_id, params)
+            elif method == "mcpServer/elicitation/request":
+                # No form UI in protocol 1: refuse, so the tool call fails instead of hanging.
+                self._reply(rpc_id, {"action": "decline", "content": None, "_meta": None})
+            else:
+                self._reply_error(rpc_id, METHOD_NOT_FOUND, f"agentproto does not handle {method}")
+        except Exception:
+            # Codex waits for every request's answer: one we failed to handle still gets
+            # one (the line guard reports the failure itself).
+            self._requests.pop(self._request_id(rpc_id), None)
+            self._reply_error(rpc_id, INTERNAL_ERROR, f"agentproto could not handle {method}")
+            raise
 
     def _request_id(self, rpc_id: Any) -> str:
         return f"codex-{rpc_id}"
 
     def _permission(self, rpc_id: Any, method: str, params: dict[str, Any]) -> None:
         self._progress()
-        item_id = str(params.get("itemId"))
+        item_id = text(params.get("itemId"), f"approval-{rpc_id}")
+        command = text(params.get("command"))
         tool = self._tools.get(item_id)
         if tool is None:
             if method == "item/commandExecution/requestApproval":
-                tool = tool_update(item_id, "Execute", params.get("command") or "", "Pending",
-                                   {"Command": {"command": params.get("command") or "", "cwd": params.get("cwd")}})
+                tool = tool_update(item_id, "Execute", command, "Pending",
+                                   {"Command": {"command": command, "cwd": opt_text(params.get("cwd"))}})
             elif method == "item/fileChange/requestApproval":
                 tool = tool_update(item_id, "Edit", "Edit files", "Pending")
             else:
@@ -702,21 +746,22 @@ class CodexDriver(LineDriver):
             options.append("DenyOnce")  # Codex takes "decline" even when it does not list it
         request_id = self._request_id(rpc_id)
         self._requests[request_id] = (rpc_id, method, params)
-        detail = params.get("reason")
-        if method == "item/fileChange/requestApproval" and params.get("grantRoot"):
-            detail = (detail + "; " if detail else "") + f"grant write access to {params['grantRoot']}"
+        detail = opt_text(params.get("reason"))
+        root = text(params.get("grantRoot"))
+        if method == "item/fileChange/requestApproval" and root:
+            detail = (detail + "; " if detail else "") + f"grant write access to {root}"
         self.host.emit({"RequestOpened": {"Permission": {"id": request_id, "tool": tool, "options": options, "detail": detail}}})
 
     def _question(self, rpc_id: Any, params: dict[str, Any]) -> None:
         self._progress()
         questions = []
-        for q in params.get("questions") or []:
-            opts = q.get("options") or []
+        for q in objects(params.get("questions")):
+            opts = [o for o in objects(q.get("options")) if isinstance(o.get("label"), str)]
             questions.append({
-                "id": str(q.get("id")),
-                "text": str(q.get("question", "")),
-                "header": q.get("header"),
-                "choices": [{"id": str(o.get("label")), "label": str(o.get("label")), "description": o.get("description")} for o in opts],
+                "id": text(q.get("id")),
+                "text": text(q.get("question")),
+                "header": opt_text(q.get("header")),
+                "choices": [{"id": o["label"], "label": o["label"], "description": opt_text(o.get("description"))} for o in opts],
                 "multi_select": False,
                 "allows_free_text": bool(q.get("isOther")) or not opts,
             })
@@ -734,15 +779,15 @@ class CodexDriver(LineDriver):
         if method == "item/tool/requestUserInput":
             answers: dict[str, Any] = {}
             if isinstance(answer, dict) and "Question" in answer:
-                for question, given in zip(params.get("questions") or [], answer["Question"]):
+                for question, given in zip(objects(params.get("questions")), answer["Question"]):
                     values = given.get("Choices") if "Choices" in given else [given.get("Text", "")]
-                    answers[str(question.get("id"))] = {"answers": list(values or [])}
+                    answers[text(question.get("id"))] = {"answers": list(values or [])}
             self._reply(rpc_id, {"answers": answers})
             return
         choice = answer.get("Permission") if isinstance(answer, dict) else None
         if method == "item/permissions/requestApproval":
             if choice in ("AllowOnce", "AllowAlways"):
-                granted = {k: v for k, v in (params.get("permissions") or {}).items() if v is not None}
+                granted = {k: v for k, v in obj(params.get("permissions")).items() if v is not None}
                 self._reply(rpc_id, {"permissions": granted, "scope": "session" if choice == "AllowAlways" else "turn"})
             else:
                 self._reply(rpc_id, {"permissions": {}, "scope": "turn"})
@@ -753,7 +798,8 @@ class CodexDriver(LineDriver):
             decision = "accept"
         elif choice == "AllowAlways":
             decision = "acceptForSession"
-            for offered in params.get("availableDecisions") or []:
+            offered_list = params.get("availableDecisions")
+            for offered in offered_list if isinstance(offered_list, list) else []:
                 if offered == "acceptForSession":
                     break
                 if isinstance(offered, dict) and "acceptWithExecpolicyAmendment" in offered:

@@ -11,6 +11,7 @@ import math
 import re
 from typing import Any
 
+from agentproto.drivers.fields import obj, objects, opt_text, text
 from agentproto.wire import tool_update
 
 LOGIN: list[dict[str, Any]] = [
@@ -172,20 +173,19 @@ def _hunks(diff: str) -> tuple[str, str]:
     return "".join(old), "".join(new)
 
 
-def file_diffs(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def file_diffs(changes: Any) -> list[dict[str, Any]]:
     diffs = []
-    for change in changes or []:
-        kind = (change.get("kind") or {}).get("type")
-        diff = change.get("diff") or ""
-        path = change.get("path") or ""
-        if kind == "add":
+    for change in objects(changes):
+        kind = obj(change.get("kind"))
+        diff = text(change.get("diff"))
+        path = text(change.get("path"))
+        if kind.get("type") == "add":
             diffs.append({"path": path, "old_text": None, "new_text": diff})
-        elif kind == "delete":
+        elif kind.get("type") == "delete":
             diffs.append({"path": path, "old_text": diff, "new_text": ""})
         else:
             old, new = _hunks(diff)
-            move = (change.get("kind") or {}).get("move_path")
-            diffs.append({"path": move or path, "old_text": old, "new_text": new})
+            diffs.append({"path": text(kind.get("move_path")) or path, "old_text": old, "new_text": new})
     return diffs
 
 
@@ -199,13 +199,13 @@ _ITEM_STATUS = {
 
 def _mcp_output(item: dict[str, Any]) -> str | None:
     if item.get("error"):
-        return str(item["error"].get("message"))
-    result = item.get("result")
+        return text(obj(item["error"]).get("message"), "the tool call failed")
+    result = obj(item.get("result"))
     if not result:
         return None
-    texts = [c.get("text") for c in result.get("content") or [] if isinstance(c, dict) and c.get("type") == "text"]
+    texts = [text(c.get("text")) for c in objects(result.get("content")) if c.get("type") == "text"]
     if texts:
-        return "\n".join(t for t in texts if isinstance(t, str))
+        return "\n".join(texts)
     if result.get("structuredContent") is not None:
         return json.dumps(result["structuredContent"])
     return None
@@ -214,28 +214,29 @@ def _mcp_output(item: dict[str, Any]) -> str | None:
 def tool_for_item(item: dict[str, Any]) -> dict[str, Any] | None:
     """The ToolUpdate of a Codex tool item, or None for non-tool items."""
     kind = item.get("type")
-    item_id = str(item.get("id"))
-    status = _ITEM_STATUS.get(str(item.get("status")), "Running")
+    item_id = text(item.get("id"))
+    status = _ITEM_STATUS.get(text(item.get("status")), "Running")
     if kind == "commandExecution":
         exit_code = item.get("exitCode")
         if status == "Completed" and exit_code not in (None, 0):
             status = "Failed"
-        output = item.get("aggregatedOutput")
+        output = opt_text(item.get("aggregatedOutput"))
         if item.get("status") == "declined" and output is None:
             output = "declined"
+        command = text(item.get("command"))
         return tool_update(
             item_id,
             "Execute",
-            item.get("command") or "",
+            command,
             status,
-            {"Command": {"command": item.get("command") or "", "cwd": item.get("cwd")}},
+            {"Command": {"command": command, "cwd": opt_text(item.get("cwd"))}},
             output,
             raw={"name": "commandExecution", "input": {"command": item.get("command"), "actions": item.get("commandActions")}},
         )
     if kind == "fileChange":
-        changes = item.get("changes") or []
-        paths = [c.get("path") or "" for c in changes]
-        kinds = {(c.get("kind") or {}).get("type") for c in changes}
+        changes = objects(item.get("changes"))
+        paths = [text(c.get("path")) for c in changes]
+        kinds = {obj(c.get("kind")).get("type") for c in changes}
         tool_kind = "Delete" if kinds == {"delete"} else "Edit"
         output = "declined" if item.get("status") == "declined" else None
         return tool_update(
@@ -249,38 +250,40 @@ def tool_for_item(item: dict[str, Any]) -> dict[str, Any] | None:
             locations=paths,
         )
     if kind == "mcpToolCall":
+        server, name = text(item.get("server")), text(item.get("tool"))
         return tool_update(
             item_id,
-            {"Mcp": {"server": str(item.get("server")), "tool": str(item.get("tool"))}},
-            f"{item.get('server')}: {item.get('tool')}",
+            {"Mcp": {"server": server, "tool": name}},
+            f"{server}: {name}",
             status,
             "None",
             _mcp_output(item),
-            raw={"name": str(item.get("tool")), "input": item.get("arguments")},
+            raw={"name": name, "input": item.get("arguments")},
         )
     if kind == "dynamicToolCall":
-        return tool_update(
-            item_id, "Other", str(item.get("tool")), status, "None", None,
-            raw={"name": str(item.get("tool")), "input": item.get("arguments")},
-        )
+        name = text(item.get("tool"))
+        return tool_update(item_id, "Other", name, status, "None", None, raw={"name": name, "input": item.get("arguments")})
     if kind == "webSearch":
-        action = item.get("action") or {}
-        query = item.get("query") or ""
-        if action.get("type") == "openPage" and action.get("url"):
-            tool_input: Any = {"Url": action["url"]}
-            title = f"Open {action['url']}"
+        action = obj(item.get("action"))
+        query = text(item.get("query"))
+        url = text(action.get("url"))
+        if action.get("type") == "openPage" and url:
+            tool_input: Any = {"Url": url}
+            title = f"Open {url}"
         else:
             tool_input = {"Query": query}
             title = f"Search the web: {query}"
         done = "Completed" if item.get("status") is None and query else status
         return tool_update(item_id, "Fetch", title, done, tool_input, None, raw={"name": "webSearch", "input": action})
     if kind == "imageView":
-        return tool_update(item_id, "Read", f"View {item.get('path')}", "Completed", {"Path": str(item.get("path"))})
+        path = text(item.get("path"))
+        return tool_update(item_id, "Read", f"View {path}", "Completed", {"Path": path})
     if kind == "collabAgentToolCall":
+        name = text(item.get("tool"))
         return tool_update(
-            item_id, "Subagent", str(item.get("tool")), status,
-            {"Text": item.get("prompt") or ""}, None,
-            raw={"name": str(item.get("tool")), "input": {"receivers": item.get("receiverThreadIds")}},
+            item_id, "Subagent", name, status,
+            {"Text": text(item.get("prompt"))}, None,
+            raw={"name": name, "input": {"receivers": item.get("receiverThreadIds")}},
         )
     return None
 
@@ -294,8 +297,8 @@ DELTAS = {
 _PLAN_STATUS = {"pending": "Pending", "inProgress": "InProgress", "completed": "Completed"}
 
 
-def plan_entries(plan: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"text": str(s.get("step", "")), "status": _PLAN_STATUS.get(str(s.get("status")), "Pending")} for s in plan]
+def plan_entries(plan: Any) -> list[dict[str, Any]]:
+    return [{"text": text(s.get("step")), "status": _PLAN_STATUS.get(text(s.get("status")), "Pending")} for s in objects(plan)]
 
 
 def auth_status(account_reply: dict[str, Any], env: dict[str, str]) -> Any:
@@ -329,7 +332,7 @@ def is_auth_error(error: dict[str, Any] | None) -> bool:
         for body in info.values():
             if isinstance(body, dict) and body.get("httpStatusCode") == 401:
                 return True
-    return "401 Unauthorized" in str(error.get("message", ""))
+    return "401 Unauthorized" in text(error.get("message"))
 
 
 def sandbox_policy(mode: str) -> dict[str, Any]:
@@ -352,20 +355,20 @@ def _select(option_id: str, name: str, choices: list[dict[str, Any]], current: A
 def config_options(models: list[dict[str, Any]], model: str | None, effort: str | None, sandbox: str | None, mode: str) -> list[dict[str, Any]]:
     choices = []
     efforts: list[str] = []
-    for m in models:
+    for m in objects(models):
         value = m.get("model") or m.get("id")
         if not isinstance(value, str):
             continue
-        choices.append({"value": value, "label": m.get("displayName") or value, "description": m.get("description")})
-        for e in m.get("supportedReasoningEfforts") or []:
+        choices.append({"value": value, "label": text(m.get("displayName")) or value, "description": opt_text(m.get("description"))})
+        for e in objects(m.get("supportedReasoningEfforts")):
             name = e.get("reasoningEffort")
             if isinstance(name, str) and name not in efforts:
                 efforts.append(name)
     if model and all(c["value"] != model for c in choices):
         choices.insert(0, {"value": model, "label": model, "description": None})
-    for e in EFFORTS:
-        if e not in efforts:
-            efforts.append(e)
+    for known in EFFORTS:
+        if known not in efforts:
+            efforts.append(known)
     return [
         _select("model", "Model", choices, model, "model"),
         _select("effort", "Reasoning effort", [{"value": e, "label": e} for e in efforts], effort, "thought_level"),

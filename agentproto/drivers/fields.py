@@ -1,0 +1,53 @@
+"""Typed reads of what an agent wrote: a mapping takes a field only when it has the type
+the protocol says, and never turns a wrong one into text ("None", "5").
+
+An agent's JSON is input we do not control: a field may be missing, null, or of another
+type in a newer (or broken) agent. These helpers give the mappings one way to say "this
+field, if it is a string (a list of objects, ...)", so a wrong value becomes an absent one
+rather than an exception or a stringified lie. Pure functions only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def text(value: Any, default: str = "") -> str:
+    """``value`` if it is a string, else ``default``."""
+    return value if isinstance(value, str) else default
+
+
+def opt_text(value: Any) -> str | None:
+    """``value`` if it is a string, else None."""
+    return value if isinstance(value, str) else None
+
+
+def obj(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def objects(value: Any) -> list[dict[str, Any]]:
+    """The objects of a JSON array (other entries skipped); [] if it is not an array."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def strings(value: Any) -> list[str]:
+    """The strings of a JSON array (other entries skipped); [] if it is not an array."""
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def integer(value: Any, default: int = 0) -> int:
+    """``value`` if it is a JSON integer (not a boolean), else ``default``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def opt_integer(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def number(value: Any) -> float | None:
+    """``value`` as a float if it is a JSON number (not a boolean), else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
