@@ -120,3 +120,14 @@ def test_auth_required_at_session_new_is_auth_required():
     ((value, error),) = conv.replies("open")
     assert value is None and error.kind == "AuthRequired"
     conv.close()
+
+
+def test_a_protocol_failure_quotes_the_agents_line():
+    conv = Conversation()
+    conv.open(AGENT)
+    conv.feed(rpc(conv.transport.sent("initialize")["id"], {**INITIALIZED, "protocolVersion": 2}))
+    conv.run_until(lambda: bool(conv.replies("open")))
+    ((value, error),) = conv.replies("open")
+    assert error.kind == "ProtocolFailed" and "ACP version 2" in error.message
+    assert '"protocolVersion":2' in error.body()["line"]
+    conv.close()

@@ -405,3 +405,13 @@ def test_codex_exiting_mid_turn_fails_the_session_with_its_stderr(conv):
     (error,) = conv.errors()
     assert error.kind == "ProcessExited" and "thread panicked" in str(error.body())
     assert conv.out[-1] == ("closed",)
+
+
+def test_a_refused_initialize_is_protocol_failed_quoting_the_line():
+    conv = Conversation()
+    conv.open(CODEX)
+    conv.feed({"id": conv.transport.sent("initialize")["id"], "error": {"code": -32600, "message": "bad client"}})
+    ((value, error),) = conv.replies("open")
+    assert error.kind == "ProtocolFailed" and "initialize: bad client" in error.message
+    assert "bad client" in error.body()["line"]
+    conv.close()

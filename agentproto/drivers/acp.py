@@ -45,7 +45,8 @@ from agentproto.drivers.acp_services import Terminals
 from agentproto.drivers.base import Host, Launch, LineDriver
 from agentproto.drivers.fields import text
 from agentproto.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, Invalid, OnResponse, Peer, Request, Response, RpcError
-from agentproto.wire import AgentError, decode_json_line
+from agentproto.errors import AgentError, Kind
+from agentproto.wire import decode_json_line
 
 PROTOCOL_VERSION = 1
 #: ACP's JSON-RPC error code for "authentication required".
@@ -224,7 +225,7 @@ class AcpDriver(LineDriver):
 
     def _handshake_expired(self) -> None:
         if self._state == "opening":
-            self._open_failed(AgentError.detail("HandshakeTimeout", f"no answer within {self.handshake_timeout:g}s"))
+            self._open_failed(AgentError.detail(Kind.HANDSHAKE_TIMEOUT, f"no answer within {self.handshake_timeout:g}s"))
 
     def _open_failed(self, error: AgentError) -> None:
         if self._state != "opening":
@@ -240,13 +241,13 @@ class AcpDriver(LineDriver):
             self._open_failed(self._error("initialize", error))
             return
         if not isinstance(result, dict):
-            self._open_failed(AgentError.detail("ProtocolFailed", "initialize answered without a result object"))
+            self._open_failed(AgentError.protocol_failed("initialize answered without a result object", self.line))
             return
         self._init = result
         version = result.get("protocolVersion")
         if version != PROTOCOL_VERSION:
             self._open_failed(
-                AgentError.detail("ProtocolFailed", f"the agent speaks ACP version {version!r}; agentproto speaks 1")
+                AgentError.protocol_failed(f"the agent speaks ACP version {version!r}; agentproto speaks 1", self.line)
             )
             return
         caps = self._caps()
@@ -259,11 +260,11 @@ class AcpDriver(LineDriver):
             return
         base = {"cwd": os.path.abspath(self.launch.dir), "mcpServers": servers}
         if self.launch.fork_at:
-            self._open_failed(AgentError.detail("UnsupportedFeature", "fork_at: ACP forks a whole session"))
+            self._open_failed(AgentError.detail(Kind.UNSUPPORTED_FEATURE, "fork_at: ACP forks a whole session"))
         elif self.launch.fork:
             if session_caps.get("fork") is None:
                 self._open_failed(
-                    AgentError.detail("UnsupportedFeature", "fork: the agent does not offer session/fork")
+                    AgentError.detail(Kind.UNSUPPORTED_FEATURE, "fork: the agent does not offer session/fork")
                 )
                 return
             self._request("session/fork", {"sessionId": self.launch.fork, **base}, self._on_session)
@@ -278,7 +279,7 @@ class AcpDriver(LineDriver):
             else:
                 self._open_failed(
                     AgentError.detail(
-                        "UnsupportedFeature", "resume: the agent offers neither session/resume nor session/load"
+                        Kind.UNSUPPORTED_FEATURE, "resume: the agent offers neither session/resume nor session/load"
                     )
                 )
         else:
@@ -306,8 +307,8 @@ class AcpDriver(LineDriver):
         if error.code == AUTH_REQUIRED:
             return AgentError.auth_required(auth_message(message, self._init.get("authMethods")), self._login())
         if step == "resume":
-            return AgentError.detail("ResumeFailed", message)
-        return AgentError.detail("ProtocolFailed", f"{step}: {message}")
+            return AgentError.detail(Kind.RESUME_FAILED, message)
+        return AgentError.protocol_failed(f"{step}: {message}", self.line)
 
     def _on_session(self, result: Any, error: RpcError | None, session_id: str | None = None) -> None:
         self._replaying = False
@@ -325,7 +326,7 @@ class AcpDriver(LineDriver):
         result = result if isinstance(result, dict) else {}
         self._session = result.get("sessionId") or session_id
         if not isinstance(self._session, str):
-            self._open_failed(AgentError.detail("ProtocolFailed", "session/new answered without a sessionId"))
+            self._open_failed(AgentError.protocol_failed("session/new answered without a sessionId", self.line))
             return
         self._options = map_config_options(result.get("configOptions"), result.get("modes"), result.get("models"))
         self._apply_launch_configure(list(self.launch.configure.items()))
@@ -347,11 +348,11 @@ class AcpDriver(LineDriver):
         entry = self._option(option)
         if entry is None:
             known = ", ".join(o["id"] for o, _, _ in self._options) or "none"
-            done(AgentError.detail("InvalidConfiguration", f"unknown option {option} (options: {known})"))
+            done(AgentError.detail(Kind.INVALID_CONFIGURATION, f"unknown option {option} (options: {known})"))
             return
         problem = self.validate_config(entry[0], value)
         if problem:
-            done(AgentError.detail("InvalidConfiguration", f"{option} {problem}"))
+            done(AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option} {problem}"))
             return
         self._set_option(entry, value, done)
 
@@ -812,7 +813,7 @@ class AcpDriver(LineDriver):
     def configure(self, option: str, value: Any, done: Callable[[AgentError | None], None]) -> None:
         entry = self._option(option)
         if entry is None:
-            done(AgentError.detail("InvalidConfiguration", f"unknown option {option}"))
+            done(AgentError.detail(Kind.INVALID_CONFIGURATION, f"unknown option {option}"))
             return
 
         def finished(error: AgentError | None) -> None:
@@ -835,8 +836,8 @@ class AcpDriver(LineDriver):
         def on_answer(result: Any, error: RpcError | None) -> None:
             if error is not None:
                 err = self._error(f"set {option['id']}", error)
-                if err.kind == "ProtocolFailed":
-                    err = AgentError.detail("InvalidConfiguration", f"{option['id']}: {error.message}")
+                if err.kind == Kind.PROTOCOL_FAILED:
+                    err = AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option['id']}: {error.message}")
                 done(err)
                 return
             if how == "config" and isinstance(result, dict) and isinstance(result.get("configOptions"), list):

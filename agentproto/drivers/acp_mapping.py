@@ -14,7 +14,8 @@ import json
 from typing import Any
 
 from agentproto.drivers.fields import opt_text, text
-from agentproto.wire import AgentError, tool_update
+from agentproto.errors import AgentError, Kind
+from agentproto.wire import tool_update
 
 TOOL_KINDS = {
     "read": "Read",
@@ -368,7 +369,7 @@ def mcp_servers(servers: list[dict[str, Any]], http: bool, sse: bool) -> list[di
             )
             continue
         if (tag == "Http" and not http) or (tag == "Sse" and not sse):
-            raise AgentError.detail("UnsupportedFeature", f"MCP over {tag.upper()} (server {server['name']})")
+            raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, f"MCP over {tag.upper()} (server {server['name']})")
         out.append(
             {
                 "type": tag.lower(),

@@ -247,6 +247,8 @@ class LineDriver(Driver):
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
         self.transport: LineTransport | None = None
+        #: The agent line being handled (None between lines): errors it causes quote it.
+        self.line: bytes | None = None
 
     def spawn(
         self,
@@ -283,10 +285,12 @@ class LineDriver(Driver):
         # The line guard: whatever one line does to the mapping costs that line only.
         # Without it an exception would end the transport's delivery of the whole read
         # (the loop logs it), and the good lines read with the bad one would be lost.
+        self.line = line
         try:
             self.on_line(line)
         except Exception as exc:
             self.line_failed(line, exc)
+        self.line = None
 
     def line_failed(self, line: bytes, exc: Exception) -> None:
         """One agent line could not be handled: say so (a Diagnostic naming the line and

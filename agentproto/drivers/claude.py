@@ -51,7 +51,8 @@ from agentproto.drivers.claude_mapping import (
     user_message,
 )
 from agentproto.loop import Timer
-from agentproto.wire import AgentError, decode_json_line
+from agentproto.errors import AgentError, Kind
+from agentproto.wire import decode_json_line
 
 HANDSHAKE_TIMEOUT = 60.0
 #: A stream delta's type -> the member holding its text and the event it becomes.
@@ -135,7 +136,7 @@ class ClaudeDriver(LineDriver):
         except OSError as exc:
             private.remove_tree(self._private)
             raise AgentError.detail(
-                "SpawnFailed", f"{exc.filename or launch.executable}: {exc.strerror or exc}"
+                Kind.SPAWN_FAILED, f"{exc.filename or launch.executable}: {exc.strerror or exc}"
             ) from None
         try:
             # Closed means gone: the exit is reported once the CLI's whole group (its
@@ -166,7 +167,7 @@ class ClaudeDriver(LineDriver):
             self.state = "closing"
             self.host.open_failed(
                 AgentError.detail(
-                    "HandshakeTimeout",
+                    Kind.HANDSHAKE_TIMEOUT,
                     f"claude did not answer initialize in {HANDSHAKE_TIMEOUT:g} s",
                 )
             )
@@ -177,11 +178,7 @@ class ClaudeDriver(LineDriver):
             return
         if error is not None or response is None:
             self.state = "closing"
-            self.host.open_failed(
-                AgentError.detail(
-                    "ProtocolFailed", f"claude refused initialize: {error}"
-                )
-            )
+            self.host.open_failed(AgentError.protocol_failed(f"claude refused initialize: {error}", self.line))
             self.kill()
             return
         self._init = response
@@ -274,7 +271,7 @@ class ClaudeDriver(LineDriver):
             detail = f"claude exited (status {status}) before it was ready" + (
                 f": {tail}" if tail else ""
             )
-            self.host.open_failed(AgentError.detail("SpawnFailed", detail))
+            self.host.open_failed(AgentError.detail(Kind.SPAWN_FAILED, detail))
         elif previous == "open":
             self.host.fail(AgentError.process_exited(status, stderr))
         self.host.closed()
@@ -385,14 +382,14 @@ class ClaudeDriver(LineDriver):
         else:
             done(
                 AgentError.detail(
-                    "InvalidConfiguration", f"{option}: claude has no such setting"
+                    Kind.INVALID_CONFIGURATION, f"{option}: claude has no such setting"
                 )
             )
             return
 
         def applied(response: dict[str, Any] | None, error: str | None) -> None:
             if error is not None:
-                done(AgentError.detail("InvalidConfiguration", f"{option}: {error}"))
+                done(AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option}: {error}"))
             else:
                 self._setting_changed(option, value)
                 done(None)

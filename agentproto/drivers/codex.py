@@ -44,7 +44,8 @@ from agentproto.drivers.codex_mapping import (
 )
 from agentproto.drivers.fields import integer, obj, objects, opt_integer, opt_text, strings, text
 from agentproto.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, Invalid, Notification, OnResponse, Peer, Request, RpcError
-from agentproto.wire import AgentError, decode_json_line, tool_update
+from agentproto.errors import AgentError, Kind
+from agentproto.wire import decode_json_line, tool_update
 
 CLIENT_INFO = {"name": "agentproto", "title": "agentproto", "version": "0.1"}
 HANDSHAKE_TIMEOUT = 60.0
@@ -144,12 +145,12 @@ class CodexDriver(LineDriver):
             try:
                 os.makedirs(home, mode=0o700, exist_ok=True)  # it will hold auth.json
             except OSError as exc:
-                raise AgentError.detail("SpawnFailed", f"cannot create config_home {home}: {exc}") from None
+                raise AgentError.detail(Kind.SPAWN_FAILED, f"cannot create config_home {home}: {exc}") from None
             env["CODEX_HOME"] = home
         try:
             argv = self.argv()
         except ValueError as exc:
-            raise AgentError.detail("InvalidConfiguration", f"mcp_servers: {exc}") from None
+            raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"mcp_servers: {exc}") from None
         env.update(self.mcp_env)
         # Codex locks the thread while any of its processes lives: the exit is reported
         # once the whole group is gone, so a resume can follow at once.
@@ -163,7 +164,7 @@ class CodexDriver(LineDriver):
 
     def _handshake_expired(self) -> None:
         if not self._ready and not self._closing:
-            self._open_failed(AgentError.detail("HandshakeTimeout", f"codex app-server did not start a thread within {HANDSHAKE_TIMEOUT:g} s"))
+            self._open_failed(AgentError.detail(Kind.HANDSHAKE_TIMEOUT, f"codex app-server did not start a thread within {HANDSHAKE_TIMEOUT:g} s"))
 
     def _open_failed(self, error: AgentError) -> None:
         if self._handshake_timer is not None:
@@ -173,7 +174,7 @@ class CodexDriver(LineDriver):
 
     def _initialized(self, result: Any, error: RpcError | None) -> None:
         if error is not None:
-            self._open_failed(AgentError.detail("ProtocolFailed", f"initialize: {error.message}"))
+            self._open_failed(AgentError.protocol_failed(f"initialize: {error.message}", self.line))
             return
         self.details = {
             "version": version_of(result.get("userAgent", "")),
@@ -248,9 +249,9 @@ class CodexDriver(LineDriver):
         if error is not None:
             message = error.message
             if method in ("thread/resume", "thread/fork"):
-                self._open_failed(AgentError.detail("ResumeFailed", f"{method} {self.launch.resume or self.launch.fork}: {message}"))
+                self._open_failed(AgentError.detail(Kind.RESUME_FAILED, f"{method} {self.launch.resume or self.launch.fork}: {message}"))
             else:
-                self._open_failed(AgentError.detail("ProtocolFailed", f"{method}: {message}"))
+                self._open_failed(AgentError.protocol_failed(f"{method}: {message}", self.line))
             return
         if (
             not self.launch.throwaway or self.tools_disabled
@@ -830,6 +831,6 @@ class CodexDriver(LineDriver):
             self.mode = value
             self._send_mode = True
         else:
-            done(AgentError.detail("InvalidConfiguration", f"{option}: not a Codex option"))
+            done(AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option}: not a Codex option"))
             return
         done(None)  # sent with the next turn/start, which applies it from then on
