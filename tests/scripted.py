@@ -40,9 +40,12 @@ def encode(line: Any) -> bytes:
 class ScriptedTransport:
     """The agent's end of a driver's line conversation, held by a test."""
 
-    def __init__(self, loop: Loop, spawn: Spawn, record_wire: str | None) -> None:
+    def __init__(self, loop: Loop, spawn: Spawn, record_wire: str | None, auto_exit: bool = True) -> None:
         self.loop = loop
         self.spawn = spawn
+        #: Exit as soon as the driver shuts the agent down or kills it (a replay says
+        #: when the agent exited instead).
+        self.auto_exit = auto_exit
         self.record_wire = record_wire
         self.pid: int | None = None
         self.raw: list[bytes] = []
@@ -79,12 +82,14 @@ class ScriptedTransport:
     def shutdown(self, grace: float) -> None:
         self.close_stdin()
         self.shutdown_grace = grace
-        self.exit("0")  # an agent that ends when its input does
+        if self.auto_exit:
+            self.exit("0")  # an agent that ends when its input does
 
     def kill(self) -> None:
         self.killed = True
         self.close_stdin()
-        self.exit("SIGKILL")
+        if self.auto_exit:
+            self.exit("SIGKILL")
 
     def signal(self, signum: int) -> None:
         self.signals.append(signum)
@@ -150,8 +155,9 @@ class ScriptedTransport:
 class Conversation:
     """One session on the real runtime, its agent scripted: what the app sees, in order."""
 
-    def __init__(self, **runtime_args: Any) -> None:
+    def __init__(self, auto_exit: bool = True, **runtime_args: Any) -> None:
         self.loop = Loop()
+        self.auto_exit = auto_exit
         self.transports: list[ScriptedTransport] = []
         self.runtime = Runtime(self.loop, transport_factory=self._factory, **runtime_args)
         self.scope = Scope(self.runtime)
@@ -163,7 +169,7 @@ class Conversation:
         self.raise_on: Callable[[dict[str, Any]], bool] | None = None
 
     def _factory(self, loop: Loop, spawn: Spawn, record_wire: str | None) -> ScriptedTransport:
-        transport = ScriptedTransport(loop, spawn, record_wire)
+        transport = ScriptedTransport(loop, spawn, record_wire, self.auto_exit)
         self.transports.append(transport)
         return transport
 

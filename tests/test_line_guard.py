@@ -66,7 +66,7 @@ MALFORMED: list[tuple[str, Callable[[], Conversation], Any, Any, str]] = [
     ("claude-request-without-id", claude_turn, {"type": "control_request", "request": {"subtype": "can_use_tool"}}, CLAUDE_GOOD, "request_id"),
     ("claude-odd-stream-event", claude_turn, stream({"type": "message_start", "message": ["not", "an", "object"]}), CLAUDE_GOOD, "message id"),
     # A list as sessionUpdate or as an answer's id was unhashable: TypeError.
-    ("acp-list-sessionUpdate", acp_turn, {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": SESSION, "update": {"sessionUpdate": [1]}}}, ACP_GOOD, None),
+    ("acp-list-sessionUpdate", acp_turn, {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": SESSION, "update": {"sessionUpdate": [1]}}}, ACP_GOOD, "sessionUpdate"),
     ("acp-list-id", acp_turn, {"jsonrpc": "2.0", "id": [1], "result": {}}, ACP_GOOD, None),
 ]
 

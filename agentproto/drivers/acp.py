@@ -45,7 +45,7 @@ from agentproto.drivers.acp_services import Terminals
 from agentproto.drivers.base import Host, Launch, LineDriver
 from agentproto.drivers.fields import text
 from agentproto.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, Invalid, OnResponse, Peer, Request, Response, RpcError
-from agentproto.errors import AgentError, Kind
+from agentproto.errors import AgentError, Kind, excerpt
 from agentproto.wire import decode_json_line
 
 PROTOCOL_VERSION = 1
@@ -163,15 +163,17 @@ class AcpDriver(LineDriver):
                 content = update.get("content")
                 if type(content) is dict and content.get("type") == "text":
                     text = content.get("text")
-                    if text and type(text) is str:
-                        message = self._message
-                        acp_id = update.get("messageId")
-                        if message is None or message[0] != "text" or message[1] != acp_id:
-                            message_id = self._message_id("text", acp_id)
-                        else:
-                            message_id = message[2]
-                        self.host.emit({"TextDelta": {"message_id": message_id, "text": text}})
-                    return
+                    if type(text) is str:
+                        if text:
+                            message = self._message
+                            acp_id = update.get("messageId")
+                            if message is None or message[0] != "text" or message[1] != acp_id:
+                                message_id = self._message_id("text", acp_id)
+                            else:
+                                message_id = message[2]
+                            self.host.emit({"TextDelta": {"message_id": message_id, "text": text}})
+                        return
+                # Anything else takes the general path (which also says what is wrong).
         kind = self.rpc.receive(msg)  # an answer to one of our calls runs its callback here
         if isinstance(kind, Invalid):
             self.host.diagnostic("Warning", f"the agent wrote JSON that is not a JSON-RPC message: {line[:200]!r}")
@@ -186,7 +188,10 @@ class AcpDriver(LineDriver):
             update = params.get("update")
             if isinstance(update, dict):
                 name = update.get("sessionUpdate")
-                handler = self._handlers.get(name) if isinstance(name, str) else None
+                if not isinstance(name, str):
+                    self.host.diagnostic("Warning", f"the agent sent a session/update whose sessionUpdate is not a string: {excerpt(line)}")
+                    return
+                handler = self._handlers.get(name)
                 # Before the session is open (and while session/load replays history)
                 # only the session's state is taken, never turn content.
                 if handler is not None and (self._live or name in STATE_UPDATES):
@@ -607,24 +612,30 @@ class AcpDriver(LineDriver):
             self.host.emit({"MessageEnded": {"message_id": self._message[2]}})
             self._message = None
 
-    def _on_message_chunk(self, update: dict[str, Any]) -> None:
+    def _chunk_text(self, update: dict[str, Any]) -> str:
+        """The text of a chunk update ("" for none); a text block whose text is not a
+        string is skipped with a Diagnostic, never turned into text."""
         content = update.get("content")
-        text = (
-            content.get("text") if isinstance(content, dict) and content.get("type") == "text" else block_text(content)
-        )
+        if isinstance(content, dict) and content.get("type") == "text" and not isinstance(content.get("text"), str):
+            self.host.diagnostic("Warning", f"the agent sent a chunk ({update['sessionUpdate']}) whose text is not a string; skipped")
+            return ""
+        return block_text(content)
+
+    def _on_message_chunk(self, update: dict[str, Any]) -> None:
+        text = self._chunk_text(update)
         if text:
             self.host.emit(
                 {"TextDelta": {"message_id": self._message_id("text", update.get("messageId")), "text": text}}
             )
 
     def _on_thought_chunk(self, update: dict[str, Any]) -> None:
-        text = block_text(update.get("content"))
+        text = self._chunk_text(update)
         if text:
             message_id = self._message_id("thought", update.get("messageId"))
             self.host.emit({"ReasoningDelta": {"message_id": message_id, "text": text}})
 
     def _on_user_chunk(self, update: dict[str, Any]) -> None:
-        text = block_text(update.get("content"))
+        text = self._chunk_text(update)
         # An echo of the caller's own prompt is not provider-originated user content.
         if text and not (self._turn is not None and text.strip() and text.strip() in self._turn.prompt):
             self.host.emit(
