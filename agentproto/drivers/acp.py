@@ -736,7 +736,7 @@ class AcpDriver(LineDriver):
 
                 try:
                     self.terminals.wait_for_exit(params, reply)
-                except services.RpcError:
+                except RpcError:
                     self._waiting_on_us -= 1
                     raise
             elif method == "terminal/kill":
@@ -748,8 +748,8 @@ class AcpDriver(LineDriver):
                 self._respond(rpc_id, None)
             else:
                 self._respond(rpc_id, error=RpcError(METHOD_NOT_FOUND, f"method not found: {method}"))
-        except services.RpcError as exc:
-            self._respond(rpc_id, error=RpcError(exc.code, exc.message))
+        except RpcError as exc:
+            self._respond(rpc_id, error=exc)
         except Exception:
             # The agent waits for every request's answer: one we failed to handle still
             # gets one (the line guard reports the failure itself).

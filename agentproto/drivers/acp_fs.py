@@ -39,9 +39,9 @@ import stat
 import sys
 from typing import Any, Iterator
 
-# JSON-RPC error codes the ACP schema defines.
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
+from agentproto.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
+
+#: ACP's own JSON-RPC error code (the others are JSON-RPC's, from jsonrpc.py).
 RESOURCE_NOT_FOUND = -32002
 
 #: Symlinks resolved in one path, at most (Linux's own MAXSYMLINKS), and a path's length
@@ -53,18 +53,6 @@ READ_TEXT_CAP = 16 << 20
 #: Bytes of a file one fs/read_text_file looks at, at most (skipping to ``line`` included):
 #: a bound on the time one read holds the loop (~0.2 s), as the text cap bounds memory.
 READ_SCAN_CAP = 64 << 20
-
-
-class RpcError(Exception):
-    """An error answer to one of the agent's requests."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-    def body(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message}
 
 
 def invalid(message: str) -> RpcError:
