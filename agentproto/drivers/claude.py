@@ -6,11 +6,12 @@ stdio`` so every permission comes to us as a ``can_use_tool`` control request an
 ``--include-partial-messages`` so text streams as deltas. One process serves the whole
 session; each user message we write is one turn, ended by a ``result`` message.
 
+Three files: this one is the session (launch, handshake, turns, settings, the end);
+``claude_stream.py`` turns the CLI's messages into events; ``claude_control.py`` is the
+control protocol both ways (permissions and questions included). The pure mappings are
+in ``claude_mapping.py``, tested on captured CLI output without a process.
+
 Rules of this file:
-- The mapping is pure and lives in ``claude_mapping.py`` (dicts in, protocol values out),
-  tested on captured CLI output without a process.
-- Text reaches the app once: from the stream's deltas, and from a whole ``assistant``
-  message only for what the deltas did not carry (synthetic or unstreamed messages).
 - The CLI is the source of truth for turn boundaries: a ``result`` ends the turn whose
   user message it answers, in the order the messages were written, so a late result of
   a cancelled turn never ends the next one.
@@ -25,55 +26,36 @@ import os
 import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 from agentproto import private
 from agentproto.drivers.base import Host, Launch, LineDriver
-from agentproto.drivers.fields import obj, opt_integer, opt_text, text
+from agentproto.drivers.claude_control import ControlChannel, OnControl
 from agentproto.drivers.claude_mapping import (
     FEATURES,
     MCP_TRANSPORTS,
-    PERMISSION_OPTIONS,
-    always_rules,
     auth_status,
     build_argv,
     config_options,
     initial_mode,
     login_methods,
     mcp_config,
-    question_answers,
-    question_request,
-    result_text,
     slash_commands,
     stop_reason,
-    tool_snapshot,
     turn_usage,
     user_message,
 )
-from agentproto.loop import Timer
+from agentproto.drivers.claude_stream import MessageStream
+from agentproto.drivers.fields import obj
 from agentproto.errors import AgentError, Kind
+from agentproto.loop import Timer
 from agentproto.wire import decode_json_line
 
 HANDSHAKE_TIMEOUT = 60.0
-#: A stream delta's type -> the member holding its text and the event it becomes.
-DELTA_FIELDS = {"text_delta": ("text", "TextDelta"), "thinking_delta": ("thinking", "ReasoningDelta")}
 #: How long ``close`` waits after ending the CLI's input before signalling its group.
 CLOSE_GRACE = 2.0
 
 # -- the driver --------------------------------------------------------------------------
-
-
-class _Message:
-    """What the stream told us of one assistant message: its blocks' streamed text."""
-
-    __slots__ = ("blocks", "emitted", "ended", "matched", "uuid")
-
-    def __init__(self) -> None:
-        self.blocks: dict[int, list[Any]] = {}  # index -> [type, text]
-        self.matched: set[int] = set()
-        self.emitted = False
-        self.ended = False
-        self.uuid: str | None = None  # the transcript entry of its last block
 
 
 class ClaudeDriver(LineDriver):
@@ -85,30 +67,27 @@ class ClaudeDriver(LineDriver):
         self._init: dict[str, Any] | None = None
         self._version: Any = False  # False until get_binary_version answered
         self._handshake: Timer | None = None
-        self._control: dict[
-            str, Callable[[dict[str, Any] | None, str | None], None]
-        ] = {}
-        self._counter = 0
+        self.stream = MessageStream(host)
+        self.control = ControlChannel(host, self.send, self.stream)
+        #: What each message type of the CLI's goes to.
+        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+            "control_response": self.control.on_response,
+            "control_request": self.control.on_request,
+            "control_cancel_request": self.control.on_cancel,
+            "system": self._on_system,
+            "stream_event": self.stream.on_stream_event,
+            "assistant": self.stream.on_assistant,
+            "user": self.stream.on_user,
+            "result": self._on_result,
+        }
         #: Entries of the user messages written, oldest first, until their result:
         #: the engine's turn id, or None for a turn the engine has given up on.
         self._written: deque[str | None] = deque()
         self._turn: str | None = None
         self._cancelling = False
         self._compacting = False
-        self._auth_failed: str | None = None
-        self._messages: dict[str, _Message] = {}
-        self._tools: dict[str, dict[str, Any]] = {}
-        self._requests: dict[str, dict[str, Any]] = {}  # our request id -> CLI request
-        self._always_deny: set[str] = set()
-        self._context_used = 0
-        self._parents: dict[str, str] = {}  # tool id -> the subagent tool it runs under
-        self._stream_id: str | None = None  # the message the stream events are about
         self._details: dict[str, Any] = {}  # as reported to the engine, kept current
         self._settings: dict[str, Any] = {}  # option id -> current value
-        self._pending: list[Any] | None = (
-            None  # [kind, message id, parent, text] not yet sent
-        )
-        self._flush_scheduled = False
         self._private: str | None = None  # the session's private directory, if it needs one
 
     # -- the engine's hooks
@@ -259,13 +238,11 @@ class ClaudeDriver(LineDriver):
 
     def on_exit(self, status: str | None, stderr: str) -> None:
         private.remove_tree(self._private)
-        self._flush()
+        self.stream.flush()
         previous, self.state = self.state, "gone"
         if self._handshake is not None:
             self._handshake.cancel()
-        for callback in list(self._control.values()):
-            callback(None, "claude exited")
-        self._control.clear()
+        self.control.fail_calls("claude exited")
         if previous == "opening":
             tail = stderr.strip()[-2000:]
             detail = f"claude exited (status {status}) before it was ready" + (
@@ -296,7 +273,7 @@ class ClaudeDriver(LineDriver):
         self._turn = turn_id
         self._cancelling = False
         self._compacting = False
-        self._auth_failed = None
+        self.stream.auth_failed = None
         self._written.append(turn_id)
 
     def cancel(self) -> None:
@@ -306,55 +283,7 @@ class ClaudeDriver(LineDriver):
         self._request({"subtype": "interrupt"}, lambda r, e: None)
 
     def answer(self, request: dict[str, Any], answer: Any) -> None:
-        if "Permission" in request:
-            request_id = request["Permission"]["id"]
-        else:
-            request_id = request["Question"]["id"]
-        pending = self._requests.pop(request_id, None)
-        if pending is None:
-            return  # withdrawn by the CLI, or already answered
-        body = pending["request"]
-        tool_name = str(body.get("tool_name", ""))
-        tool_input = body.get("input") if isinstance(body.get("input"), dict) else {}
-        if answer == "Cancel":
-            reply: dict[str, Any] = {
-                "behavior": "deny",
-                "message": "The user dismissed this request.",
-            }
-        elif "Deny" in answer:
-            reply = {"behavior": "deny", "message": answer["Deny"]["message"]}
-        elif "Question" in answer:
-            reply = {
-                "behavior": "allow",
-                "updatedInput": {
-                    **tool_input,
-                    "answers": question_answers(request, answer["Question"]),
-                },
-            }
-        else:
-            choice = answer["Permission"]
-            if choice in ("AllowOnce", "AllowAlways"):
-                reply = {"behavior": "allow", "updatedInput": tool_input}
-                if choice == "AllowAlways":
-                    reply["updatedPermissions"] = always_rules(
-                        tool_name, body.get("permission_suggestions")
-                    )
-            else:
-                if choice == "DenyAlways":
-                    self._always_deny.add(tool_name)
-                reply = {
-                    "behavior": "deny",
-                    "message": "The user denied this tool use.",
-                }
-        self._reply(pending["request_id"], reply)
-        tool_id = body.get("tool_use_id")
-        tool = self._tools.get(tool_id) if isinstance(tool_id, str) else None
-        if (
-            tool is not None
-            and reply["behavior"] == "allow"
-            and tool["status"] == "Pending"
-        ):
-            self._tool_status(tool, "Running", parent=pending.get("parent"))
+        self.control.answer(request, answer)
 
     # -- settings
     def validate_config(self, option: dict[str, Any], value: Any) -> str | None:
@@ -399,89 +328,8 @@ class ClaudeDriver(LineDriver):
             return
         self._request(request, applied)
 
-    # -- plumbing
-    def _request(
-        self,
-        request: dict[str, Any],
-        callback: Callable[[dict[str, Any] | None, str | None], None],
-    ) -> None:
-        self._counter += 1
-        request_id = f"ap_{self._counter}"
-        self._control[request_id] = callback
-        self.send(
-            {"type": "control_request", "request_id": request_id, "request": request}
-        )
-
-    def _reply(
-        self,
-        request_id: str,
-        response: dict[str, Any] | None = None,
-        error: str | None = None,
-    ) -> None:
-        if error is not None:
-            body: dict[str, Any] = {
-                "subtype": "error",
-                "request_id": request_id,
-                "error": error,
-            }
-        else:
-            body = {
-                "subtype": "success",
-                "request_id": request_id,
-                "response": response or {},
-            }
-        self.send({"type": "control_response", "response": body})
-
-    def _emit(
-        self,
-        kind: Any,
-        parent: str | None = None,
-        extensions: dict[str, Any] | None = None,
-    ) -> None:
-        if self._pending is not None:
-            self._flush()
-        self.host.emit(kind, extensions, parent)
-
-    def _delta(self, kind: str, message_id: str, text: str, parent: str | None) -> None:
-        """A text or reasoning delta; the deltas of one read are sent as one event.
-
-        The CLI writes a burst of small deltas at once (one per API stream event); the
-        app gets the same text, joined, at the same moment, for far fewer events.
-        """
-        pending = self._pending
-        if pending is not None:
-            if pending[0] == kind and pending[1] == message_id and pending[2] == parent:
-                pending[3] += text
-                return
-            self._flush()
-        self._pending = [kind, message_id, parent, text]
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.host.loop.call_soon(self._flush_soon)
-
-    def _flush_soon(self) -> None:
-        self._flush_scheduled = False
-        self._flush()
-
-    def _flush(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            kind, message_id, parent, text = pending
-            self.host.emit(
-                {kind: {"message_id": message_id, "text": text}}, None, parent
-            )
-
-    def _tool_status(
-        self,
-        tool: dict[str, Any],
-        status: str,
-        output: str | None = None,
-        parent: str | None = None,
-    ) -> None:
-        tool["status"] = status
-        if output is not None:
-            tool["output"] = output
-        self._emit({"ToolUpdated": dict(tool)}, parent)
+    def _request(self, request: dict[str, Any], callback: OnControl) -> None:
+        self.control.request(request, callback)
 
     # -- what the CLI writes
     def on_line(self, line: bytes) -> None:
@@ -490,108 +338,23 @@ class ClaudeDriver(LineDriver):
         try:
             msg = decode_json_line(line)
         except ValueError as exc:
-            self._flush()
+            self.stream.flush()
             shown = line[:200].decode("utf-8", "replace")
             self.host.diagnostic("Warning", f"claude wrote a line that is {exc}: {shown}")
             return
-        if self._pending is not None and not (
-            isinstance(msg, dict) and msg.get("type") == "stream_event"
-        ):
-            self._flush()  # whatever this line reports comes after the deltas before it
+        if self.stream.holding and not (isinstance(msg, dict) and msg.get("type") == "stream_event"):
+            self.stream.flush()  # whatever this line reports comes after the deltas before it
         if not isinstance(msg, dict):
             self.host.diagnostic(
                 "Warning", "claude wrote a JSON value that is not an object"
             )
             return
         kind = msg.get("type")
-        handler = self._HANDLERS.get(kind) if isinstance(kind, str) else None
+        handler = self._handlers.get(kind) if isinstance(kind, str) else None
         if handler is not None:
-            handler(self, msg)
+            handler(msg)
         # Newer CLIs add message types: what we do not know is skipped. A line that
         # raises in its handler is the line guard's (LineDriver): a Diagnostic.
-
-    def _on_control_response(self, msg: dict[str, Any]) -> None:
-        response = msg.get("response") or {}
-        callback = self._control.pop(str(response.get("request_id")), None)
-        if callback is None:
-            return
-        if response.get("subtype") == "error":
-            callback(None, str(response.get("error") or "error"))
-        else:
-            body = response.get("response")
-            callback(body if isinstance(body, dict) else {}, None)
-
-    def _on_control_request(self, msg: dict[str, Any]) -> None:
-        request_id = msg.get("request_id")
-        if not isinstance(request_id, str):
-            self.host.diagnostic("Warning", "claude sent a control_request without a string request_id; skipped")
-            return
-        body = obj(msg.get("request"))
-        subtype = body.get("subtype")
-        try:
-            if subtype == "can_use_tool":
-                self._permission(request_id, body)
-            elif subtype == "hook_callback":
-                self._reply(request_id, {})
-            else:
-                self._reply(request_id, error=f"agentproto does not handle {subtype}")
-        except Exception:
-            # The CLI waits for every control request's answer: one we failed to handle
-            # still gets one (the line guard reports the failure itself).
-            self._requests.pop(request_id, None)
-            self._reply(request_id, error=f"agentproto could not handle {subtype}")
-            raise
-
-    def _permission(self, request_id: str, body: dict[str, Any]) -> None:
-        name = str(body.get("tool_name", ""))
-        raw_input = body.get("input")
-        tool_input: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
-        raw_id = body.get("tool_use_id")
-        tool_id = raw_id if isinstance(raw_id, str) else request_id
-        parent = self._parents.get(tool_id)
-        tool = self._tools.get(tool_id)
-        if tool is None:
-            tool = self._tools[tool_id] = tool_snapshot(tool_id, name, tool_input)
-            self._emit({"ToolUpdated": dict(tool)}, parent)
-        if name in self._always_deny:
-            self._reply(
-                request_id,
-                {
-                    "behavior": "deny",
-                    "message": "The user denied this tool for the session.",
-                },
-            )
-            self._tool_status(tool, "Denied", parent=parent)
-            return
-        self._requests[request_id] = {
-            "request_id": request_id,
-            "request": body,
-            "parent": parent,
-        }
-        if name == "AskUserQuestion":
-            self._emit(
-                {"RequestOpened": question_request(request_id, tool_input)}, parent
-            )
-            return
-        if name == "ExitPlanMode" and isinstance(tool_input.get("plan"), str):
-            self._emit({"PlanProposed": {"markdown": tool_input["plan"]}}, parent)
-        detail = (
-            body.get("description")
-            or body.get("decision_reason")
-            or body.get("blocked_path")
-        )
-        permission = {
-            "id": request_id,
-            "tool": dict(tool),
-            "options": list(PERMISSION_OPTIONS),
-            "detail": detail if isinstance(detail, str) else None,
-        }
-        self._emit({"RequestOpened": {"Permission": permission}}, parent)
-
-    def _on_control_cancel(self, msg: dict[str, Any]) -> None:
-        request_id = str(msg.get("request_id"))
-        if self._requests.pop(request_id, None) is not None:
-            self.host.request_withdrawn(request_id)
 
     def _on_system(self, msg: dict[str, Any]) -> None:
         subtype = msg.get("subtype")
@@ -617,8 +380,8 @@ class ClaudeDriver(LineDriver):
                 f"{msg.get('attempt')}/{msg.get('max_retries')} in {float(msg.get('retry_delay_ms') or 0) / 1000:.1f} s",
             )
         elif subtype == "compact_boundary":
-            self._context_used = 0
-            self._emit("ContextCompacted")
+            self.stream.context_used = 0
+            self.stream.emit("ContextCompacted")
         elif subtype == "status":
             if msg.get("compact_result") == "failed":
                 self.host.diagnostic(
@@ -636,242 +399,30 @@ class ClaudeDriver(LineDriver):
                     configuration={"options": dict(self._settings)},
                 )
 
-    def _on_stream_event(self, msg: dict[str, Any]) -> None:
-        event = obj(msg.get("event"))
-        kind = event.get("type")
-        parent = opt_text(msg.get("parent_tool_use_id"))
-        if kind == "message_start":
-            message_id = obj(event.get("message")).get("id")
-            if not isinstance(message_id, str):
-                self.host.diagnostic("Warning", "claude: skipped a message_start without a string message id")
-                return
-            self._stream_id = message_id
-            self._messages.setdefault(message_id, _Message())
-            return
-        message_id = self._stream_id
-        state = self._messages.get(message_id) if message_id else None
-        if state is None or message_id is None:
-            return
-        index = opt_integer(event.get("index"))
-        if kind == "content_block_start":
-            block = obj(event.get("content_block"))
-            if block.get("type") in ("text", "thinking") and index is not None:
-                state.blocks[index] = [block["type"], ""]
-        elif kind == "content_block_delta":
-            delta = obj(event.get("delta"))
-            entry = state.blocks.get(index) if index is not None else None
-            if entry is None:
-                return
-            field, kind_name = DELTA_FIELDS.get(text(delta.get("type")), (None, None))
-            if field is None or kind_name is None:
-                return  # signature and input_json deltas carry nothing to stream
-            piece = delta.get(field)
-            if not isinstance(piece, str):
-                self.host.diagnostic("Warning", f"claude: skipped a {delta['type']} whose {field} is not a string")
-            elif piece:
-                entry[1] += piece
-                state.emitted = True
-                self._delta(kind_name, message_id, piece, parent)
-        elif kind == "message_stop":
-            self._end_message(message_id, state, parent)
-
-    def _end_message(
-        self, message_id: str, state: _Message, parent: str | None
-    ) -> None:
-        if state.emitted and not state.ended:
-            state.ended = True
-            # The transcript entry's uuid is what ``fork_at`` (--resume-session-at) takes.
-            extensions = {"claude": {"uuid": state.uuid}} if state.uuid else None
-            self._emit({"MessageEnded": {"message_id": message_id}}, parent, extensions)
-
-    def _on_assistant(self, msg: dict[str, Any]) -> None:
-        message = obj(msg.get("message"))
-        parent = opt_text(msg.get("parent_tool_use_id"))
-        if msg.get("error"):
-            # A synthetic message reporting an error ("Not logged in", "API Error: …"):
-            # the turn's result carries it as the failure; it is not the model's text.
-            if msg["error"] == "authentication_failed":
-                self._auth_failed = (
-                    result_text(message.get("content")) or "authentication failed"
-                )
-            return
-        message_id = text(message.get("id")) or text(msg.get("uuid")) or str(uuid.uuid4())
-        state = self._messages.get(message_id)
-        streamed = state is not None
-        if state is None:
-            state = self._messages[message_id] = _Message()
-        if isinstance(msg.get("uuid"), str):
-            state.uuid = msg["uuid"]
-        usage = message.get("usage")
-        if isinstance(usage, dict) and parent is None:
-            used = sum(
-                v
-                for k, v in usage.items()
-                if k
-                in (
-                    "input_tokens",
-                    "cache_read_input_tokens",
-                    "cache_creation_input_tokens",
-                    "output_tokens",
-                )
-                and isinstance(v, int)
-            )
-            if used:
-                self._context_used = used
-        for block in message.get("content") or []:
-            if not isinstance(block, dict):
-                continue
-            btype = block.get("type")
-            if btype in ("text", "thinking"):
-                whole = block.get("text" if btype == "text" else "thinking")
-                if isinstance(whole, str):
-                    self._reconcile(message_id, state, btype, whole, parent)
-            elif btype == "tool_use":
-                self._tool_started(block, parent)
-        if not streamed:
-            self._end_message(message_id, state, parent)
-
-    def _reconcile(
-        self,
-        message_id: str,
-        state: _Message,
-        btype: str,
-        whole: str,
-        parent: str | None,
-    ) -> None:
-        """Emit what the deltas of this block did not carry (all of it if none streamed)."""
-        seen = ""
-        for index in sorted(state.blocks):
-            entry = state.blocks[index]
-            if index not in state.matched and entry[0] == btype:
-                state.matched.add(index)
-                seen = entry[1]
-                break
-        rest = whole[len(seen) :] if whole.startswith(seen) else ""
-        if rest:
-            state.emitted = True
-            self._delta(
-                "TextDelta" if btype == "text" else "ReasoningDelta",
-                message_id,
-                rest,
-                parent,
-            )
-
-    def _tool_started(self, block: dict[str, Any], parent: str | None) -> None:
-        tool_id = str(block.get("id"))
-        name = str(block.get("name", ""))
-        tool_input = block.get("input")
-        tool = tool_snapshot(tool_id, name, tool_input)
-        previous = self._tools.get(tool_id)
-        if previous is not None:
-            tool["status"] = previous["status"]
-        self._tools[tool_id] = tool
-        if parent:
-            self._parents[tool_id] = parent
-        self._emit({"ToolUpdated": dict(tool)}, parent)
-        if (
-            name == "TodoWrite"
-            and isinstance(tool_input, dict)
-            and isinstance(tool_input.get("todos"), list)
-        ):
-            status = {
-                "pending": "Pending",
-                "in_progress": "InProgress",
-                "completed": "Completed",
-            }
-            entries = [
-                {
-                    "text": str(t.get("content", "")),
-                    "status": status.get(str(t.get("status")), "Pending"),
-                }
-                for t in tool_input["todos"]
-                if isinstance(t, dict)
-            ]
-            self._emit({"PlanUpdated": {"entries": entries}}, parent)
-
-    def _on_user(self, msg: dict[str, Any]) -> None:
-        if msg.get("isReplay"):
-            return
-        message = obj(msg.get("message"))
-        parent = opt_text(msg.get("parent_tool_use_id"))
-        content = message.get("content")
-        if isinstance(content, str):
-            if parent:
-                self._user_message(msg, content, parent)
-            return
-        for block in content or []:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "tool_result":
-                tool_id = str(block.get("tool_use_id"))
-                tool = self._tools.get(tool_id)
-                if tool is None:
-                    continue
-                status = "Failed" if block.get("is_error") else "Completed"
-                if tool["status"] == "Denied":
-                    status = "Denied"
-                self._tool_status(
-                    tool, status, result_text(block.get("content")), parent
-                )
-                self._tools.pop(tool_id, None)
-            elif block.get("type") == "text" and parent:
-                self._user_message(msg, str(block.get("text", "")), parent)
-
-    def _user_message(self, msg: dict[str, Any], body: str, parent: str) -> None:
-        """User-role content of a subagent (its prompt from the parent agent): whole at once."""
-        message_id = str(msg.get("uuid") or uuid.uuid4())
-        self._emit({"UserMessage": {"message_id": message_id, "text": body}}, parent)
-        self._emit({"MessageEnded": {"message_id": message_id}}, parent)
-
     def _on_result(self, msg: dict[str, Any]) -> None:
         owner = self._written.popleft() if self._written else None
         if owner is None or owner != self._turn:
             return  # the result of a turn the engine already ended
-        for message_id, state in self._messages.items():
-            self._end_message(message_id, state, None)
-        self._messages.clear()
+        stream = self.stream
+        stream.end_messages()
         window = None
-        for entry in (msg.get("modelUsage") or {}).values():
+        for entry in obj(msg.get("modelUsage")).values():
             if isinstance(entry, dict) and isinstance(entry.get("contextWindow"), int):
                 window = max(window or 0, entry["contextWindow"])
         cost = msg.get("total_cost_usd")
-        if self._context_used or isinstance(cost, (int, float)):
-            self._emit(
-                {
-                    "ContextUsage": {
-                        "used_tokens": self._context_used,
-                        "window_tokens": window,
-                        "cost_usd": float(cost)
-                        if isinstance(cost, (int, float))
-                        else None,
-                    }
-                }
-            )
-        auth_failed = self._auth_failed
+        cost_usd = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
+        if stream.context_used or cost_usd is not None:
+            stream.emit({"ContextUsage": {"used_tokens": stream.context_used, "window_tokens": window, "cost_usd": cost_usd}})
+        auth_failed = stream.auth_failed
         stop = stop_reason(msg, self._cancelling)
         if self._compacting and not self._cancelling and "Failed" not in stop:
             stop = {"Completed": {"source": "Protocol"}}
         self._turn = None
         self._cancelling = False
         self._compacting = False
-        self._auth_failed = None
-        self._tools.clear()
-        self._requests.clear()
+        stream.auth_failed = None
+        stream.tools.clear()
+        self.control.requests.clear()
         self.host.end_turn(stop, turn_usage(msg))
         if auth_failed is not None:
-            self.host.fail(
-                AgentError.auth_required(
-                    auth_failed, login_methods(self.launch.executable)
-                )
-            )
-
-    _HANDLERS: ClassVar[dict[str, Callable[[ClaudeDriver, dict[str, Any]], None]]] = {
-        "control_response": _on_control_response,
-        "control_request": _on_control_request,
-        "control_cancel_request": _on_control_cancel,
-        "system": _on_system,
-        "stream_event": _on_stream_event,
-        "assistant": _on_assistant,
-        "user": _on_user,
-        "result": _on_result,
-    }
+            self.host.fail(AgentError.auth_required(auth_failed, login_methods(self.launch.executable)))
