@@ -6,13 +6,14 @@ JSON-RPC 2.0 without the ``"jsonrpc"`` member; both sides number their own reque
 so a line is classified by its keys: ``method`` + ``id`` is a request from Codex,
 ``method`` alone a notification, ``id`` alone a reply to us.
 
+This file is the session: launch, handshake and thread, the JSON-RPC line path, turns,
+the no-progress watchdog, settings, the end. ``codex_items.py`` maps what Codex says
+during the session (notifications, items) and what it asks (approvals, questions);
+``codex_mapping.py`` holds the pure value mappings.
+
 Rules of this file:
-- Only the process's own thread is mapped; other threads' items (subagents) are skipped.
-- Codex reports ``thread/status/changed`` idle *before* ``turn/completed``; status is
-  the engine's, so thread status is ignored here and the turn ends on ``turn/completed``.
-- Approvals are always asked (approval policy ``on-request``) and routed to the engine,
-  which answers them itself for AutoApprove and AcceptEdits. The sandbox is never
-  widened on our own: it stays Codex's configured one unless ``configure sandbox`` says.
+- The sandbox is never widened on our own: it stays Codex's configured one unless
+  ``configure sandbox`` says.
 - A turn that makes no progress for ``AGENTPROTO_CODEX_STALL_SECS`` (default 300 s; an
   unreachable provider makes Codex reconnect forever) is interrupted and ends Failed.
 - Values given to Codex as ``-c key=value`` are TOML, written by ``toml_value`` with the
@@ -21,46 +22,32 @@ Rules of this file:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from typing import Any
 
 from agentproto.drivers.base import Host, Launch, LineDriver
+from agentproto.drivers.codex_items import CodexItems
 from agentproto.drivers.codex_mapping import (
     DELTAS,
     LOGIN,
     SANDBOX_NAMES,
     auth_status,
     config_options,
-    file_diffs,
-    is_auth_error,
     mcp_config,
-    plan_entries,
     sandbox_policy,
     toml_value,
-    tool_for_item,
     version_of,
 )
-from agentproto.drivers.fields import integer, obj, objects, opt_integer, opt_text, strings, text
-from agentproto.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, Invalid, Notification, OnResponse, Peer, Request, RpcError
 from agentproto.errors import AgentError, Kind
-from agentproto.wire import decode_json_line, tool_update
+from agentproto.jsonrpc import INTERNAL_ERROR, Invalid, Notification, OnResponse, Peer, Request, RpcError
+from agentproto.wire import decode_json_line
 
 CLIENT_INFO = {"name": "agentproto", "title": "agentproto", "version": "0.1"}
 HANDSHAKE_TIMEOUT = 60.0
 DEFAULT_STALL_SECS = 300.0
 CLOSE_GRACE = 3.0
 
-APPROVALS = ("item/commandExecution/requestApproval", "item/fileChange/requestApproval", "item/permissions/requestApproval")
-#: Notifications about one item of the running turn, named by ``itemId``.
-ITEM_NOTIFICATIONS = frozenset({
-    "item/reasoning/summaryPartAdded",
-    "item/commandExecution/outputDelta",
-    "item/fileChange/outputDelta",
-    "item/fileChange/patchUpdated",
-    "item/mcpToolCall/progress",
-})
 FEATURES = ["Images", "Resume", "Fork", "Steer", "Permissions", "Questions", "Plan", "ContextUsage", "Compact"]
 MODES = ("default", "plan")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
@@ -80,7 +67,7 @@ TEXT_ONLY = "Answer with text only. Do not call any tool, do not run commands an
 # -- the driver -------------------------------------------------------------------------
 
 
-class CodexDriver(LineDriver):
+class CodexDriver(CodexItems, LineDriver):
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
         self.loop = host.loop
@@ -516,299 +503,6 @@ class CodexDriver(LineDriver):
         self._end_turn({"Failed": {"message": (
             f"no progress from Codex for {self.stall_secs:g} s: the model provider may be unreachable "
             "(set AGENTPROTO_CODEX_STALL_SECS to wait longer)")}})
-
-    # -- notifications --------------------------------------------------------------------
-
-    def _mine(self, params: dict[str, Any]) -> bool:
-        thread = params.get("threadId")
-        return thread is None or thread == self.thread_id
-
-    def _current(self, params: dict[str, Any]) -> bool:
-        """A notification about our running turn (not a stale or foreign one)."""
-        if not self._mine(params) or not self._turn_wanted:
-            return False
-        turn = params.get("turnId")
-        if turn is None or self.turn_id is None:
-            return turn not in self._ended
-        return turn == self.turn_id
-
-    def _skipped(self, method: str, why: str) -> None:
-        self.host.diagnostic("Warning", f"codex: skipped {method}: {why}")
-
-    def _notification(self, method: str, params: dict[str, Any]) -> None:
-        if method == "serverRequest/resolved":
-            # Codex settled a request itself (an interrupt, a timeout): the app must not
-            # keep waiting on it. One the app answered was popped already.
-            request_id = self._request_id(params.get("requestId"))
-            if self._mine(params) and self._requests.pop(request_id, None) is not None:
-                self.host.request_withdrawn(request_id)
-            return
-        if method == "turn/started":
-            turn_id = obj(params.get("turn")).get("id")
-            if self._mine(params) and self._turn_wanted and self.turn_id is None and isinstance(turn_id, str) and turn_id not in self._ended:
-                self.turn_id = turn_id  # a compaction turn, started by thread/compact/start
-            return
-        if method == "turn/completed":
-            self._turn_completed(params)
-            return
-        if method in ("warning", "configWarning", "deprecationNotice", "guardianWarning"):
-            if not self._mine(params):
-                return
-            message = text(params.get("message")) or text(params.get("summary"))
-            if text(params.get("details")):
-                message += f" ({params['details']})"
-            self.host.diagnostic("Warning", f"codex: {message}")
-            return
-        if method == "error":
-            if not self._mine(params):
-                return
-            message = text(obj(params.get("error")).get("message"), "an error")
-            if params.get("willRetry"):
-                self.host.diagnostic("Warning", f"codex: {message} (retrying)")
-            else:
-                self.host.diagnostic("Error", f"codex: {message}")
-                self._progress()
-            return
-        if method == "thread/name/updated":
-            if self._mine(params) and text(params.get("threadName")):
-                self.host.update(title=params["threadName"])
-            return
-        if method == "thread/tokenUsage/updated":
-            if not self._mine(params):
-                return
-            usage = obj(params.get("tokenUsage"))
-            total = obj(usage.get("total"))
-            self._usage_total = {k: integer(total.get(k)) for k in ("inputTokens", "cachedInputTokens", "outputTokens")}
-            used = integer(obj(usage.get("last")).get("totalTokens"))
-            window = opt_integer(usage.get("modelContextWindow"))
-            self.host.emit({"ContextUsage": {"used_tokens": used, "window_tokens": window, "cost_usd": None}})
-            return
-        if method == "thread/compacted":
-            if self._mine(params):
-                self._compacted(params.get("turnId"))
-            return
-        if not self._current(params):
-            return
-        self._progress()
-        if method in ("item/started", "item/completed"):
-            item = params.get("item")
-            if not isinstance(item, dict) or not isinstance(item.get("id"), str):
-                self._skipped(method, "its item has no string id")
-                return
-            self._item(item, method == "item/completed")
-            return
-        if method == "turn/plan/updated":
-            self.host.emit({"PlanUpdated": {"entries": plan_entries(params.get("plan"))}})
-            return
-        item_id = params.get("itemId")
-        if method not in ITEM_NOTIFICATIONS:
-            return  # newer app-servers add notifications; nothing to map
-        if not isinstance(item_id, str):
-            self._skipped(method, "its itemId is not a string")
-        elif method == "item/reasoning/summaryPartAdded":
-            if integer(params.get("summaryIndex")) > 0:
-                self.host.emit({"ReasoningDelta": {"message_id": item_id, "text": "\n\n"}})
-        elif method in ("item/commandExecution/outputDelta", "item/fileChange/outputDelta"):
-            delta = params.get("delta")
-            if isinstance(delta, str):
-                self.host.emit({"ToolOutputDelta": {"tool_id": item_id, "text": delta}})
-            else:
-                self._skipped(method, "its delta is not a string")
-        elif method == "item/fileChange/patchUpdated":
-            tool = self._tools.get(item_id)
-            if tool is not None:
-                changes = objects(params.get("changes"))
-                tool["diffs"] = file_diffs(changes)
-                tool["locations"] = [text(c.get("path")) for c in changes]
-                self.host.emit({"ToolUpdated": dict(tool)})
-        elif method == "item/mcpToolCall/progress":
-            progress = params.get("message")
-            if isinstance(progress, str):
-                self.host.emit({"ToolOutputDelta": {"tool_id": item_id, "text": progress + "\n"}})
-            else:
-                self._skipped(method, "its message is not a string")
-
-    def _item(self, item: dict[str, Any], completed: bool) -> None:
-        kind = item.get("type")
-        item_id = text(item.get("id"))
-        if kind == "agentMessage":
-            if completed:
-                whole = text(item.get("text"))
-                if item_id not in self._streamed and whole:
-                    self.host.emit({"TextDelta": {"message_id": item_id, "text": whole}})
-                self._streamed.discard(item_id)
-                self.host.emit({"MessageEnded": {"message_id": item_id}})
-            return
-        if kind == "reasoning":
-            if completed:
-                if item_id not in self._streamed:
-                    whole = "\n\n".join(strings(item.get("summary")) or strings(item.get("content")))
-                    if not whole:
-                        return
-                    self.host.emit({"ReasoningDelta": {"message_id": item_id, "text": whole}})
-                self._streamed.discard(item_id)
-                self.host.emit({"MessageEnded": {"message_id": item_id}})
-            return
-        if kind == "contextCompaction":
-            if completed:
-                self._compacted(self.turn_id)
-            return
-        if kind == "plan":
-            if completed and text(item.get("text")):
-                self.host.emit({"PlanProposed": {"markdown": item["text"]}})
-            return
-        tool = tool_for_item(item)
-        if tool is None:
-            return
-        if completed:
-            self._tools.pop(item_id, None)
-        else:
-            self._tools[item_id] = tool
-        self.host.emit({"ToolUpdated": tool})
-
-    def _compacted(self, turn_id: Any) -> None:
-        # Codex reports a compaction as an item and (older versions) as thread/compacted.
-        if turn_id is None or turn_id != self._compacted_turn:
-            self._compacted_turn = turn_id
-            self.host.emit("ContextCompacted")
-
-    def _turn_completed(self, params: dict[str, Any]) -> None:
-        turn = obj(params.get("turn"))
-        turn_id = turn.get("id")
-        if not self._mine(params) or not self._turn_wanted or not isinstance(turn_id, str) or turn_id in self._ended:
-            return
-        if self.turn_id is not None and turn_id != self.turn_id:
-            return
-        self.turn_id = turn_id
-        status = turn.get("status")
-        usage = self._turn_usage()
-        error = obj(turn.get("error"))
-        if status == "completed":
-            self._end_turn({"Completed": {"source": "Protocol"}}, usage)
-        elif status == "interrupted":
-            self._end_turn("Cancelled", usage)
-        elif is_auth_error(error):
-            message = f"authentication failed: {text(error.get('message'))}"
-            self._end_turn({"Failed": {"message": message}}, usage)
-            self.host.fail(AgentError.auth_required(message + "; run `codex login` or set OPENAI_API_KEY", LOGIN))
-        else:
-            message = text(error.get("message")) or f"the turn ended {text(status, 'without a status')}"
-            if text(error.get("additionalDetails")):
-                message += f" ({error['additionalDetails']})"
-            self._end_turn({"Failed": {"message": message}}, usage)
-
-    # -- requests from Codex --------------------------------------------------------------
-
-    def _server_request(self, rpc_id: Any, method: str, params: dict[str, Any]) -> None:
-        try:
-            if method in APPROVALS:
-                self._permission(rpc_id, method, params)
-            elif method == "item/tool/requestUserInput":
-                self._question(rpc_id, params)
-            elif method == "mcpServer/elicitation/request":
-                # No form UI in protocol 1: refuse, so the tool call fails instead of hanging.
-                self._reply(rpc_id, {"action": "decline", "content": None, "_meta": None})
-            else:
-                self._reply_error(rpc_id, METHOD_NOT_FOUND, f"agentproto does not handle {method}")
-        except Exception:
-            # Codex waits for every request's answer: one we failed to handle still gets
-            # one (the line guard reports the failure itself).
-            self._requests.pop(self._request_id(rpc_id), None)
-            self._reply_error(rpc_id, INTERNAL_ERROR, f"agentproto could not handle {method}")
-            raise
-
-    def _request_id(self, rpc_id: Any) -> str:
-        return f"codex-{rpc_id}"
-
-    def _permission(self, rpc_id: Any, method: str, params: dict[str, Any]) -> None:
-        self._progress()
-        item_id = text(params.get("itemId"), f"approval-{rpc_id}")
-        command = text(params.get("command"))
-        tool = self._tools.get(item_id)
-        if tool is None:
-            if method == "item/commandExecution/requestApproval":
-                tool = tool_update(item_id, "Execute", command, "Pending",
-                                   {"Command": {"command": command, "cwd": opt_text(params.get("cwd"))}})
-            elif method == "item/fileChange/requestApproval":
-                tool = tool_update(item_id, "Edit", "Edit files", "Pending")
-            else:
-                tool = tool_update(item_id, "Other", "Extra permissions", "Pending",
-                                   raw={"name": "permissions", "input": params.get("permissions")})
-        tool = dict(tool, status="Pending")
-        options = ["AllowOnce", "AllowAlways", "DenyOnce"]
-        available = params.get("availableDecisions")
-        if isinstance(available, list):
-            names = {d if isinstance(d, str) else next(iter(d), "") for d in available if isinstance(d, (str, dict))}
-            options = []
-            if "accept" in names:
-                options.append("AllowOnce")
-            if names & {"acceptForSession", "acceptWithExecpolicyAmendment"}:
-                options.append("AllowAlways")
-            options.append("DenyOnce")  # Codex takes "decline" even when it does not list it
-        request_id = self._request_id(rpc_id)
-        self._requests[request_id] = (rpc_id, method, params)
-        detail = opt_text(params.get("reason"))
-        root = text(params.get("grantRoot"))
-        if method == "item/fileChange/requestApproval" and root:
-            detail = (detail + "; " if detail else "") + f"grant write access to {root}"
-        self.host.emit({"RequestOpened": {"Permission": {"id": request_id, "tool": tool, "options": options, "detail": detail}}})
-
-    def _question(self, rpc_id: Any, params: dict[str, Any]) -> None:
-        self._progress()
-        questions = []
-        for q in objects(params.get("questions")):
-            opts = [o for o in objects(q.get("options")) if isinstance(o.get("label"), str)]
-            questions.append({
-                "id": text(q.get("id")),
-                "text": text(q.get("question")),
-                "header": opt_text(q.get("header")),
-                "choices": [{"id": o["label"], "label": o["label"], "description": opt_text(o.get("description"))} for o in opts],
-                "multi_select": False,
-                "allows_free_text": bool(q.get("isOther")) or not opts,
-            })
-        request_id = self._request_id(rpc_id)
-        self._requests[request_id] = (rpc_id, "item/tool/requestUserInput", params)
-        self.host.emit({"RequestOpened": {"Question": {"id": request_id, "questions": questions}}})
-
-    def answer(self, request: dict[str, Any], answer: Any) -> None:
-        body = request.get("Permission") or request.get("Question") or {}
-        pending = self._requests.pop(str(body.get("id")), None)
-        if pending is None:
-            return
-        rpc_id, method, params = pending
-        self._progress()
-        if method == "item/tool/requestUserInput":
-            answers: dict[str, Any] = {}
-            if isinstance(answer, dict) and "Question" in answer:
-                for question, given in zip(objects(params.get("questions")), answer["Question"]):
-                    values = given.get("Choices") if "Choices" in given else [given.get("Text", "")]
-                    answers[text(question.get("id"))] = {"answers": list(values or [])}
-            self._reply(rpc_id, {"answers": answers})
-            return
-        choice = answer.get("Permission") if isinstance(answer, dict) else None
-        if method == "item/permissions/requestApproval":
-            if choice in ("AllowOnce", "AllowAlways"):
-                granted = {k: v for k, v in obj(params.get("permissions")).items() if v is not None}
-                self._reply(rpc_id, {"permissions": granted, "scope": "session" if choice == "AllowAlways" else "turn"})
-            else:
-                self._reply(rpc_id, {"permissions": {}, "scope": "turn"})
-            return
-        if answer == "Cancel":
-            decision: Any = "cancel"
-        elif choice == "AllowOnce":
-            decision = "accept"
-        elif choice == "AllowAlways":
-            decision = "acceptForSession"
-            offered_list = params.get("availableDecisions")
-            for offered in offered_list if isinstance(offered_list, list) else []:
-                if offered == "acceptForSession":
-                    break
-                if isinstance(offered, dict) and "acceptWithExecpolicyAmendment" in offered:
-                    decision = offered
-                    break
-        else:
-            decision = "decline"
-        self._reply(rpc_id, {"decision": decision})
 
     # -- settings -------------------------------------------------------------------------
 
