@@ -11,46 +11,38 @@ Rules of this file:
 - The agent and every terminal it starts live in their own process groups; close leaves
   none of them behind, even when the agent's leader already exited.
 - What the agent sends is mapped by the pure functions of ``acp_mapping``; fs/* and
-  terminal/* are served by ``acp_services``. This file is the conversation: handshake,
-  session setup, turns, requests, shutdown.
+  terminal/* are served by ``acp_services``. This file is the session: the JSON-RPC line
+  path, the handshake, the session's setup and configuration, shutdown; the turns, the
+  session updates and the agent's requests are ``acp_turns.py``.
 """
 
 from __future__ import annotations
 
-import base64
-import mimetypes
 import os
 from typing import Any, Callable
 
-from agentproto.drivers import acp_services as services
 from agentproto.drivers.acp_mapping import (
-    FINISHED,
-    KIND_CHOICES,
     STATE_UPDATES,
     auth_message,
-    block_text,
     login_steps,
-    map_commands,
     map_config_options,
-    map_context_usage,
-    map_plan,
-    map_stop_reason,
-    map_usage,
     mcp_servers,
-    merge_tool_call,
-    permission_outcome,
-    public_tool,
 )
 from agentproto.drivers.acp_services import Terminals
+from agentproto.drivers.acp_turns import AUTH_REQUIRED, AcpTurns, _Turn
 from agentproto.drivers.base import Host, Launch, LineDriver
-from agentproto.drivers.fields import text
-from agentproto.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, Invalid, OnResponse, Peer, Request, Response, RpcError
 from agentproto.errors import AgentError, Kind, excerpt
+from agentproto.jsonrpc import (
+    Invalid,
+    OnResponse,
+    Peer,
+    Request,
+    Response,
+    RpcError,
+)
 from agentproto.wire import decode_json_line
 
 PROTOCOL_VERSION = 1
-#: ACP's JSON-RPC error code for "authentication required".
-AUTH_REQUIRED = -32000
 
 DEFAULT_HANDSHAKE_TIMEOUT = 120.0
 DEFAULT_TURN_TIMEOUT = 1800.0
@@ -61,18 +53,7 @@ TERMINALS_GRACE = 3.0
 # -- the driver --------------------------------------------------------------------------
 
 
-class _Turn:
-    __slots__ = ("id", "rpc_id", "cancelled", "prompt", "tools")
-
-    def __init__(self, turn_id: str, prompt: str) -> None:
-        self.id = turn_id
-        self.rpc_id: int | None = None
-        self.cancelled = False
-        self.prompt = prompt
-        self.tools: list[str] = []
-
-
-class AcpDriver(LineDriver):
+class AcpDriver(AcpTurns, LineDriver):
     """One ACP agent process serving one agentproto session."""
 
     def __init__(self, host: Host, launch: Launch) -> None:
@@ -475,343 +456,6 @@ class AcpDriver(LineDriver):
     def resume_output(self) -> None:
         super().resume_output()
         self.terminals.resume()
-
-    # -- turns ------------------------------------------------------------------------
-
-    def start_turn(self, turn_id: str, text: str, attachments: list[str]) -> None:
-        turn = _Turn(turn_id, text)
-        self._turn = turn
-        blocks = self._prompt_blocks(text, attachments)
-        turn.rpc_id = self._request(
-            "session/prompt",
-            {"sessionId": self._session, "prompt": blocks},
-            lambda r, e: self._on_prompt_answer(turn, r, e),
-        )
-        self.host.turn_acknowledged()
-        self._last_seen = self.loop.time()
-        self._arm_turn_timer()
-
-    def _prompt_blocks(self, text: str, attachments: list[str]) -> list[dict[str, Any]]:
-        blocks: list[dict[str, Any]] = []
-        if self.launch.instructions and not self._instructed:
-            # ACP has no system prompt: the instructions lead the session's first prompt.
-            self._instructed = True
-            blocks.append({"type": "text", "text": self.launch.instructions})
-        blocks.append({"type": "text", "text": text})
-        images = bool((self._caps().get("promptCapabilities") or {}).get("image"))
-        for path in attachments:
-            full = os.path.abspath(os.path.join(self.launch.dir, path))
-            mime = mimetypes.guess_type(full)[0] or ""
-            if images and mime.startswith("image/"):
-                try:
-                    with open(full, "rb") as f:
-                        data = base64.b64encode(f.read()).decode("ascii")
-                    blocks.append({"type": "image", "data": data, "mimeType": mime, "uri": "file://" + full})
-                    continue
-                except OSError:
-                    pass
-            link: dict[str, Any] = {"type": "resource_link", "uri": "file://" + full, "name": os.path.basename(full)}
-            if mime:
-                link["mimeType"] = mime
-            blocks.append(link)
-        return blocks
-
-    def _arm_turn_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = self.loop.call_later(self.turn_timeout, self._turn_timer)
-
-    def _turn_timer(self) -> None:
-        self._timer = None
-        turn = self._turn
-        if turn is None or self._state != "open":
-            return
-        quiet = self.loop.time() - self._last_seen
-        if self._waiting_on_us:
-            # The agent waits on us (a permission, a terminal): it is not stuck.
-            self._timer = self.loop.call_later(self.turn_timeout, self._turn_timer)
-            return
-        if quiet < self.turn_timeout:
-            self._timer = self.loop.call_later(self.turn_timeout - quiet, self._turn_timer)
-            return
-        self._notify("session/cancel", {"sessionId": self._session})
-        self._end_turn(
-            turn, {"Failed": {"message": f"the agent did not answer the prompt within {self.turn_timeout:g}s"}}
-        )
-
-    def _on_prompt_answer(self, turn: _Turn, result: Any, error: RpcError | None) -> None:
-        if self._turn is not turn:
-            return  # a turn that already ended (timed out)
-        if error is not None:
-            if error.code == AUTH_REQUIRED:
-                # A session error: the engine ends the running turn Failed itself.
-                self._end_turn(turn, None)
-                self.host.fail(self._error("session/prompt", error))
-                return
-            if turn.cancelled:
-                self._end_turn(turn, "Cancelled")
-                return
-            self._end_turn(turn, {"Failed": {"message": self._error("session/prompt", error).message}})
-            return
-        result = result if isinstance(result, dict) else {}
-        stop, warning = map_stop_reason(result.get("stopReason"))
-        if warning:
-            self.host.diagnostic("Warning", warning)
-        self._end_turn(turn, stop, map_usage(result.get("usage")))
-
-    def _end_turn(self, turn: _Turn, stop: Any, usage: dict[str, int] | None = None) -> None:
-        """Finish the turn's bookkeeping and report ``stop`` (None: report nothing)."""
-        self._end_message()
-        if stop == "Cancelled" or isinstance(stop, dict) and "Failed" in stop:
-            # The spec: the client marks the turn's unfinished tool calls cancelled.
-            for tool_id in turn.tools:
-                snapshot = self._tools.get(tool_id)
-                if snapshot is not None and snapshot["status"] not in FINISHED:
-                    snapshot["status"] = "Cancelled"
-                    self.host.emit({"ToolUpdated": public_tool(snapshot)})
-        self._cancel_permissions()
-        for tool_id in turn.tools:
-            snapshot = self._tools.get(tool_id)
-            if snapshot is not None and snapshot["status"] in FINISHED and not snapshot["_terminals"]:
-                del self._tools[tool_id]
-        self._turn = None
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if stop is not None:
-            self.host.end_turn(stop, usage)
-
-    def cancel(self) -> None:
-        turn = self._turn
-        if turn is None or self._state != "open":
-            return
-        turn.cancelled = True
-        self._notify("session/cancel", {"sessionId": self._session})
-        self._cancel_permissions()
-
-    def _cancel_permissions(self) -> None:
-        pending, self._permissions = self._permissions, {}
-        for rpc_id, _ in pending.values():
-            self._waiting_on_us -= 1
-            self._respond(rpc_id, {"outcome": {"outcome": "cancelled"}})
-
-    # -- session updates --------------------------------------------------------------
-
-    def _message_id(self, kind: str, acp_id: Any) -> str:
-        current = self._message
-        if current is not None and current[0] == kind and current[1] == acp_id:
-            return current[2]
-        self._end_message()
-        self._message_seq += 1
-        our_id = f"m{self._message_seq}"
-        self._message = (kind, acp_id, our_id)
-        return our_id
-
-    def _end_message(self) -> None:
-        if self._message is not None:
-            self.host.emit({"MessageEnded": {"message_id": self._message[2]}})
-            self._message = None
-
-    def _chunk_text(self, update: dict[str, Any]) -> str:
-        """The text of a chunk update ("" for none); a text block whose text is not a
-        string is skipped with a Diagnostic, never turned into text."""
-        content = update.get("content")
-        if isinstance(content, dict) and content.get("type") == "text" and not isinstance(content.get("text"), str):
-            self.host.diagnostic("Warning", f"the agent sent a chunk ({update['sessionUpdate']}) whose text is not a string; skipped")
-            return ""
-        return block_text(content)
-
-    def _on_message_chunk(self, update: dict[str, Any]) -> None:
-        text = self._chunk_text(update)
-        if text:
-            self.host.emit(
-                {"TextDelta": {"message_id": self._message_id("text", update.get("messageId")), "text": text}}
-            )
-
-    def _on_thought_chunk(self, update: dict[str, Any]) -> None:
-        text = self._chunk_text(update)
-        if text:
-            message_id = self._message_id("thought", update.get("messageId"))
-            self.host.emit({"ReasoningDelta": {"message_id": message_id, "text": text}})
-
-    def _on_user_chunk(self, update: dict[str, Any]) -> None:
-        text = self._chunk_text(update)
-        # An echo of the caller's own prompt is not provider-originated user content.
-        if text and not (self._turn is not None and text.strip() and text.strip() in self._turn.prompt):
-            self.host.emit(
-                {"UserMessage": {"message_id": self._message_id("user", update.get("messageId")), "text": text}}
-            )
-
-    def _on_tool_call(self, update: dict[str, Any]) -> None:
-        tool_id = update.get("toolCallId")
-        if not isinstance(tool_id, str):
-            return
-        self._end_message()
-        self._emit_tool(self._merge_tool(tool_id, update))
-
-    def _merge_tool(self, tool_id: str, update: dict[str, Any]) -> dict[str, Any]:
-        previous = self._tools.get(tool_id)
-        snapshot = merge_tool_call(previous, {**update, "toolCallId": tool_id})
-        self._tools[tool_id] = snapshot
-        if previous is None and self._turn is not None:
-            self._turn.tools.append(tool_id)
-        for terminal_id in snapshot["_terminals"]:
-            if terminal_id not in self._term_tool:
-                self._term_tool[terminal_id] = tool_id
-        return snapshot
-
-    def _emit_tool(self, snapshot: dict[str, Any]) -> None:
-        self.host.emit({"ToolUpdated": public_tool(snapshot)})
-        # Terminal output that arrived before the tool call named its terminal.
-        for terminal_id in snapshot["_terminals"]:
-            for text in self._term_backlog.pop(terminal_id, []):
-                self.host.emit({"ToolOutputDelta": {"tool_id": snapshot["id"], "text": text}})
-
-    def _terminal_output(self, terminal_id: str, text: str) -> None:
-        tool_id = self._term_tool.get(terminal_id)
-        if tool_id is not None and self._state == "open":
-            self.host.emit({"ToolOutputDelta": {"tool_id": tool_id, "text": text}})
-        else:
-            backlog = self._term_backlog.setdefault(terminal_id, [])
-            if sum(map(len, backlog)) < 1 << 20:
-                backlog.append(text)
-
-    def _on_plan(self, update: dict[str, Any]) -> None:
-        self.host.emit({"PlanUpdated": {"entries": map_plan(update.get("entries"))}})
-
-    def _on_commands(self, update: dict[str, Any]) -> None:
-        self._commands = map_commands(update.get("availableCommands"))
-        self._changed()
-
-    def _on_mode(self, update: dict[str, Any]) -> None:
-        mode = update.get("currentModeId", update.get("modeId"))
-        for option, _, _ in self._options:
-            if option["category"] == "mode" or option["id"] == "mode":
-                option["current"] = mode
-                break
-        self._changed()
-
-    def _on_config_options(self, update: dict[str, Any]) -> None:
-        self._replace_config_options(update.get("configOptions"))
-        self._changed()
-
-    def _on_session_info(self, update: dict[str, Any]) -> None:
-        if "title" in update:
-            title = update["title"]
-            self._title = title if isinstance(title, str) else None
-            if self._state == "open":
-                self.host.update(title=self._title)
-
-    def _on_usage(self, update: dict[str, Any]) -> None:
-        usage = map_context_usage(update)
-        if usage is None:
-            return
-        if "ContextUsage" not in self._features_seen:
-            self._features_seen.add("ContextUsage")
-            self._changed()
-        self.host.emit({"ContextUsage": usage})
-
-    # -- requests from the agent ------------------------------------------------------
-
-    def _on_agent_request(self, rpc_id: Any, method: str, params: dict[str, Any]) -> None:
-        try:
-            if method == "session/request_permission":
-                self._on_permission(rpc_id, params)
-            elif method == "fs/read_text_file":
-                self._respond(rpc_id, services.read_text_file(self.launch.dir, params))
-            elif method == "fs/write_text_file":
-                services.write_text_file(self.launch.dir, params)
-                self._respond(rpc_id, None)
-            elif method == "terminal/create":
-                self._respond(rpc_id, self.terminals.create(params))
-            elif method == "terminal/output":
-                self._respond(rpc_id, self.terminals.output(params))
-            elif method == "terminal/wait_for_exit":
-                self._waiting_on_us += 1
-
-                def reply(status: dict[str, Any]) -> None:
-                    self._waiting_on_us -= 1
-                    self._last_seen = self.loop.time()
-                    self._respond(rpc_id, status)
-
-                try:
-                    self.terminals.wait_for_exit(params, reply)
-                except RpcError:
-                    self._waiting_on_us -= 1
-                    raise
-            elif method == "terminal/kill":
-                self.terminals.kill(params)
-                self._respond(rpc_id, None)
-            elif method == "terminal/release":
-                self.terminals.release(params)
-                self._term_backlog.pop(params.get("terminalId"), None)  # type: ignore[arg-type]
-                self._respond(rpc_id, None)
-            else:
-                self._respond(rpc_id, error=RpcError(METHOD_NOT_FOUND, f"method not found: {method}"))
-        except RpcError as exc:
-            self._respond(rpc_id, error=exc)
-        except Exception:
-            # The agent waits for every request's answer: one we failed to handle still
-            # gets one (the line guard reports the failure itself).
-            self._forget_permission(rpc_id)
-            self._respond(rpc_id, error=RpcError(INTERNAL_ERROR, f"agentproto could not handle {method}"))
-            raise
-
-    def _forget_permission(self, rpc_id: Any) -> None:
-        for request_id, (pending, _) in list(self._permissions.items()):
-            if pending == rpc_id:
-                del self._permissions[request_id]
-                self._waiting_on_us -= 1
-
-    def _on_permission(self, rpc_id: Any, params: dict[str, Any]) -> None:
-        options = [o for o in params.get("options") or [] if isinstance(o, dict) and "optionId" in o]
-        choices: list[str] = []
-        for option in options:
-            choice = KIND_CHOICES.get(text(option.get("kind")))
-            if choice and choice not in choices:
-                choices.append(choice)
-        if self._turn is None or (self._turn.cancelled) or not choices:
-            # Outside a turn, after a cancel, or nothing we can offer: the spec's answer.
-            self._respond(rpc_id, {"outcome": {"outcome": "cancelled"}})
-            return
-        raw_call = params.get("toolCall")
-        tool_call: dict[str, Any] = raw_call if isinstance(raw_call, dict) else {}
-        raw_id = tool_call.get("toolCallId")
-        tool_id = raw_id if isinstance(raw_id, str) else f"perm-tool-{rpc_id}"
-        before = self._tools.get(tool_id)
-        snapshot = self._merge_tool(tool_id, tool_call)
-        if before is None or public_tool(before) != public_tool(snapshot):
-            self._end_message()
-            self._emit_tool(snapshot)
-        self._permission_seq += 1
-        request_id = f"perm-{self._permission_seq}"
-        self._permissions[request_id] = (rpc_id, options)
-        self._waiting_on_us += 1
-        names = [o["name"] for o in options if text(o.get("name"))]
-        self.host.emit(
-            {
-                "RequestOpened": {
-                    "Permission": {
-                        "id": request_id,
-                        "tool": public_tool(snapshot),
-                        "options": choices,
-                        "detail": " / ".join(names) or None,
-                    }
-                }
-            }
-        )
-
-    def answer(self, request: dict[str, Any], answer: Any) -> None:
-        payload = request.get("Permission") if isinstance(request, dict) else None
-        if not isinstance(payload, dict):
-            return
-        entry = self._permissions.pop(payload.get("id"), None)  # type: ignore[arg-type]
-        if entry is None:
-            return
-        rpc_id, options = entry
-        self._waiting_on_us -= 1
-        self._last_seen = self.loop.time()
-        self._respond(rpc_id, {"outcome": permission_outcome(options, answer)})
 
     # -- configuration ----------------------------------------------------------------
 

@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from agentproto.drivers.claude_mapping import PERMISSION_OPTIONS, always_rules, question_answers, question_request, tool_snapshot
+from agentproto.drivers.claude_mapping import (
+    PERMISSION_OPTIONS,
+    always_rules,
+    question_answers,
+    question_request,
+    tool_snapshot,
+)
 from agentproto.drivers.fields import obj, opt_text, text
 
 if TYPE_CHECKING:

@@ -40,7 +40,15 @@ from agentproto.drivers.codex_mapping import (
     version_of,
 )
 from agentproto.errors import AgentError, Kind
-from agentproto.jsonrpc import INTERNAL_ERROR, Invalid, Notification, OnResponse, Peer, Request, RpcError
+from agentproto.jsonrpc import (
+    INTERNAL_ERROR,
+    Invalid,
+    Notification,
+    OnResponse,
+    Peer,
+    Request,
+    RpcError,
+)
 from agentproto.wire import decode_json_line
 
 CLIENT_INFO = {"name": "agentproto", "title": "agentproto", "version": "0.1"}

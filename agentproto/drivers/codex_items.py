@@ -19,8 +19,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentproto.drivers.codex_mapping import LOGIN, file_diffs, is_auth_error, plan_entries, tool_for_item
-from agentproto.drivers.fields import integer, obj, objects, opt_integer, opt_text, strings, text
+from agentproto.drivers.codex_mapping import (
+    LOGIN,
+    file_diffs,
+    is_auth_error,
+    plan_entries,
+    tool_for_item,
+)
+from agentproto.drivers.fields import (
+    integer,
+    obj,
+    objects,
+    opt_integer,
+    opt_text,
+    strings,
+    text,
+)
 from agentproto.errors import AgentError
 from agentproto.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND
 from agentproto.wire import tool_update
