@@ -22,7 +22,9 @@ from typing import Any, Callable
 
 import pytest
 
-from agentproto.drivers.acp_services import RpcError, Terminals, read_text_file, write_text_file
+from agentproto.drivers.acp_fs import read_text_file, write_text_file
+from agentproto.drivers.acp_services import Terminals
+from agentproto.jsonrpc import RpcError
 from agentproto.loop import Loop
 from sidecar import ROOT, base_env
 
@@ -312,7 +314,8 @@ def isolated(call: str, timeout: float = 30.0) -> dict[str, Any]:
     code = f"""
 import json, resource
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-from agentproto.drivers.acp_services import RpcError, read_text_file, write_text_file
+from agentproto.drivers.acp_fs import read_text_file, write_text_file
+from agentproto.jsonrpc import RpcError
 try:
     out = {{"ok": {call}}}
 except RpcError as exc:

@@ -170,7 +170,10 @@ class AcpDriver(AcpTurns, LineDriver):
             if isinstance(update, dict):
                 name = update.get("sessionUpdate")
                 if not isinstance(name, str):
-                    self.host.diagnostic("Warning", f"the agent sent a session/update whose sessionUpdate is not a string: {excerpt(line)}")
+                    self.host.diagnostic(
+                        "Warning",
+                        f"the agent sent a session/update whose sessionUpdate is not a string: {excerpt(line)}",
+                    )
                     return
                 handler = self._handlers.get(name)
                 # Before the session is open (and while session/load replays history)
@@ -211,7 +214,9 @@ class AcpDriver(AcpTurns, LineDriver):
 
     def _handshake_expired(self) -> None:
         if self._state == "opening":
-            self._open_failed(AgentError.detail(Kind.HANDSHAKE_TIMEOUT, f"no answer within {self.handshake_timeout:g}s"))
+            self._open_failed(
+                AgentError.detail(Kind.HANDSHAKE_TIMEOUT, f"no answer within {self.handshake_timeout:g}s")
+            )
 
     def _open_failed(self, error: AgentError) -> None:
         if self._state != "opening":
@@ -444,7 +449,7 @@ class AcpDriver(AcpTurns, LineDriver):
 
     def deterministic(self, origin: Any) -> bool:
         """Prompted turns end with the prompt's answer; content outside one has no end."""
-        return origin != "Agent"
+        return bool(origin != "Agent")
 
     # -- flow control -----------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentproto.drivers.fields import opt_text, text
+from agentproto.drivers.fields import obj, opt_text, text
 from agentproto.errors import AgentError, Kind
 from agentproto.wire import tool_update
 
@@ -130,9 +130,7 @@ def block_text(block: Any) -> str:
         uri = text(block.get("uri"))
         return f"[{text(block.get('name')) or uri}]({uri})"
     if kind == "resource":
-        resource = block.get("resource")
-        if isinstance(resource, dict) and isinstance(resource.get("text"), str):
-            return resource["text"]
+        return text(obj(block.get("resource")).get("text"))
     return ""
 
 

@@ -25,20 +25,9 @@ import signal
 import subprocess
 from typing import TYPE_CHECKING, Any, Callable
 
-from agentproto.drivers.acp_fs import (  # noqa: F401 - the driver takes fs/* from here too
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    RESOURCE_NOT_FOUND,
-    RpcError,
-    count_param,
-    invalid,
-    os_text,
-    params_object,
-    read_text_file,
-    resolve,
-    write_text_file,
-)
+from agentproto.drivers.acp_fs import count_param, invalid, os_text, params_object, resolve
 from agentproto.drivers.transport import group_alive
+from agentproto.jsonrpc import INTERNAL_ERROR, RpcError
 
 if TYPE_CHECKING:
     from agentproto.loop import Loop

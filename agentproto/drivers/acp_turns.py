@@ -23,7 +23,7 @@ import mimetypes
 import os
 from typing import TYPE_CHECKING, Any
 
-from agentproto.drivers import acp_services as services
+from agentproto.drivers import acp_fs
 from agentproto.drivers.acp_mapping import (
     FINISHED,
     KIND_CHOICES,
@@ -251,7 +251,9 @@ class AcpTurns:
         string is skipped with a Diagnostic, never turned into text."""
         content = update.get("content")
         if isinstance(content, dict) and content.get("type") == "text" and not isinstance(content.get("text"), str):
-            self.host.diagnostic("Warning", f"the agent sent a chunk ({update['sessionUpdate']}) whose text is not a string; skipped")
+            self.host.diagnostic(
+                "Warning", f"the agent sent a chunk ({update['sessionUpdate']}) whose text is not a string; skipped"
+            )
             return ""
         return block_text(content)
 
@@ -352,9 +354,9 @@ class AcpTurns:
             if method == "session/request_permission":
                 self._on_permission(rpc_id, params)
             elif method == "fs/read_text_file":
-                self._respond(rpc_id, services.read_text_file(self.launch.dir, params))
+                self._respond(rpc_id, acp_fs.read_text_file(self.launch.dir, params))
             elif method == "fs/write_text_file":
-                services.write_text_file(self.launch.dir, params)
+                acp_fs.write_text_file(self.launch.dir, params)
                 self._respond(rpc_id, None)
             elif method == "terminal/create":
                 self._respond(rpc_id, self.terminals.create(params))

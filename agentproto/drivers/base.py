@@ -299,9 +299,8 @@ class LineDriver(Driver):
 
         shown = excerpt(line)
         log(f"{self.launch.agent_id}: a line raised in the driver: {shown}\n{traceback.format_exc().rstrip()}")
-        self.host.diagnostic(
-            "Warning", f"{self.launch.agent_id}: skipped a line it could not handle ({type(exc).__name__}: {exc}): {shown}"
-        )
+        agent, problem = self.launch.agent_id, f"{type(exc).__name__}: {exc}"
+        self.host.diagnostic("Warning", f"{agent}: skipped a line it could not handle ({problem}): {shown}")
 
     def on_exit(self, status: str | None, stderr: str) -> None:
         """The agent exited and its output ended (``status`` as describe_status says)."""

@@ -46,7 +46,7 @@ from agentproto.drivers.claude_mapping import (
     user_message,
 )
 from agentproto.drivers.claude_stream import MessageStream
-from agentproto.drivers.fields import obj
+from agentproto.drivers.fields import integer, obj
 from agentproto.errors import AgentError, Kind
 from agentproto.loop import Timer
 from agentproto.wire import decode_json_line
@@ -103,13 +103,9 @@ class ClaudeDriver(LineDriver):
         else:
             self.session_id = new_id = str(uuid.uuid4())
         env = launch.child_env()
-        env.pop(
-            "CLAUDECODE", None
-        )  # a parent Claude Code must not make the child think it is nested
+        env.pop("CLAUDECODE", None)  # a parent Claude Code must not make the child think it is nested
         if launch.config_home:
-            env["CLAUDE_CONFIG_DIR"] = os.path.abspath(
-                os.path.expanduser(launch.config_home)
-            )
+            env["CLAUDE_CONFIG_DIR"] = os.path.abspath(os.path.expanduser(launch.config_home))
         try:
             argv = build_argv(launch, new_id, self._write_mcp_config())
         except OSError as exc:
@@ -124,9 +120,7 @@ class ClaudeDriver(LineDriver):
         except BaseException:
             private.remove_tree(self._private)
             raise
-        self._handshake = self.host.loop.call_later(
-            HANDSHAKE_TIMEOUT, self._handshake_expired
-        )
+        self._handshake = self.host.loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_expired)
         self._request({"subtype": "initialize", "hooks": None}, self._initialized)
         self._request({"subtype": "get_binary_version"}, self._got_version)
 
@@ -179,9 +173,7 @@ class ClaudeDriver(LineDriver):
         if "Unauthenticated" in auth and not probing:
             self.state = "closing"
             self.host.open_failed(
-                AgentError.auth_required(
-                    "Claude Code is not logged in", auth["Unauthenticated"]["login"]
-                )
+                AgentError.auth_required("Claude Code is not logged in", auth["Unauthenticated"]["login"])
             )
             self.kill()
             return
@@ -203,11 +195,7 @@ class ClaudeDriver(LineDriver):
             "commands": slash_commands(self._init),
         }
         self._details = details
-        self._settings = {
-            o["id"]: o["current"]
-            for o in details["config_options"]
-            if o["current"] is not None
-        }
+        self._settings = {o["id"]: o["current"] for o in details["config_options"] if o["current"] is not None}
         # The engine keeps (and edits) its own copy.
         self.host.opened(json.loads(json.dumps(details)), resume_token=self.session_id)
 
@@ -245,14 +233,11 @@ class ClaudeDriver(LineDriver):
         self.control.fail_calls("claude exited")
         if previous == "opening":
             tail = stderr.strip()[-2000:]
-            detail = f"claude exited (status {status}) before it was ready" + (
-                f": {tail}" if tail else ""
-            )
+            detail = f"claude exited (status {status}) before it was ready" + (f": {tail}" if tail else "")
             self.host.open_failed(AgentError.detail(Kind.SPAWN_FAILED, detail))
         elif previous == "open":
             self.host.fail(AgentError.process_exited(status, stderr))
         self.host.closed()
-
 
     # -- turns
     def start_turn(self, turn_id: str, text: str, attachments: list[str]) -> None:
@@ -267,9 +252,7 @@ class ClaudeDriver(LineDriver):
     def _begin(self, turn_id: str) -> None:
         # A turn the engine already ended (cancel grace ran out) still owes a result;
         # it must not end this one.
-        self._written = deque(
-            None if entry == self._turn else entry for entry in self._written
-        )
+        self._written = deque(None if entry == self._turn else entry for entry in self._written)
         self._turn = turn_id
         self._cancelling = False
         self._compacting = False
@@ -289,16 +272,10 @@ class ClaudeDriver(LineDriver):
     def validate_config(self, option: dict[str, Any], value: Any) -> str | None:
         if option.get("id") == "model":
             # Any model id goes through unchanged, listed or not: the CLI resolves it.
-            return (
-                None
-                if isinstance(value, str) and value.strip()
-                else "expects a model id"
-            )
+            return None if isinstance(value, str) and value.strip() else "expects a model id"
         return super().validate_config(option, value)
 
-    def configure(
-        self, option: str, value: Any, done: Callable[[AgentError | None], None]
-    ) -> None:
+    def configure(self, option: str, value: Any, done: Callable[[AgentError | None], None]) -> None:
         if option == "model":
             request: dict[str, Any] = {"subtype": "set_model", "model": value}
         elif option == "mode":
@@ -309,11 +286,7 @@ class ClaudeDriver(LineDriver):
                 "settings": {"effortLevel": value},
             }
         else:
-            done(
-                AgentError.detail(
-                    Kind.INVALID_CONFIGURATION, f"{option}: claude has no such setting"
-                )
-            )
+            done(AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option}: claude has no such setting"))
             return
 
         def applied(response: dict[str, Any] | None, error: str | None) -> None:
@@ -345,9 +318,7 @@ class ClaudeDriver(LineDriver):
         if self.stream.holding and not (isinstance(msg, dict) and msg.get("type") == "stream_event"):
             self.stream.flush()  # whatever this line reports comes after the deltas before it
         if not isinstance(msg, dict):
-            self.host.diagnostic(
-                "Warning", "claude wrote a JSON value that is not an object"
-            )
+            self.host.diagnostic("Warning", "claude wrote a JSON value that is not an object")
             return
         kind = msg.get("type")
         handler = self._handlers.get(kind) if isinstance(kind, str) else None
@@ -360,40 +331,26 @@ class ClaudeDriver(LineDriver):
         subtype = msg.get("subtype")
         if subtype == "init":
             session_id = msg.get("session_id")
-            if (
-                isinstance(session_id, str)
-                and session_id
-                and session_id != self.session_id
-            ):
+            if isinstance(session_id, str) and session_id and session_id != self.session_id:
                 self.session_id = session_id
                 self.host.update(resume_token=session_id)
-            if (
-                self._written
-                and self._written[0] is not None
-                and self._written[0] == self._turn
-            ):
+            if self._written and self._written[0] is not None and self._written[0] == self._turn:
                 self.host.turn_acknowledged()
         elif subtype == "api_retry":
             self.host.diagnostic(
                 "Warning",
                 f"claude: API error {msg.get('error_status')} ({msg.get('error')}); retry "
-                f"{msg.get('attempt')}/{msg.get('max_retries')} in {float(msg.get('retry_delay_ms') or 0) / 1000:.1f} s",
+                f"{msg.get('attempt')}/{msg.get('max_retries')} in {integer(msg.get('retry_delay_ms')) / 1000:.1f} s",
             )
         elif subtype == "compact_boundary":
             self.stream.context_used = 0
             self.stream.emit("ContextCompacted")
         elif subtype == "status":
             if msg.get("compact_result") == "failed":
-                self.host.diagnostic(
-                    "Warning", f"claude: compact failed: {msg.get('compact_error')}"
-                )
+                self.host.diagnostic("Warning", f"claude: compact failed: {msg.get('compact_error')}")
             mode = msg.get("permissionMode")
             # The CLI changes its own mode too (approving ExitPlanMode leaves plan mode).
-            if (
-                isinstance(mode, str)
-                and self._details
-                and self._setting_changed("mode", mode)
-            ):
+            if isinstance(mode, str) and self._details and self._setting_changed("mode", mode):
                 self.host.update(
                     details=json.loads(json.dumps(self._details)),
                     configuration={"options": dict(self._settings)},
@@ -412,7 +369,9 @@ class ClaudeDriver(LineDriver):
         cost = msg.get("total_cost_usd")
         cost_usd = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
         if stream.context_used or cost_usd is not None:
-            stream.emit({"ContextUsage": {"used_tokens": stream.context_used, "window_tokens": window, "cost_usd": cost_usd}})
+            stream.emit(
+                {"ContextUsage": {"used_tokens": stream.context_used, "window_tokens": window, "cost_usd": cost_usd}}
+            )
         auth_failed = stream.auth_failed
         stop = stop_reason(msg, self._cancelling)
         if self._compacting and not self._cancelling and "Failed" not in stop:

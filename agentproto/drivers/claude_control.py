@@ -118,7 +118,11 @@ class ControlChannel:
             return
         if name == "ExitPlanMode" and isinstance(tool_input.get("plan"), str):
             stream.emit({"PlanProposed": {"markdown": tool_input["plan"]}}, parent)
-        detail = opt_text(body.get("description")) or opt_text(body.get("decision_reason")) or opt_text(body.get("blocked_path"))
+        detail = (
+            opt_text(body.get("description"))
+            or opt_text(body.get("decision_reason"))
+            or opt_text(body.get("blocked_path"))
+        )
         permission = {"id": request_id, "tool": dict(tool), "options": list(PERMISSION_OPTIONS), "detail": detail}
         stream.emit({"RequestOpened": {"Permission": permission}}, parent)
 

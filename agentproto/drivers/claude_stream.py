@@ -90,7 +90,9 @@ class MessageStream:
             kind, message_id, parent, piece = pending
             self.host.emit({kind: {"message_id": message_id, "text": piece}}, None, parent)
 
-    def tool_status(self, tool: dict[str, Any], status: str, output: str | None = None, parent: str | None = None) -> None:
+    def tool_status(
+        self, tool: dict[str, Any], status: str, output: str | None = None, parent: str | None = None
+    ) -> None:
         tool["status"] = status
         if output is not None:
             tool["output"] = output

@@ -159,7 +159,11 @@ class CodexDriver(CodexItems, LineDriver):
 
     def _handshake_expired(self) -> None:
         if not self._ready and not self._closing:
-            self._open_failed(AgentError.detail(Kind.HANDSHAKE_TIMEOUT, f"codex app-server did not start a thread within {HANDSHAKE_TIMEOUT:g} s"))
+            self._open_failed(
+                AgentError.detail(
+                    Kind.HANDSHAKE_TIMEOUT, f"codex app-server did not start a thread within {HANDSHAKE_TIMEOUT:g} s"
+                )
+            )
 
     def _open_failed(self, error: AgentError) -> None:
         if self._handshake_timer is not None:
@@ -244,15 +248,22 @@ class CodexDriver(CodexItems, LineDriver):
         if error is not None:
             message = error.message
             if method in ("thread/resume", "thread/fork"):
-                self._open_failed(AgentError.detail(Kind.RESUME_FAILED, f"{method} {self.launch.resume or self.launch.fork}: {message}"))
+                self._open_failed(
+                    AgentError.detail(
+                        Kind.RESUME_FAILED, f"{method} {self.launch.resume or self.launch.fork}: {message}"
+                    )
+                )
             else:
                 self._open_failed(AgentError.protocol_failed(f"{method}: {message}", self.line))
             return
         if (
-            not self.launch.throwaway or self.tools_disabled
-        ) and isinstance(self.details.get("auth"), dict) and "Unauthenticated" in self.details["auth"]:
-            self._open_failed(AgentError.auth_required(
-                "Codex is not logged in: run `codex login` or set OPENAI_API_KEY", LOGIN))
+            (not self.launch.throwaway or self.tools_disabled)
+            and isinstance(self.details.get("auth"), dict)
+            and "Unauthenticated" in self.details["auth"]
+        ):
+            self._open_failed(
+                AgentError.auth_required("Codex is not logged in: run `codex login` or set OPENAI_API_KEY", LOGIN)
+            )
             return
         thread = result.get("thread") or {}
         self.thread_id = thread.get("id")
@@ -281,7 +292,6 @@ class CodexDriver(CodexItems, LineDriver):
             self.host.closed()
             return
         self.transport.kill()
-
 
     def on_exit(self, status: str | None, stderr: str) -> None:
         self._flush_deltas()
@@ -346,7 +356,9 @@ class CodexDriver(CodexItems, LineDriver):
             else:
                 self._notification(kind.method, params)
         elif isinstance(kind, Invalid):
-            self.host.diagnostic("Warning", f"codex: skipped a line that is not JSON-RPC ({kind.error.message}): {line[:200]!r}")
+            self.host.diagnostic(
+                "Warning", f"codex: skipped a line that is not JSON-RPC ({kind.error.message}): {line[:200]!r}"
+            )
 
     # -- streamed text, merged per read --------------------------------------------------
 
@@ -399,7 +411,11 @@ class CodexDriver(CodexItems, LineDriver):
         if self._send_mode:
             params["collaborationMode"] = {
                 "mode": self.mode,
-                "settings": {"model": self.model or "", "reasoning_effort": self.effort, "developer_instructions": None},
+                "settings": {
+                    "model": self.model or "",
+                    "reasoning_effort": self.effort,
+                    "developer_instructions": None,
+                },
             }
         if self.launch.output_schema is not None:
             params["outputSchema"] = self.launch.output_schema
@@ -503,14 +519,23 @@ class CodexDriver(CodexItems, LineDriver):
         if quiet < self.stall_secs:
             self._stall_timer = self.loop.call_later(self.stall_secs - quiet, self._stalled)
             return
-        if self._requests or any(t["status"] in ("Pending", "Running") and t["kind"] == "Execute" for t in self._tools.values()):
+        if self._requests or any(
+            t["status"] in ("Pending", "Running") and t["kind"] == "Execute" for t in self._tools.values()
+        ):
             self._arm_stall()  # waiting on the app or on a command is not a stall
             return
         if self.turn_id:
             self._interrupt()
-        self._end_turn({"Failed": {"message": (
-            f"no progress from Codex for {self.stall_secs:g} s: the model provider may be unreachable "
-            "(set AGENTPROTO_CODEX_STALL_SECS to wait longer)")}})
+        self._end_turn(
+            {
+                "Failed": {
+                    "message": (
+                        f"no progress from Codex for {self.stall_secs:g} s: the model provider may be unreachable "
+                        "(set AGENTPROTO_CODEX_STALL_SECS to wait longer)"
+                    )
+                }
+            }
+        )
 
     # -- settings -------------------------------------------------------------------------
 

@@ -42,15 +42,21 @@ from agentproto.wire import tool_update
 if TYPE_CHECKING:
     from agentproto.drivers.base import Host
 
-APPROVALS = ("item/commandExecution/requestApproval", "item/fileChange/requestApproval", "item/permissions/requestApproval")
+APPROVALS = (
+    "item/commandExecution/requestApproval",
+    "item/fileChange/requestApproval",
+    "item/permissions/requestApproval",
+)
 #: Notifications about one item of the running turn, named by ``itemId``.
-ITEM_NOTIFICATIONS = frozenset({
-    "item/reasoning/summaryPartAdded",
-    "item/commandExecution/outputDelta",
-    "item/fileChange/outputDelta",
-    "item/fileChange/patchUpdated",
-    "item/mcpToolCall/progress",
-})
+ITEM_NOTIFICATIONS = frozenset(
+    {
+        "item/reasoning/summaryPartAdded",
+        "item/commandExecution/outputDelta",
+        "item/fileChange/outputDelta",
+        "item/fileChange/patchUpdated",
+        "item/mcpToolCall/progress",
+    }
+)
 
 
 class CodexItems:
@@ -87,7 +93,7 @@ class CodexItems:
 
     def _mine(self, params: dict[str, Any]) -> bool:
         thread = params.get("threadId")
-        return thread is None or thread == self.thread_id
+        return thread is None or bool(thread == self.thread_id)
 
     def _current(self, params: dict[str, Any]) -> bool:
         """A notification about our running turn (not a stale or foreign one)."""
@@ -96,7 +102,7 @@ class CodexItems:
         turn = params.get("turnId")
         if turn is None or self.turn_id is None:
             return turn not in self._ended
-        return turn == self.turn_id
+        return bool(turn == self.turn_id)
 
     def _skipped(self, method: str, why: str) -> None:
         self.host.diagnostic("Warning", f"codex: skipped {method}: {why}")
@@ -111,7 +117,13 @@ class CodexItems:
             return
         if method == "turn/started":
             turn_id = obj(params.get("turn")).get("id")
-            if self._mine(params) and self._turn_wanted and self.turn_id is None and isinstance(turn_id, str) and turn_id not in self._ended:
+            if (
+                self._mine(params)
+                and self._turn_wanted
+                and self.turn_id is None
+                and isinstance(turn_id, str)
+                and turn_id not in self._ended
+            ):
                 self.turn_id = turn_id  # a compaction turn, started by thread/compact/start
             return
         if method == "turn/completed":
@@ -293,13 +305,23 @@ class CodexItems:
         tool = self._tools.get(item_id)
         if tool is None:
             if method == "item/commandExecution/requestApproval":
-                tool = tool_update(item_id, "Execute", command, "Pending",
-                                   {"Command": {"command": command, "cwd": opt_text(params.get("cwd"))}})
+                tool = tool_update(
+                    item_id,
+                    "Execute",
+                    command,
+                    "Pending",
+                    {"Command": {"command": command, "cwd": opt_text(params.get("cwd"))}},
+                )
             elif method == "item/fileChange/requestApproval":
                 tool = tool_update(item_id, "Edit", "Edit files", "Pending")
             else:
-                tool = tool_update(item_id, "Other", "Extra permissions", "Pending",
-                                   raw={"name": "permissions", "input": params.get("permissions")})
+                tool = tool_update(
+                    item_id,
+                    "Other",
+                    "Extra permissions",
+                    "Pending",
+                    raw={"name": "permissions", "input": params.get("permissions")},
+                )
         tool = dict(tool, status="Pending")
         options = ["AllowOnce", "AllowAlways", "DenyOnce"]
         available = params.get("availableDecisions")
@@ -317,21 +339,28 @@ class CodexItems:
         root = text(params.get("grantRoot"))
         if method == "item/fileChange/requestApproval" and root:
             detail = (detail + "; " if detail else "") + f"grant write access to {root}"
-        self.host.emit({"RequestOpened": {"Permission": {"id": request_id, "tool": tool, "options": options, "detail": detail}}})
+        self.host.emit(
+            {"RequestOpened": {"Permission": {"id": request_id, "tool": tool, "options": options, "detail": detail}}}
+        )
 
     def _question(self, rpc_id: Any, params: dict[str, Any]) -> None:
         self._progress()
         questions = []
         for q in objects(params.get("questions")):
             opts = [o for o in objects(q.get("options")) if isinstance(o.get("label"), str)]
-            questions.append({
-                "id": text(q.get("id")),
-                "text": text(q.get("question")),
-                "header": opt_text(q.get("header")),
-                "choices": [{"id": o["label"], "label": o["label"], "description": opt_text(o.get("description"))} for o in opts],
-                "multi_select": False,
-                "allows_free_text": bool(q.get("isOther")) or not opts,
-            })
+            questions.append(
+                {
+                    "id": text(q.get("id")),
+                    "text": text(q.get("question")),
+                    "header": opt_text(q.get("header")),
+                    "choices": [
+                        {"id": o["label"], "label": o["label"], "description": opt_text(o.get("description"))}
+                        for o in opts
+                    ],
+                    "multi_select": False,
+                    "allows_free_text": bool(q.get("isOther")) or not opts,
+                }
+            )
         request_id = self._request_id(rpc_id)
         self._requests[request_id] = (rpc_id, "item/tool/requestUserInput", params)
         self.host.emit({"RequestOpened": {"Question": {"id": request_id, "questions": questions}}})

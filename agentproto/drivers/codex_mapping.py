@@ -15,7 +15,13 @@ from agentproto.drivers.fields import obj, objects, opt_text, text
 from agentproto.wire import tool_update
 
 LOGIN: list[dict[str, Any]] = [
-    {"Terminal": {"command": ["codex", "login"], "env": {}, "description": "Sign in to Codex with ChatGPT or an API key"}},
+    {
+        "Terminal": {
+            "command": ["codex", "login"],
+            "env": {},
+            "description": "Sign in to Codex with ChatGPT or an API key",
+        }
+    },
     {"EnvVar": {"name": "OPENAI_API_KEY"}},
     {"EnvVar": {"name": "CODEX_API_KEY"}},
 ]
@@ -103,7 +109,7 @@ def mcp_config(servers: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str,
 
     for n, server in enumerate(servers):
         name = server["name"]
-        (tag, body), = server["connection"].items()
+        ((tag, body),) = server["connection"].items()
         if tag == "Stdio":
             entry: dict[str, Any] = {"command": body["command"], "args": list(body.get("args") or [])}
             renames = []
@@ -231,7 +237,10 @@ def tool_for_item(item: dict[str, Any]) -> dict[str, Any] | None:
             status,
             {"Command": {"command": command, "cwd": opt_text(item.get("cwd"))}},
             output,
-            raw={"name": "commandExecution", "input": {"command": item.get("command"), "actions": item.get("commandActions")}},
+            raw={
+                "name": "commandExecution",
+                "input": {"command": item.get("command"), "actions": item.get("commandActions")},
+            },
         )
     if kind == "fileChange":
         changes = objects(item.get("changes"))
@@ -262,7 +271,9 @@ def tool_for_item(item: dict[str, Any]) -> dict[str, Any] | None:
         )
     if kind == "dynamicToolCall":
         name = text(item.get("tool"))
-        return tool_update(item_id, "Other", name, status, "None", None, raw={"name": name, "input": item.get("arguments")})
+        return tool_update(
+            item_id, "Other", name, status, "None", None, raw={"name": name, "input": item.get("arguments")}
+        )
     if kind == "webSearch":
         action = obj(item.get("action"))
         query = text(item.get("query"))
@@ -281,8 +292,12 @@ def tool_for_item(item: dict[str, Any]) -> dict[str, Any] | None:
     if kind == "collabAgentToolCall":
         name = text(item.get("tool"))
         return tool_update(
-            item_id, "Subagent", name, status,
-            {"Text": text(item.get("prompt"))}, None,
+            item_id,
+            "Subagent",
+            name,
+            status,
+            {"Text": text(item.get("prompt"))},
+            None,
             raw={"name": name, "input": {"receivers": item.get("receiverThreadIds")}},
         )
     return None
@@ -298,7 +313,10 @@ _PLAN_STATUS = {"pending": "Pending", "inProgress": "InProgress", "completed": "
 
 
 def plan_entries(plan: Any) -> list[dict[str, Any]]:
-    return [{"text": text(s.get("step")), "status": _PLAN_STATUS.get(text(s.get("status")), "Pending")} for s in objects(plan)]
+    return [
+        {"text": text(s.get("step")), "status": _PLAN_STATUS.get(text(s.get("status")), "Pending")}
+        for s in objects(plan)
+    ]
 
 
 def auth_status(account_reply: dict[str, Any], env: dict[str, str]) -> Any:
@@ -340,26 +358,47 @@ def sandbox_policy(mode: str) -> dict[str, Any]:
         return {"type": "readOnly", "networkAccess": False}
     if mode == "danger-full-access":
         return {"type": "dangerFullAccess"}
-    return {"type": "workspaceWrite", "writableRoots": [], "networkAccess": False,
-            "excludeTmpdirEnvVar": False, "excludeSlashTmp": False}
+    return {
+        "type": "workspaceWrite",
+        "writableRoots": [],
+        "networkAccess": False,
+        "excludeTmpdirEnvVar": False,
+        "excludeSlashTmp": False,
+    }
 
 
 SANDBOX_NAMES = {"readOnly": "read-only", "workspaceWrite": "workspace-write", "dangerFullAccess": "danger-full-access"}
 
 
-def _select(option_id: str, name: str, choices: list[dict[str, Any]], current: Any, category: str | None = None) -> dict[str, Any]:
-    return {"id": option_id, "name": name, "category": category, "kind": {"Select": {"choices": choices}},
-            "current": current, "live": True}
+def _select(
+    option_id: str, name: str, choices: list[dict[str, Any]], current: Any, category: str | None = None
+) -> dict[str, Any]:
+    return {
+        "id": option_id,
+        "name": name,
+        "category": category,
+        "kind": {"Select": {"choices": choices}},
+        "current": current,
+        "live": True,
+    }
 
 
-def config_options(models: list[dict[str, Any]], model: str | None, effort: str | None, sandbox: str | None, mode: str) -> list[dict[str, Any]]:
+def config_options(
+    models: list[dict[str, Any]], model: str | None, effort: str | None, sandbox: str | None, mode: str
+) -> list[dict[str, Any]]:
     choices = []
     efforts: list[str] = []
     for m in objects(models):
         value = m.get("model") or m.get("id")
         if not isinstance(value, str):
             continue
-        choices.append({"value": value, "label": text(m.get("displayName")) or value, "description": opt_text(m.get("description"))})
+        choices.append(
+            {
+                "value": value,
+                "label": text(m.get("displayName")) or value,
+                "description": opt_text(m.get("description")),
+            }
+        )
         for e in objects(m.get("supportedReasoningEfforts")):
             name = e.get("reasoningEffort")
             if isinstance(name, str) and name not in efforts:
@@ -373,7 +412,9 @@ def config_options(models: list[dict[str, Any]], model: str | None, effort: str 
         _select("model", "Model", choices, model, "model"),
         _select("effort", "Reasoning effort", [{"value": e, "label": e} for e in efforts], effort, "thought_level"),
         _select("sandbox", "Sandbox", [{"value": s, "label": s} for s in SANDBOXES], sandbox),
-        _select("mode", "Mode", [{"value": "default", "label": "Default"}, {"value": "plan", "label": "Plan"}], mode, "mode"),
+        _select(
+            "mode", "Mode", [{"value": "default", "label": "Default"}, {"value": "plan", "label": "Plan"}], mode, "mode"
+        ),
     ]
 
 

@@ -457,7 +457,9 @@ def run_capture(
         timed_out = True
         transport.kill()
 
-    spawn = Spawn(argv=argv, cwd=cwd, env=env if env is not None else dict(os.environ), on_line=on_line, on_exit=on_exit)
+    spawn = Spawn(
+        argv=argv, cwd=cwd, env=env if env is not None else dict(os.environ), on_line=on_line, on_exit=on_exit
+    )
     try:
         transport = factory(loop, spawn, None)
     except OSError as exc:
