@@ -222,8 +222,7 @@ class AcpDriver(AcpTurns, LineDriver):
         if self._state != "opening":
             return
         self._state = "closing"
-        if self._timer is not None:
-            self._timer.cancel()
+        self._cancel_timer()
         self.host.open_failed(error)
         self._shutdown(grace=0.5)
 
@@ -349,9 +348,7 @@ class AcpDriver(AcpTurns, LineDriver):
 
     def _opened(self) -> None:
         self._state = "open"
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()
         self._reported = self.details()
         self.host.opened(
             self.details(), resume_token=self._session, title=self._title, configuration=self.configuration()
@@ -419,9 +416,7 @@ class AcpDriver(AcpTurns, LineDriver):
 
     def _shutdown(self, grace: float) -> None:
         self.terminals.close_all()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()
         if self.transport is not None:
             self.transport.shutdown(grace)
 
@@ -429,9 +424,7 @@ class AcpDriver(AcpTurns, LineDriver):
         state = self._state
         self._state = "closing"
         self.terminals.close_all()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()
         if state == "opening":
             self.host.open_failed(AgentError.process_exited(status, stderr))
         elif state == "open":

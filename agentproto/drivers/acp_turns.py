@@ -150,9 +150,14 @@ class AcpTurns:
             blocks.append(link)
         return blocks
 
-    def _arm_turn_timer(self) -> None:
+    def _cancel_timer(self) -> None:
+        """Cancel the session's one timer (the handshake's, then the running turn's)."""
         if self._timer is not None:
             self._timer.cancel()
+            self._timer = None
+
+    def _arm_turn_timer(self) -> None:
+        self._cancel_timer()
         self._timer = self.loop.call_later(self.turn_timeout, self._turn_timer)
 
     def _turn_timer(self) -> None:
@@ -209,9 +214,7 @@ class AcpTurns:
             if snapshot is not None and snapshot["status"] in FINISHED and not snapshot["_terminals"]:
                 del self._tools[tool_id]
         self._turn = None
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()
         if stop is not None:
             self.host.end_turn(stop, usage)
 

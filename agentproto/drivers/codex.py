@@ -39,6 +39,7 @@ from agentproto.drivers.codex_mapping import (
     toml_value,
     version_of,
 )
+from agentproto.drivers.transport import LineTransport
 from agentproto.errors import AgentError, Kind
 from agentproto.jsonrpc import (
     INTERNAL_ERROR,
@@ -278,20 +279,18 @@ class CodexDriver(CodexItems, LineDriver):
         self.host.opened(self.details, resume_token=self.thread_id, title=thread.get("name"))
 
     def close(self) -> None:
-        self._closing = True
-        self._stop_stall()
-        if self.transport is None:
-            self.host.closed()
-            return
-        self.transport.shutdown(CLOSE_GRACE)
+        self._end(lambda transport: transport.shutdown(CLOSE_GRACE))
 
     def kill(self) -> None:
+        self._end(lambda transport: transport.kill())
+
+    def _end(self, stop: Callable[[LineTransport], None]) -> None:
         self._closing = True
         self._stop_stall()
         if self.transport is None:
             self.host.closed()
-            return
-        self.transport.kill()
+        else:
+            stop(self.transport)  # its exit reports closed (on_exit)
 
     def on_exit(self, status: str | None, stderr: str) -> None:
         self._flush_deltas()
@@ -419,12 +418,16 @@ class CodexDriver(CodexItems, LineDriver):
             }
         if self.launch.output_schema is not None:
             params["outputSchema"] = self.launch.output_schema
+        self._begin_turn()
+        self._request("turn/start", params, self._turn_started)
+
+    def _begin_turn(self) -> None:
+        """A turn of ours starts (a prompt, or a compaction): Codex names it later."""
         self._turn_wanted = True
         self._cancel_wanted = False
         self.turn_id = None
         self._usage_base = dict(self._usage_total)
         self._arm_stall()
-        self._request("turn/start", params, self._turn_started)
 
     def _turn_started(self, result: Any, error: RpcError | None) -> None:
         if not self._turn_wanted:
@@ -456,11 +459,7 @@ class CodexDriver(CodexItems, LineDriver):
         self._request("turn/interrupt", {"threadId": self.thread_id, "turnId": self.turn_id}, lambda r, e: None)
 
     def compact(self) -> None:
-        self._turn_wanted = True
-        self._cancel_wanted = False
-        self.turn_id = None
-        self._usage_base = dict(self._usage_total)
-        self._arm_stall()
+        self._begin_turn()
 
         def started(result: Any, error: RpcError | None) -> None:
             if error is not None:
