@@ -28,7 +28,8 @@ from agentproto.answers import hands_off_answer, request_id_of
 from agentproto.drivers import catalog
 from agentproto.drivers.base import Launch
 from agentproto.drivers.catalog import AgentSpec
-from agentproto.drivers.transport import TransportFactory, process_transport, run_capture
+from agentproto.drivers.process import process_transport, run_capture
+from agentproto.drivers.transport import TransportFactory
 from agentproto.engine import Context, Done, Session, Sink
 from agentproto.errors import AgentError, Kind
 from agentproto.jsonschema_lite import answer_problems

@@ -1,4 +1,4 @@
-"""The child-process transport (drivers/transport.py) with real child processes: framing,
+"""The child-process transport (drivers/process.py) with real child processes: framing,
 the exit report, the process group, flow control, the shutdown order, and every read and
 write going through ``loop.io``."""
 
@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from agentproto.drivers.transport import ProcessTransport, Spawn, group_alive, run_capture
+from agentproto.drivers.process import ProcessTransport, group_alive, run_capture
+from agentproto.drivers.transport import Spawn
 from agentproto.loop import Loop, SystemIO
 
 

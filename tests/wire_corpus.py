@@ -43,7 +43,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from agentproto.drivers.transport import LineTransport, Spawn, process_transport
+from agentproto.drivers.process import process_transport
+from agentproto.drivers.transport import LineTransport, Spawn
 from agentproto.errors import AgentError
 from agentproto.loop import Loop
 from tests.scripted import NEVER_RUN, Conversation

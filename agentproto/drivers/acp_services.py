@@ -26,7 +26,7 @@ import subprocess
 from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto.drivers.acp_fs import count_param, invalid, os_text, params_object, resolve
-from agentproto.drivers.transport import group_alive
+from agentproto.drivers.process import group_alive
 from agentproto.jsonrpc import INTERNAL_ERROR, RpcError
 
 if TYPE_CHECKING:

@@ -41,13 +41,10 @@ anything else that carries lines in a test, a replay or a fault injection.
 
 from __future__ import annotations
 
-import json
 import os
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from agentproto import private
 from agentproto.apptools import APP_SERVER as APP_SERVER
 from agentproto.apptools import HOOK_TIMEOUT, TOOL_TIMEOUT
 from agentproto.errors import AgentError, Kind, excerpt, log
@@ -322,24 +319,3 @@ class LineDriver(Driver):
     def resume_output(self) -> None:
         if self.transport is not None:
             self.transport.resume()
-
-
-# -- the agent wire ---------------------------------------------------------------------
-
-
-class WireRecorder:
-    """Appends each raw line exchanged with an agent to a file (``record_wire``)."""
-
-    def __init__(self, path: str) -> None:
-        try:
-            self._file = private.open_append(path)  # 0600, never through a planted symlink
-        except OSError as exc:
-            raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"record_wire: {path}: {exc.strerror or exc}") from None
-
-    def record(self, direction: str, line: bytes) -> None:
-        entry = {"t": time.time_ns(), "dir": direction, "line": line.decode("utf-8", "replace")}
-        self._file.write(json.dumps(entry) + "\n")
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()

@@ -1,0 +1,415 @@
+"""The child-process transport: an agent as a child process, its line conversation
+through the loop (the ``LineTransport`` of drivers/transport.py that runs every agent).
+
+Rules of this file:
+- The agent leads its own process group: agents leave helpers behind, so every signal
+  goes to the group, and once the leader has exited whatever is left of the group is
+  sent SIGTERM, then SIGKILL.
+- Its pipes are non-blocking; every read and write goes through ``loop.io`` (the reads
+  through streams.Reader), so a fault-injecting IO can stand in for the system's.
+- Lines are framed with a bound (a longer one is skipped, never buffered); the last
+  8 KiB of stderr are kept for the exit report.
+- ``shutdown`` runs: close stdin, wait, SIGTERM the group, wait, SIGKILL the group.
+- ``record_wire`` appends every line both ways to a private file (one recorder call per
+  line or write).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from agentproto import private
+from agentproto.drivers.transport import LineTransport, Spawn, TransportFactory
+from agentproto.errors import AgentError, Kind
+from agentproto.streams import Reader
+from agentproto.wire import LineFramer, TooLong
+
+if TYPE_CHECKING:
+    from agentproto.loop import Loop, Timer
+
+
+class WireRecorder:
+    """Appends each raw line exchanged with an agent to a file (``record_wire``)."""
+
+    def __init__(self, path: str) -> None:
+        try:
+            self._file = private.open_append(path)  # 0600, never through a planted symlink
+        except OSError as exc:
+            raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"record_wire: {path}: {exc.strerror or exc}") from None
+
+    def record(self, direction: str, line: bytes) -> None:
+        entry = {"t": time.time_ns(), "dir": direction, "line": line.decode("utf-8", "replace")}
+        self._file.write(json.dumps(entry) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def process_transport(loop: "Loop", spawn: Spawn, record_wire: str | None = None) -> LineTransport:
+    """The default ``TransportFactory``: the agent as a child process."""
+    return ProcessTransport(loop, spawn, record_wire)
+
+
+def describe_status(returncode: int | None) -> str | None:
+    """A child's exit status as the wire reports it: "0", "1", "SIGKILL"..."""
+    if returncode is None:
+        return None
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return str(returncode)
+
+
+_F_SETPIPE_SZ = 1031  # Linux's fcntl command; other systems keep their pipe size
+
+
+class ProcessTransport:
+    """One agent as a child process in its own process group, through the loop."""
+
+    STDERR_TAIL = 8192
+    READ_SIZE = 256 * 1024
+    #: After the leader exits, how long its group gets before SIGKILL.
+    ORPHAN_GRACE = 1.0
+    #: A grandchild may hold the pipes open after the leader exits: stop waiting then.
+    EOF_GRACE = 2.0
+    #: ``wait_group``: the longest the exit report waits for the rest of the group.
+    GROUP_GRACE = 3.0
+    #: ``shutdown``: between SIGTERM and SIGKILL.
+    TERM_GRACE = 2.0
+
+    def __init__(self, loop: "Loop", spawn: Spawn, record_wire: str | None = None) -> None:
+        self.loop = loop
+        self.spawn = spawn
+        self.argv = spawn.argv
+        self._framer = LineFramer(spawn.max_line)
+        self._stderr_tail = bytearray()
+        self._unwritten = bytearray()  # what the agent's stdin has not taken yet
+        self._close_when_written = False
+        self._returncode: int | None = None
+        self._reported = False
+        self._group_deadline: float | None = None
+        self._group_check: "Timer | None" = None
+        self._timers: list["Timer"] = []
+        # Opened before the child starts: a bad record_wire path starts nothing.
+        self._recorder = WireRecorder(record_wire) if record_wire else None
+        try:
+            self.proc = subprocess.Popen(
+                spawn.argv,
+                cwd=spawn.cwd,
+                env=spawn.env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except BaseException:
+            if self._recorder is not None:
+                self._recorder.close()
+            raise
+        self.pid: int | None = self.proc.pid  # start_new_session: it leads its own group
+        self.pgid = self.proc.pid
+        assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
+        self._stdin_fd: int | None = self.proc.stdin.fileno()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            os.set_blocking(stream.fileno(), False)
+        if spawn.pipe_size:
+            _widen_pipe(self.proc.stdout.fileno(), spawn.pipe_size)
+        self._stdout = Reader(loop, self.proc.stdout.fileno(), self._read, self._stdout_ended, self.READ_SIZE)
+        self._stderr = Reader(loop, self.proc.stderr.fileno(), self._read_stderr, self._stderr_ended, 65536)
+        self._paused = False
+        self._stdout.start()
+        self._stderr.start()
+        loop.watch_child(self.proc, self._reaped)
+
+    # -- to the agent ----------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        fd = self._stdin_fd
+        if fd is None:
+            return
+        if self._recorder is not None:
+            self._recorder.record("to_agent", data.rstrip(b"\n"))
+        if self._unwritten:
+            self._unwritten += data
+            return
+        try:
+            written = self.loop.io.write(fd, data)
+        except BlockingIOError:
+            written = 0
+        except OSError:
+            self._drop_stdin()  # the agent closed its input (or died): nothing to send to
+            return
+        if written < len(data):
+            self._unwritten += memoryview(data)[written:]
+            self.loop.add_writer(fd, self._flush)
+
+    def write_json(self, obj: Any) -> None:
+        self.write((json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8", "surrogatepass"))
+
+    def _flush(self) -> None:
+        fd = self._stdin_fd
+        if fd is None:
+            return
+        try:
+            with memoryview(self._unwritten) as view:  # released before the buffer shrinks
+                written = self.loop.io.write(fd, view)
+        except BlockingIOError:
+            return
+        except OSError:
+            self._drop_stdin()
+            return
+        del self._unwritten[:written]
+        if not self._unwritten:
+            self.loop.remove_writer(fd)
+            if self._close_when_written:
+                self._drop_stdin()
+
+    def _drop_stdin(self) -> None:
+        fd = self._stdin_fd
+        if fd is None:
+            return
+        self._stdin_fd = None
+        self.loop.forget(fd)
+        self._unwritten.clear()
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
+    def close_stdin(self) -> None:
+        if self._unwritten:
+            self._close_when_written = True
+        else:
+            self._drop_stdin()
+
+    # -- from the agent --------------------------------------------------------------
+
+    def _read(self, data: bytes) -> None:
+        for line in self._framer.feed(data):
+            self._deliver(line)
+            if self._stdout.eof:
+                break  # forced to an end while delivering (the grace after exit ran out)
+
+    def _deliver(self, line: bytes | TooLong) -> None:
+        if isinstance(line, TooLong):
+            if self.spawn.on_too_long is not None:
+                self.spawn.on_too_long(line.size)
+            return
+        if self._recorder is not None:
+            self._recorder.record("from_agent", line)
+        self.spawn.on_line(line)
+
+    def _stdout_ended(self) -> None:
+        for line in self._framer.close():
+            self._deliver(line)
+        self._maybe_exited()
+
+    def _read_stderr(self, data: bytes) -> None:
+        tail = self._stderr_tail
+        tail += data
+        if len(tail) > self.STDERR_TAIL:
+            del tail[: len(tail) - self.STDERR_TAIL]
+        if self.spawn.on_stderr is not None:
+            self.spawn.on_stderr(data)
+
+    def _stderr_ended(self) -> None:
+        self._maybe_exited()
+
+    def pause(self) -> None:
+        if not self._paused:
+            self._paused = True
+            self._stdout.pause()
+
+    def resume(self) -> None:
+        if self._paused:
+            self._paused = False
+            self._stdout.start()
+
+    # -- the agent's end -------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._returncode is None
+
+    @property
+    def stderr_tail(self) -> str:
+        return self._stderr_tail.decode("utf-8", "replace")
+
+    def _reaped(self, returncode: int) -> None:
+        self._returncode = returncode
+        # The leader is gone; anything else in its group is an orphan to clean up.
+        self._signal_group(signal.SIGTERM)
+        if group_alive(self.pgid):
+            self.loop.call_later(self.ORPHAN_GRACE, lambda: self._signal_group(signal.SIGKILL))
+        self._group_deadline = self.loop.time() + self.GROUP_GRACE
+        # Drain what the agent wrote before it died, even while the app is behind.
+        self.resume()
+        self._timers.append(self.loop.call_later(self.EOF_GRACE, self._force_eof))
+        self._maybe_exited()
+
+    def _force_eof(self) -> None:
+        if self._reported:
+            return
+        self._signal_group(signal.SIGKILL)
+        for reader in (self._stdout, self._stderr):
+            reader.close()
+        self._maybe_exited()
+
+    def _group_tick(self) -> None:
+        self._group_check = None
+        self._maybe_exited()
+
+    def _maybe_exited(self) -> None:
+        if self._reported or self._returncode is None:
+            return
+        if not (self._stdout.eof and self._stderr.eof):
+            return
+        if self.spawn.wait_group and group_alive(self.pgid):
+            # Helpers may still be dying from the group's SIGTERM; the exit report
+            # promises they are gone.
+            assert self._group_deadline is not None
+            if self.loop.time() < self._group_deadline:
+                if self._group_check is None:
+                    self._group_check = self.loop.call_later(0.02, self._group_tick)
+                return
+            self._signal_group(signal.SIGKILL)
+        self._reported = True
+        for timer in self._timers:
+            timer.cancel()
+        self._drop_stdin()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                self.loop.forget(stream)
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        if self._recorder is not None:
+            self._recorder.close()
+        self.spawn.on_exit(describe_status(self._returncode), self.stderr_tail)
+
+    def _signal_group(self, signum: int) -> None:
+        try:
+            os.killpg(self.pgid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def signal(self, signum: int) -> None:
+        if self._returncode is None:
+            try:
+                os.kill(self.pgid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def shutdown(self, grace: float = 3.0) -> None:
+        self.close_stdin()
+        if self._returncode is None:
+            self._timers.append(self.loop.call_later(grace, self._terminate))
+
+    def _terminate(self) -> None:
+        if self._returncode is None:
+            self._signal_group(signal.SIGTERM)
+            self._timers.append(self.loop.call_later(self.TERM_GRACE, self.kill))
+
+    def kill(self) -> None:
+        self._drop_stdin()
+        self._signal_group(signal.SIGKILL)
+
+
+def _widen_pipe(fd: int, size: int) -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, size)
+    except OSError:
+        pass  # above /proc/sys/fs/pipe-max-size: the default size still works
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a live process is left in group ``pgid`` (zombies do not count).
+
+    ``killpg(pgid, 0)`` alone also succeeds for zombies, and an orphaned zombie waits for
+    init to reap it, which some container inits do late or never: /proc tells them apart.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True  # no /proc: trust the signal
+    wanted = str(pgid).encode()
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[0] != b"Z" and fields[2] == wanted:
+            return True
+    return False
+
+
+def run_capture(
+    loop: "Loop",
+    argv: list[str],
+    done: Callable[[int | None, str, str], None],
+    *,
+    timeout: float = 10.0,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    factory: TransportFactory = process_transport,
+) -> None:
+    """Run a short command through the loop; ``done(returncode, stdout, stderr)``.
+
+    returncode is None when the command could not start (stderr says why), was killed by
+    a signal, or ran past ``timeout`` (its group is killed then).
+    """
+    out = bytearray()
+    finished = False
+    timed_out = False
+
+    def on_line(line: bytes) -> None:
+        out.extend(line + b"\n")
+
+    def on_exit(status: str | None, stderr: str) -> None:
+        nonlocal finished
+        if finished:
+            return
+        finished = True
+        timer.cancel()
+        code = int(status) if status is not None and status.isdigit() and not timed_out else None
+        done(code, out.decode("utf-8", "replace"), stderr)
+
+    def on_timeout() -> None:
+        nonlocal timed_out
+        timed_out = True
+        transport.kill()
+
+    spawn = Spawn(
+        argv=argv, cwd=cwd, env=env if env is not None else dict(os.environ), on_line=on_line, on_exit=on_exit
+    )
+    try:
+        transport = factory(loop, spawn, None)
+    except OSError as exc:
+        reason = str(exc)  # ``exc`` is unbound once the except block ends
+        loop.call_soon(lambda: done(None, "", reason))
+        return
+    transport.close_stdin()
+    timer = loop.call_later(timeout, on_timeout)
