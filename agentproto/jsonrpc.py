@@ -57,13 +57,22 @@ class RpcError(Exception):
             message = body.get("message")
             return cls(
                 code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL_ERROR,
-                message if isinstance(message, str) else str(message),
+                message if isinstance(message, str) else _text(message),
                 body.get("data"),
             )
-        return cls(INTERNAL_ERROR, str(body))
+        return cls(INTERNAL_ERROR, _text(body))
 
     def __repr__(self) -> str:
         return f"RpcError({self.code}, {self.message!r})"
+
+
+def _text(value: Any) -> str:
+    """A non-string message as text. A value nested close to the decoder's limit is still
+    valid JSON, but str() recurses further than decoding did: it must not raise."""
+    try:
+        return str(value)
+    except RecursionError:
+        return f"(an error message that is a {type(value).__name__} nested too deeply to show)"
 
 
 class Request:

@@ -100,3 +100,19 @@ def test_classify_never_raises(msg: Any, strict: bool) -> None:
     peer = Peer(strict=strict)
     peer.request("m", None, lambda r, e: None)
     assert isinstance(peer.receive(msg), (Request, Notification, Response, Invalid))
+
+
+def test_a_deeply_nested_error_message_is_classified_not_raised() -> None:
+    # Found by tests/fuzz (jsonrpc_messages): a response whose error (or its message) is
+    # nested deep is valid JSON the decoder takes, but str() of it raised RecursionError
+    # out of classify, in every JSON-RPC user's read path.
+    deep: Any = 1
+    for _ in range(5000):
+        deep = [deep]
+    for msg in ({"jsonrpc": "2.0", "id": 0, "error": deep}, {"jsonrpc": "2.0", "id": 0, "error": {"code": 1, "message": deep}}):
+        peer = Peer()
+        seen: list[Any] = []
+        peer.request("m", None, lambda result, error: seen.append(error))
+        reply = peer.receive(msg)
+        assert isinstance(reply, Response) and reply.matched
+        assert isinstance(seen[0], RpcError) and "nested too deeply" in seen[0].message
