@@ -96,6 +96,10 @@ def load_script(text: str) -> dict[str, Any]:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ScriptError(f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise ScriptError("not JSON: nested too deeply") from None
+    except ValueError as exc:  # an integer past the interpreter's digit limit
+        raise ScriptError(f"not JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise ScriptError("a script is a JSON object")
     unknown = sorted(set(raw) - set(SCRIPT_FIELDS))
