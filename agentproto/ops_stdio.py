@@ -201,6 +201,9 @@ def split_objects(text: str) -> tuple[list[Any], list[str]]:
         except RecursionError:
             problems.append("malformed JSON: nested too deeply")
             return values, problems
+        except ValueError as exc:  # an integer past the interpreter's digit limit
+            problems.append(f"malformed JSON: {exc}")
+            return values, problems
         values.append(value)
 
 
