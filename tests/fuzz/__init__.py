@@ -1,0 +1,1 @@
+"""The fuzz targets of every parser (harness.py says how they run)."""
