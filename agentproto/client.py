@@ -39,6 +39,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Iterator
 
+from agentproto.errors import Kind
+
 QUEUE_CAP = 4096
 _END = object()
 
@@ -55,7 +57,7 @@ class AgentProtoError(Exception):
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> "AgentProtoError":
         extra = {k: v for k, v in body.items() if k not in ("kind", "message")}
-        return cls(str(body.get("kind", "ProtocolFailed")), str(body.get("message", "")), **extra)
+        return cls(str(body.get("kind", Kind.PROTOCOL_FAILED)), str(body.get("message", "")), **extra)
 
     @property
     def body(self) -> dict[str, Any]:
@@ -78,7 +80,8 @@ def kind_of(event: Any) -> str:
     if isinstance(kind, str):
         return kind
     if isinstance(kind, dict) and kind:
-        return next(iter(kind))
+        name: str = next(iter(kind))
+        return name
     return ""
 
 
@@ -104,7 +107,7 @@ class Session:
 
     @property
     def status(self) -> str:
-        return self.info.get("status", "Idle")
+        return str(self.info.get("status", "Idle"))
 
     @property
     def resume_token(self) -> str | None:
@@ -125,7 +128,7 @@ class Session:
                 if len(self._queue) >= QUEUE_CAP:
                     self._queue.append(
                         AgentProtoError(
-                            "ConsumerLagged",
+                            Kind.CONSUMER_LAGGED,
                             f"more than {QUEUE_CAP} events of session {self.id} were not consumed",
                             session=self.id,
                         )
@@ -170,7 +173,8 @@ class Session:
             yield item
 
     def prompt(self, text: str, attachments: list[str] | None = None) -> dict[str, Any]:
-        return self.runtime._call("prompt", session=self.id, text=text, attachments=attachments or [])
+        delivery: dict[str, Any] = self.runtime._call("prompt", session=self.id, text=text, attachments=attachments or [])
+        return delivery
 
     def answer(self, request: str, answer: Any) -> None:
         self.runtime._call("answer", session=self.id, request=request, answer=answer)
@@ -202,7 +206,7 @@ class Session:
         try:
             self.runtime._call("close", session=self.id)
         except AgentProtoError as error:
-            if error.kind not in ("SessionClosed", "UnknownSession"):
+            if error.kind not in (Kind.SESSION_CLOSED, Kind.UNKNOWN_SESSION):
                 raise
 
 
@@ -257,7 +261,7 @@ class Runtime:
                 start_new_session=True,
             )
         except OSError as exc:
-            raise AgentProtoError("SpawnFailed", f"cannot start {argv[0]}: {exc.strerror}", detail=str(exc)) from None
+            raise AgentProtoError(Kind.SPAWN_FAILED, f"cannot start {argv[0]}: {exc.strerror}", detail=str(exc)) from None
         runtime = cls(proc, call_timeout)
         runtime._stderr_reader.start()
         runtime._check_hello(start_timeout)
@@ -279,7 +283,7 @@ class Runtime:
         if not ok:
             self._kill()
             shown = line[:200].decode("utf-8", "replace") if line else "(nothing)"
-            raise AgentProtoError("ProtocolFailed", f"not a protocol 1 sidecar: first line was {shown!r}", detail=shown)
+            raise AgentProtoError(Kind.PROTOCOL_FAILED, f"not a protocol 1 sidecar: first line was {shown!r}", detail=shown)
         self.hello = hello
 
     # -- reader thread
@@ -338,7 +342,7 @@ class Runtime:
         status = self.proc.returncode
         stderr = self._stderr_tail.decode("utf-8", "replace")
         error = AgentProtoError(
-            "ProcessExited", f"the sidecar exited (status {status})", status=str(status), stderr=stderr
+            Kind.PROCESS_EXITED, f"the sidecar exited (status {status})", status=str(status), stderr=stderr
         )
         with self._lock:
             self._dead = error
@@ -372,7 +376,7 @@ class Runtime:
         except (BrokenPipeError, ValueError, OSError):
             with self._lock:
                 self._calls.pop(frame_id, None)
-            raise self._dead or AgentProtoError("ProcessExited", "the sidecar's stdin is closed", status=None, stderr="")
+            raise self._dead or AgentProtoError(Kind.PROCESS_EXITED, "the sidecar's stdin is closed", status=None, stderr="")
         return call
 
     def _send_nowait(self, cmd: dict[str, Any]) -> None:
@@ -392,16 +396,19 @@ class Runtime:
 
     # -- the runtime's commands
     def discover(self) -> dict[str, Any]:
-        return self._call("discover")
+        report: dict[str, Any] = self._call("discover")
+        return report
 
     def probe(self, agent: Any, **options: Any) -> dict[str, Any]:
-        return self._call("probe", agent=agent, **options)
+        details: dict[str, Any] = self._call("probe", agent=agent, **options)
+        return details
 
     def plan_usage(self, agent: Any, **options: Any) -> dict[str, Any]:
-        return self._call("plan_usage", agent=agent, **options)
+        usage: dict[str, Any] = self._call("plan_usage", agent=agent, **options)
+        return usage
 
     def generate(self, agent: Any, prompt: str, dir: str | None = None, **options: Any) -> str:
-        return self._call("generate", agent=agent, prompt=prompt, dir=dir or os.getcwd(), **options)
+        return str(self._call("generate", agent=agent, prompt=prompt, dir=dir or os.getcwd(), **options))
 
     def open(self, agent: Any, dir: str | None = None, **options: Any) -> Session:
         def register(info: dict[str, Any]) -> Session:
@@ -409,7 +416,8 @@ class Runtime:
             self._sessions[session.id] = session
             return session
 
-        return self._call("open", on_ok=register, agent=agent, dir=dir or os.getcwd(), **options)
+        session: Session = self._call("open", on_ok=register, agent=agent, dir=dir or os.getcwd(), **options)
+        return session
 
     def close(self, timeout: float = 5.0) -> int | None:
         """Close stdin, wait up to ``timeout`` seconds, then kill. Idempotent."""

@@ -26,12 +26,11 @@ from agentproto import CONTRACT, PROTOCOL, __version__
 from agentproto.drivers import catalog
 from agentproto.engine import Session
 from agentproto.runtime import Runtime, Scope
+from agentproto.errors import ERROR_KINDS, AgentError, Kind
 from agentproto.explain import canonical, explain
 from agentproto.wire import (
     COMMAND_NAMES,
     COMMANDS,
-    ERROR_KINDS,
-    AgentError,
     _type_name,
     decode_json_line,
     event_kind_name,
@@ -320,7 +319,7 @@ class _Run:
             kind = canonical(args["code"])
             if kind is None:
                 known = ", ".join(ERROR_KINDS)
-                self.fail(AgentError.detail("InvalidRequest", f"unknown error code {args['code']}; known: {known}"))
+                self.fail(AgentError.detail(Kind.INVALID_REQUEST, f"unknown error code {args['code']}; known: {known}"))
             else:
                 self.result(True, code=kind, text=explain(kind))
         elif op == "halt":
@@ -456,7 +455,7 @@ class _Follower:
 
             def report() -> None:
                 error = self.run.hub.errors.get(self.session.id) or AgentError.detail(
-                    "ProtocolFailed", stop["Failed"].get("message", "the turn failed")
+                    Kind.PROTOCOL_FAILED, stop["Failed"].get("message", "the turn failed")
                 )
                 self.run.fail(error, **fields)
 
