@@ -15,7 +15,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto import __version__, private
 from agentproto.engine import log
@@ -24,6 +24,9 @@ from agentproto.runtime import Runtime
 from agentproto.serve import P1Connection
 from agentproto.stdio import run_stdio
 from agentproto.streams import Output
+
+if TYPE_CHECKING:
+    from agentproto.record import Recorder
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -54,13 +57,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     loop = Loop()
     runtime = Runtime(loop, mock_script=script, stall_timeout=args.stall_timeout)
 
-    def make(output: Output, finished: Callable[[], None]) -> P1Connection:
-        if args.record:
-            from agentproto.transports import Recorder, RecordingP1Connection
+    recorder = _recorder(args)
 
-            recorder = Recorder(args.record)
-            return RecordingP1Connection(runtime, sys.stdin.fileno(), output, lambda _conn: finished(), recorder)
-        return P1Connection(runtime, sys.stdin.fileno(), output, lambda _conn: finished())
+    def make(output: Output, finished: Callable[[], None]) -> P1Connection:
+        return P1Connection(runtime, sys.stdin.fileno(), output, lambda _conn: finished(), recorder=recorder)
 
     try:
         return run_stdio(loop, make)
@@ -69,7 +69,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _serve_transport(args: argparse.Namespace) -> int:
-    """``serve --transport unix|http|jsonrpc|mcp`` (agentproto/transports.py, httpd.py, rpc.py)."""
+    """``serve --transport unix|http|jsonrpc|mcp`` (transports.py, httpd.py, jsonrpc_server.py, mcp_stdio.py)."""
     from agentproto import transports
 
     if args.auth_token is not None and args.transport != "http":
@@ -94,14 +94,14 @@ def _serve_transport(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         token = _auth_token(args.auth_token)
     runtime = Runtime(Loop(), mock_script=_load_mock(args.mock), stall_timeout=args.stall_timeout)
-    recorder = transports.Recorder(args.record) if args.record else None
+    recorder = _recorder(args)
     try:
         if args.transport == "unix":
             return transports.run_unix(runtime, path, recorder)
         if args.transport == "http":
             from agentproto.httpd import run_http
 
-            return run_http(runtime, address, token, recorder)
+            return run_http(runtime, address, token, recorder)  # type: ignore[arg-type]  # until httpd takes record.Recorder
         if args.transport == "jsonrpc":
             from agentproto.jsonrpc_server import JsonRpcServer as server
         else:
@@ -131,19 +131,25 @@ def _auth_token(flag: str | None) -> str | None:
 
 def cmd_agent(args: argparse.Namespace) -> int:
     """``agent``: the ops loop on stdio; with --single-shot, one request from all of stdin."""
-    from agentproto import transports
-
-    runtime = Runtime(Loop(), mock_script=_load_mock(args.mock), stall_timeout=args.stall_timeout)
-    recorder = transports.Recorder(args.record) if args.record else None
     from agentproto.ops_stdio import OpsStream, SingleShot
 
+    runtime = Runtime(Loop(), mock_script=_load_mock(args.mock), stall_timeout=args.stall_timeout)
+    recorder = _recorder(args)
     try:
         return _run_stdio_frontend(runtime, SingleShot if args.single_shot else OpsStream, recorder)
     finally:
         runtime.loop.close()
 
 
-def _run_stdio_frontend(runtime: Runtime, server: Any, recorder: Any) -> int:
+def _recorder(args: argparse.Namespace) -> "Recorder | None":
+    if not args.record:
+        return None
+    from agentproto.record import Recorder
+
+    return Recorder(args.record)
+
+
+def _run_stdio_frontend(runtime: Runtime, server: Any, recorder: "Recorder | None") -> int:
     """One of the ops frontends on stdin/stdout: ``server(runtime, in_fd, output, finished, recorder)``."""
 
     def make(output: Output, finished: Callable[[], None]) -> Any:

@@ -21,7 +21,7 @@ from agentproto.runtime import Runtime
 from agentproto.serve import INPUT_PAUSE_LINES
 from agentproto.stdio import Job, Pipeline
 from agentproto.streams import LineReader, Output, Reader
-from agentproto.transports import Recorder
+from agentproto.record import Recorder
 from agentproto.wire import DEFAULT_MAX_LINE, TooLong, decode_json_line, encode
 
 
@@ -144,7 +144,7 @@ class LineServer:
         """One request's last line is out: record it; halt, or end after the last answer
         once input has ended. False when the server stops taking requests (``halt``)."""
         if self.recorder is not None and raw:
-            self.recorder.record(raw, response)
+            self.recorder.pair(raw, response)
         if self.ctx.halted:
             self.end()
             return False

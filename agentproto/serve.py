@@ -4,17 +4,24 @@ A ``P1Connection`` reads command lines from one descriptor and writes hello, rep
 events, session errors and ``closed`` to an ``Output``. Stdio is one connection; the
 Unix-socket transport runs one per accepted socket. Each connection owns the sessions
 it opened and cannot touch another connection's.
+
+With a recorder (``--record``), the connection records its ordered transcript: every
+line in and every line out, in the order they were read and queued, each with its
+direction and a monotonic time (record.py); nothing is re-parsed to do it.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto import PROTOCOL, __version__
 from agentproto.engine import Session
 from agentproto.runtime import Runtime, Scope
 from agentproto.streams import LineReader, Output
-from agentproto.wire import DEFAULT_MAX_LINE, AgentError, FrameError, encode, parse_command
+from agentproto.wire import DEFAULT_MAX_LINE, AgentError, FrameError, TooLong, encode, parse_command
+
+if TYPE_CHECKING:
+    from agentproto.record import Recorder
 
 #: anyagent's clients check the hello's ``anyagent`` member; this is the anyagent release
 #: whose protocol 1 agentproto speaks.
@@ -40,6 +47,8 @@ class P1Connection:
         on_finished: Callable[["P1Connection"], None],
         *,
         max_line: int = DEFAULT_MAX_LINE,
+        recorder: "Recorder | None" = None,
+        record_tags: dict[str, Any] | None = None,
     ) -> None:
         self.runtime = runtime
         self.loop = runtime.loop
@@ -47,6 +56,10 @@ class P1Connection:
         self.output = output
         self.on_finished = on_finished
         self.max_line = max_line
+        self.recorder = recorder
+        self.record_tags = record_tags or {}
+        #: Every line out goes through here: the output, or the recorder then the output.
+        self.send: Callable[[bytes, "Session | None"], None] = self._record_send if recorder else output.send
         self.reader = LineReader(
             self.loop, in_fd, self._line, self.end_input, lambda: len(self.output) > INPUT_PAUSE_LINES, max_line
         )
@@ -57,24 +70,34 @@ class P1Connection:
 
     # -- input --------------------------------------------------------------------------
     def start(self) -> None:
-        self.output.send(hello_line())
+        self.send(hello_line(), None)
         self.reader.start()
 
-    def _line(self, line: Any) -> None:
+    def _record_send(self, data: bytes, session: Session | None = None) -> None:
+        assert self.recorder is not None
+        self.recorder.line("out", data[:-1], **self.record_tags)
+        self.output.send(data, session)
+
+    def _line(self, line: bytes | TooLong) -> None:
         if isinstance(line, bytes) and not line.strip():
             return
+        if self.recorder is not None:
+            if isinstance(line, TooLong):
+                self.recorder.line("in", line.head, too_long=line.size, **self.record_tags)
+            else:
+                self.recorder.line("in", line, **self.record_tags)
         try:
             command = parse_command(line, self.max_line)
         except FrameError as error:
-            self.output.send(encode({"id": error.frame_id, "error": error.body()}))
+            self.send(encode({"id": error.frame_id, "error": error.body()}), None)
             return
         frame_id = command.id
 
         def done(value: Any, error: AgentError | None) -> None:
             if error is not None:
-                self.output.send(encode({"id": frame_id, "error": error.body()}))
+                self.send(encode({"id": frame_id, "error": error.body()}), None)
             else:
-                self.output.send(encode({"id": frame_id, "ok": value}))
+                self.send(encode({"id": frame_id, "ok": value}), None)
 
         try:
             self.runtime.execute(command.name, command.args, self, self.scope, done)
@@ -101,10 +124,10 @@ class P1Connection:
 
     # -- Sink ---------------------------------------------------------------------------
     def event(self, session: Session, event: dict[str, Any]) -> None:
-        self.output.send(encode({"event": event}), session)
+        self.send(encode({"event": event}), session)
 
     def session_error(self, session: Session, error: AgentError) -> None:
-        self.output.send(encode({"session": session.id, "error": error.body()}))
+        self.send(encode({"session": session.id, "error": error.body()}), None)
 
     def session_closed(self, session: Session) -> None:
-        self.output.send(encode({"closed": session.id}))
+        self.send(encode({"closed": session.id}), None)

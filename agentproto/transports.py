@@ -14,8 +14,8 @@ import stat
 import sys
 from typing import Any, Callable
 
-from agentproto import private
-from agentproto.engine import Session, log
+from agentproto import private, record
+from agentproto.engine import log
 from agentproto.runtime import Runtime
 from agentproto.serve import P1Connection
 from agentproto.stdio import watch_lifetime
@@ -90,8 +90,9 @@ def bind_unix(path: str) -> tuple[socket.socket, tuple[int, int]]:
 class UnixServer:
     """``serve --transport unix``: one independent protocol 1 loop per accepted connection."""
 
-    def __init__(self, runtime: Runtime, path: str, recorder: Recorder | None = None) -> None:
+    def __init__(self, runtime: Runtime, path: str, recorder: "record.Recorder | None" = None) -> None:
         self.runtime = runtime
+        self.accepted = 0
         self.loop = runtime.loop
         self.path = path
         self.recorder = recorder
@@ -116,10 +117,10 @@ class UnixServer:
             conn.end_input()
 
         output = Output(self.loop, fd, failed)
-        if self.recorder is not None:
-            conn: P1Connection = RecordingP1Connection(self.runtime, fd, output, self._finished, self.recorder)
-        else:
-            conn = P1Connection(self.runtime, fd, output, self._finished)
+        self.accepted += 1
+        # One transcript per connection, told apart in the shared file by their number.
+        tags = {"conn": self.accepted} if self.recorder is not None else None
+        conn = P1Connection(self.runtime, fd, output, self._finished, recorder=self.recorder, record_tags=tags)
         self.conns[fd] = (sock, conn, output)
         conn.start()
 
@@ -185,47 +186,7 @@ def accept_ready(listener: socket.socket, serve: Callable[[socket.socket], None]
         serve(sock)
 
 
-class RecordingP1Connection(P1Connection):
-    """Protocol 1 with ``--record``: one pair per command, its raw line and its reply line."""
-
-    def __init__(self, runtime: Runtime, in_fd: int, output: Output, on_finished: Any, recorder: Recorder) -> None:
-        super().__init__(runtime, in_fd, output, on_finished)
-        self.recorder = recorder
-        self.pending: dict[int, list[bytes]] = {}
-        send = output.send
-
-        def recording_send(data: bytes, session: Session | None = None) -> None:
-            if data.startswith(b'{"id":'):
-                try:
-                    frame_id = json.loads(data).get("id")
-                except ValueError:
-                    frame_id = None
-                raws = self.pending.get(frame_id) if isinstance(frame_id, int) else None
-                if raws:
-                    self.recorder.record(raws.pop(0), data)
-                    if not raws:
-                        del self.pending[frame_id]
-                elif frame_id is None:
-                    self.recorder.record(self._current, data)
-            send(data, session)
-
-        output.send = recording_send  # type: ignore[method-assign]
-        self._current = b""
-
-    def _line(self, line: Any) -> None:
-        if isinstance(line, bytes):
-            self._current = line
-            try:
-                obj = json.loads(line)
-                frame_id = obj.get("id") if isinstance(obj, dict) else None
-            except ValueError:
-                frame_id = None
-            if isinstance(frame_id, int) and not isinstance(frame_id, bool):
-                self.pending.setdefault(frame_id, []).append(line)
-        super()._line(line)
-
-
-def run_unix(runtime: Runtime, path: str, recorder: Recorder | None = None) -> int:
+def run_unix(runtime: Runtime, path: str, recorder: "record.Recorder | None" = None) -> int:
     if not hasattr(socket, "AF_UNIX"):
         sys.stdout.write(json.dumps({"kind": "error", "message": "Unix sockets are not supported on this platform"}) + "\n")
         return EXIT_PROTOCOL

@@ -179,7 +179,9 @@ def test_record_file_is_owner_only_even_with_umask_0(tmp_path: Path) -> None:
     finally:
         assert sc.close() == 0
     assert mode(record) == 0o600
-    assert json.loads(record.read_text().splitlines()[0])["request"].startswith('{"id"')
+    # Protocol 1 records its transcript: the hello out, then each command in (record.py).
+    entries = [json.loads(line) for line in record.read_text().splitlines()]
+    assert entries[1]["dir"] == "in" and entries[1]["line"].startswith('{"id"')
 
 
 # -- record_wire ---------------------------------------------------------------------------

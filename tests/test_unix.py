@@ -198,22 +198,31 @@ def test_eof_on_the_servers_stdin_is_a_clean_exit(sock_path):
         server.stop()
 
 
-def test_record_pairs_each_command_with_its_reply(sock_path, tmp_path):
+def test_record_keeps_each_connections_transcript(sock_path, tmp_path):
     record = tmp_path / "unix.ndjson"
     server = start(sock_path, "--listen", sock_path, "--record", str(record))
     try:
-        conn = Conn(sock_path)
-        conn.send({"id": 7, "cmd": "discover"})
-        conn.reply(7)
-        conn.sock.sendall(b"{broken\n")
-        assert conn.line()["error"]["kind"] == "BadFrame"
-        conn.close()
+        first = Conn(sock_path)
+        second = Conn(sock_path)
+        first.send({"id": 7, "cmd": "discover"})
+        first.reply(7)
+        second.sock.sendall(b"{broken\n")
+        assert second.line()["error"]["kind"] == "BadFrame"
+        first.close()
+        second.close()
     finally:
         server.stop()
-    pairs = [json.loads(line) for line in record.read_text().splitlines()]
-    assert json.loads(pairs[0]["request"]) == {"id": 7, "cmd": "discover"}
-    assert json.loads(pairs[0]["response"])["id"] == 7
-    assert pairs[1]["request"] == "{broken" and json.loads(pairs[1]["response"])["error"]["kind"] == "BadFrame"
+    entries = [json.loads(line) for line in record.read_text().splitlines()]
+    by_conn: dict[int, list[Any]] = {}
+    for entry in entries:
+        by_conn.setdefault(entry["conn"], []).append((entry["dir"], entry["line"]))
+    assert sorted(by_conn) == [1, 2]
+    one, two = by_conn[1], by_conn[2]
+    assert one[0][0] == "out" and "hello" in json.loads(one[0][1])
+    assert one[1] == ("in", '{"id": 7, "cmd": "discover"}')
+    assert one[2][0] == "out" and json.loads(one[2][1])["id"] == 7
+    assert two[1] == ("in", "{broken") and json.loads(two[2][1])["error"]["kind"] == "BadFrame"
+    assert stat.S_IMODE(os.stat(record).st_mode) == 0o600
 
 
 def test_usage_error_without_a_path():
