@@ -31,7 +31,9 @@ from agentproto.explain import canonical, explain
 from agentproto.wire import (
     COMMAND_NAMES,
     COMMANDS,
+    FieldError,
     _type_name,
+    check_fields,
     decode_json_line,
     event_kind_name,
 )
@@ -84,23 +86,14 @@ def parse_request(obj: Any, default_session: str | None = None) -> tuple[str, di
     if not isinstance(op, str) or op not in CHECKS:
         raise OpsError(f"unknown op: {op if isinstance(op, str) else json.dumps(op)}")
     required, optional = CHECKS[op]
-    args: dict[str, Any] = {}
-    for key, check in required.items():
-        value = obj.get(key)
-        if value is None and key == "session":
-            value = default_session
-        if value is None:
-            raise OpsError(f"missing required `{key}`")
-        problem = check(value)
-        if problem is not None:
-            raise OpsError(f"invalid `{key}`: must be {problem}, got {_type_name(value)}")
-        args[key] = value
-    for key, check in optional.items():
-        if key in obj:
-            problem = check(obj[key])
-            if problem is not None:
-                raise OpsError(f"invalid `{key}`: must be {problem}, got {_type_name(obj[key])}")
-            args[key] = obj[key]
+    try:
+        # The one validation loop (wire.py's); in this framing a null is "not given" and
+        # ``session`` may be the context's default.
+        args = check_fields(obj, required, optional, defaults={"session": default_session}, null_is_missing=True)
+    except FieldError as error:
+        if error.expected is None:
+            raise OpsError(f"missing required `{error.key}`") from None
+        raise OpsError(f"invalid `{error.key}`: must be {error.expected}, got {error.got}") from None
     return op, args
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from ops_support import (
@@ -140,3 +141,33 @@ def test_every_advertised_operation_validates_when_run(tmp_path):
         assert p.wait(15) == 0
     finally:
         p.stop()
+
+
+def test_both_framings_refuse_the_same_fields_the_same_way():
+    """One validation loop (wire.check_fields): for every command, a protocol 1 frame and an
+    ops request with the same wrong field are refused naming the same field and type."""
+    from agentproto.wire import FrameError, command_from_object
+
+    wrong: dict[str, Any] = {"agent": 5, "dir": 5, "prompt": 5, "session": 5, "text": 5, "request": 5,
+                             "answer": 5, "option": 5, "value": [], "turns": 0, "scope": "x", "prompt_id": 5}
+    for name, (required, optional) in COMMANDS.items():
+        valid = {"agent": "mock", "dir": "/tmp", "prompt": "p", "session": "s1", "text": "t", "request": "r1",
+                 "answer": "Cancel", "option": "model", "value": "m", "turns": 1, "scope": "Conversation"}
+        base = {key: valid[key] for key in required}
+        for key in list(required) + [k for k in optional if k in ("env", "args", "attachments", "turn", "clear_queue")]:
+            bad = {**base, key: wrong.get(key, 5)}
+            with pytest.raises(FrameError) as frame:
+                command_from_object({"id": 1, "cmd": name, **bad})
+            with pytest.raises(OpsError) as ops:
+                parse_request({"op": name, **bad})
+            expected = frame.value.message.split(" must be ", 1)[1]
+            assert f"invalid `{key}`: must be {expected}" == ops.value.message, (name, key)
+        for key in required:
+            if key == "session":
+                continue
+            with pytest.raises(FrameError) as frame:
+                command_from_object({"id": 1, "cmd": name, **{k: v for k, v in base.items() if k != key}})
+            with pytest.raises(OpsError) as ops:
+                parse_request({"op": name, **{k: v for k, v in base.items() if k != key}})
+            assert frame.value.message == f"{name}: missing field `{key}`"
+            assert ops.value.message == f"missing required `{key}`"
