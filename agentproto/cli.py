@@ -1,7 +1,7 @@
 """Command line: ``serve``, ``agent``, ``list``, ``chat``, ``schema``: argparse and the commands.
 
 Each command builds its runtime and hands it to its frontend's module (serve.py,
-ops_stdio.py, jsonrpc_server.py, mcp_stdio.py, transports.py, httpd.py, chat.py); the
+ops_stdio.py, jsonrpc_server.py, mcp_stdio.py, unix.py, http_ops.py, chat.py); the
 modules only the other commands need are imported by those commands, so ``serve``
 starts with protocol 1's own.
 
@@ -69,9 +69,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _serve_transport(args: argparse.Namespace) -> int:
-    """``serve --transport unix|http|jsonrpc|mcp`` (transports.py, httpd.py, jsonrpc_server.py, mcp_stdio.py)."""
-    from agentproto import transports
-
+    """``serve --transport unix|http|jsonrpc|mcp`` (unix.py, http_ops.py, jsonrpc_server.py, mcp_stdio.py)."""
     if args.auth_token is not None and args.transport != "http":
         log("--auth-token applies to --transport http only")
         return EXIT_USAGE
@@ -81,7 +79,7 @@ def _serve_transport(args: argparse.Namespace) -> int:
             log("--transport unix needs --listen PATH (or --socket PATH)")
             return EXIT_USAGE
     elif args.transport == "http":
-        from agentproto.httpd import parse_listen
+        from agentproto.http_ops import parse_listen
 
         listen = args.listen or (f"127.0.0.1:{args.port}" if args.port is not None else None)
         if not listen:
@@ -97,11 +95,13 @@ def _serve_transport(args: argparse.Namespace) -> int:
     recorder = _recorder(args)
     try:
         if args.transport == "unix":
-            return transports.run_unix(runtime, path, recorder)
-        if args.transport == "http":
-            from agentproto.httpd import run_http
+            from agentproto.unix import run_unix
 
-            return run_http(runtime, address, token, recorder)  # type: ignore[arg-type]  # until httpd takes record.Recorder
+            return run_unix(runtime, path, recorder)
+        if args.transport == "http":
+            from agentproto.http_ops import run_http
+
+            return run_http(runtime, address, token, recorder)
         if args.transport == "jsonrpc":
             from agentproto.jsonrpc_server import JsonRpcServer as server
         else:

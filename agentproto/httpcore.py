@@ -1,4 +1,5 @@
-"""Sans-IO HTTP/1.1 for the listeners: the request parser, and who may talk to a server.
+"""Sans-IO HTTP/1.1 for the listeners: the request parser, response heads, and who may
+talk to a server. httpserver.py does the I/O.
 
 Rules of this file:
 - No I/O and no state outside the objects: ``RequestParser`` takes bytes and gives one
@@ -8,6 +9,9 @@ Rules of this file:
   (accepted) or an HTTP status and message, so every listener applies the same rules: a
   web page must not be able to drive a local server, by a cross-site "simple" request or
   through DNS rebinding.
+- A connection is kept alive as HTTP/1.1 says (unless ``Connection: close``; HTTP/1.0 only
+  with ``Connection: keep-alive``); the bytes after a request (the next one, pipelined)
+  stay with its parser (``leftover``) for the next parser to start from.
 """
 
 from __future__ import annotations
@@ -27,6 +31,46 @@ class HttpError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+REASONS = {
+    100: "Continue",
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    413: "Payload Too Large",
+    415: "Unsupported Media Type",
+    421: "Misdirected Request",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    501: "Not Implemented",
+    503: "Service Unavailable",
+}
+
+
+def keep_alive(version: str, headers: dict[str, str]) -> bool:
+    """Whether the client wants the connection kept after this request's response."""
+    options = {option.strip(" \t").lower() for option in headers.get("connection", "").split(",")}
+    if version == "HTTP/1.0":
+        return "keep-alive" in options
+    return "close" not in options
+
+
+def response_head(status: int, fields: list[tuple[str, str]]) -> bytes:
+    """The status line and header fields of a response, up to its blank line."""
+    lines = [f"HTTP/1.1 {status} {REASONS.get(status, '')}", *(f"{name}: {value}" for name, value in fields)]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def chunk(data: bytes) -> bytes:
+    """One chunk of a chunked body (an empty ``data`` would end the body: never pass one)."""
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+LAST_CHUNK = b"0\r\n\r\n"
 
 
 class Request:
@@ -192,6 +236,10 @@ class RequestParser:
     def head_complete(self) -> bool:
         return self.request is not None
 
+    def leftover(self) -> bytes:
+        """Once the request is complete: the bytes received after it (a pipelined request)."""
+        return bytes(self.buf) if self.done else b""
+
     def feed(self, data: bytes) -> Request | None:
         if self.done:
             return None
@@ -277,7 +325,9 @@ class RequestParser:
             assert self.length is not None
             if len(self.buf) < self.length:
                 return None
-            return self._finish(bytes(self.buf[: self.length]))
+            body = bytes(self.buf[: self.length])
+            self._consume(self.length)
+            return self._finish(body)
         while True:
             if self.state == "size":
                 line = self._line(MAX_CHUNK_LINE, 400, "bad chunk size line")

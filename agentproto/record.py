@@ -15,8 +15,9 @@ Two kinds of line share one file format (one JSON object per line, appended):
 Rules of this file:
 - Best effort: a record that cannot be written costs one line on stderr (once per
   recorder) and never the session; later records are still tried.
-- Records hold whole requests (env, keys): the file is created 0600, opened without
-  following a symlink, append-only, and kept open (one ``write`` per record).
+- Records hold whole requests (env, keys): the file is opened by ``private.open_append``
+  (created 0600, never through a symlink, only a regular file of ours), append-only, and
+  kept open (one ``write`` per record).
 - A record is written whole in one call, so two recorders on one file never interleave
   inside a line.
 """
@@ -27,8 +28,9 @@ import errno
 import json
 import os
 import time
-from typing import Any, Callable
+from typing import Any, Callable, TextIO
 
+from agentproto import private
 from agentproto.errors import log
 
 
@@ -42,28 +44,35 @@ class Recorder:
     def __init__(self, path: str, clock: Callable[[], int] = time.monotonic_ns) -> None:
         self.path = path
         self.clock = clock
-        self.fd: int | None = None
+        self.file: TextIO | None = None
         self.warned = False
+
+    def open(self) -> None:
+        """Open the file now, raising what refuses it (``private.UnsafePath``, OSError): for
+        a caller that must refuse a bad path up front (``record_wire`` fails the ``open``).
+        Without it the file is opened by the first record, best effort."""
+        if self.file is None:
+            self.file = private.open_append(self.path)
 
     def pair(self, request: bytes | str, response: bytes | str) -> None:
         """One request of an ops framing and everything written for it."""
         self._write({"request": _text(request).strip(), "response": _text(response)})
-
-    record = pair  # what httpd.py calls, until the HTTP layer is rebuilt on this recorder
 
     def line(self, direction: str, line: bytes | str, **tags: Any) -> None:
         """One line of a transcript, without its newline."""
         self._write({"t": self.clock(), "dir": direction, "line": _text(line), **tags})
 
     def _write(self, record: dict[str, Any]) -> None:
-        data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        data = (json.dumps(record) + "\n").encode("ascii")
         try:
-            if self.fd is None:
-                flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-                self.fd = os.open(self.path, flags, 0o600)
+            if self.file is None:
+                self.file = private.open_append(self.path)
+            # Whole lines straight to the descriptor: a failed write never leaves half a
+            # record in a buffer to be flushed in front of the next one.
+            fd = self.file.fileno()
             view = memoryview(data)
             while view:
-                written = os.write(self.fd, view)
+                written = os.write(fd, view)
                 if written <= 0:
                     raise OSError(errno.ENOSPC, "no space left on device")
                 view = view[written:]
@@ -73,9 +82,9 @@ class Recorder:
                 log(f"--record {self.path}: {exc.strerror or exc}; recording skipped, the session goes on")
 
     def close(self) -> None:
-        if self.fd is not None:
+        if self.file is not None:
             try:
-                os.close(self.fd)
+                self.file.close()
             except OSError:
                 pass
-            self.fd = None
+            self.file = None

@@ -42,12 +42,18 @@ class StdioServer(Protocol):
         """Wind down (idempotent): close its sessions, then call its ``finished``."""
 
 
+def when_drained(output: Output, then: Callable[[], None]) -> None:
+    """``then()`` once ``output`` has written everything it holds (or never will): now,
+    or when it drains."""
+    if not output.queue or output.failed:
+        then()
+    else:
+        output.on_drained = then
+
+
 def finish_when_drained(loop: Loop, output: Output) -> None:
     """Stop the loop once ``output`` has written everything (or never will)."""
-    if not output.queue or output.failed:
-        loop.stop()
-    else:
-        output.on_drained = loop.stop
+    when_drained(output, loop.stop)
 
 
 def run_stdio(loop: Loop, make: Callable[[Output, Callable[[], None]], StdioServer]) -> int:

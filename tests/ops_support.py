@@ -169,6 +169,13 @@ class Proc:
                 pass
 
 
+def closing(request: bytes) -> bytes:
+    """A raw HTTP/1.1 request that asks the server to close after answering (HTTP/1.1
+    keeps the connection by default), so a test can read the answer to EOF."""
+    line, sep, rest = request.partition(b"\r\n")
+    return line + sep + b"Connection: close\r\n" + rest if sep else request
+
+
 def single_shot(body: bytes | str, *args: str, via_agent: bool = False) -> tuple[int, list[dict[str, Any]]]:
     """``agentproto --single-shot ARGS`` (or ``agentproto agent --single-shot ARGS``)."""
     data = body.encode() if isinstance(body, str) else body

@@ -25,7 +25,7 @@ from ops_support import (
 )
 
 from agentproto.httpcore import RequestParser, authorized
-from agentproto.httpd import parse_listen
+from agentproto.http_ops import parse_listen
 
 TOKEN = "s3cret-token-0123456789"
 
@@ -275,7 +275,7 @@ def raw_exchange(port: int, data: bytes, timeout: float = 10) -> bytes:
 def test_raw_socket_chunked_request_and_chunked_response(server):
     body = b'{"op": "explain", "code": "SessionClosed"}'
     request = (
-        b"POST /v1/agent HTTP/1.1\r\nHost: localhost:%d\r\nTransfer-Encoding: chunked\r\n\r\n" % server.port
+        b"POST /v1/agent HTTP/1.1\r\nHost: localhost:%d\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n" % server.port
         + b"%x\r\n%s\r\n" % (10, body[:10])
         + b"%x\r\n%s\r\n" % (len(body) - 10, body[10:])
         + b"0\r\n\r\n"
@@ -376,3 +376,39 @@ def test_one_post_cancels_the_turn_another_post_is_streaming(tmp_path):
         assert result_of(streamed)["stop"] == "Cancelled" and text_of(streamed) == "thinking"
     finally:
         s.stop()
+
+
+def test_keep_alive_two_posts_on_one_connection_share_the_servers_sessions(server):
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=20)
+    try:
+        conn.request("POST", "/v1/agent", body=json.dumps({"op": "open", "agent": "mock", "dir": "/tmp"}))
+        first = conn.getresponse()
+        opened = [json.loads(line) for line in first.read().splitlines()]
+        sock = conn.sock
+        assert first.getheader("Connection") is None and sock is not None
+        sid = result_of(opened)["session"]["id"]
+        conn.request("POST", "/v1/agent", body=json.dumps({"op": "info", "session": sid}))
+        second = conn.getresponse()
+        info = [json.loads(line) for line in second.read().splitlines()]
+        assert conn.sock is sock  # the same connection: http.client did not reconnect
+        assert result_of(info)["session"]["id"] == sid
+        conn.request("GET", "/v1/agent/version", headers={"Connection": "close"})
+        last = conn.getresponse()
+        assert last.getheader("Connection") == "close" and json.loads(last.read())["contract"] == "agentproto/1"
+    finally:
+        conn.close()
+
+
+def test_request_parser_leaves_a_pipelined_request_for_the_next():
+    first = b"POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"
+    second = b"GET /b HTTP/1.1\r\n\r\n"
+    parser = RequestParser()
+    for i in range(len(first) - 1):
+        assert parser.feed(first[i : i + 1]) is None
+    assert parser.leftover() == b""  # not done yet
+    request = parser.feed(first[-1:] + second[:5])
+    assert request is not None and request.body == b"abc"
+    assert parser.leftover() == second[:5]
+    following = RequestParser()
+    assert following.feed(parser.leftover()) is None
+    assert following.feed(second[5:]).path == "/b"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from ops_support import Proc
+from ops_support import Proc, closing
 
 from agentproto.httpcore import HttpError, RequestParser
 
@@ -183,7 +183,7 @@ def test_bad_sizes_over_a_socket_get_400_and_the_server_goes_on():
 
         def exchange(data: bytes) -> bytes:
             with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-                sock.sendall(data)
+                sock.sendall(closing(data))
                 received = b""
                 while True:
                     piece = sock.recv(65536)

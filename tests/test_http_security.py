@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ops_support import Proc, done_of, result_of
+from ops_support import Proc, closing, done_of, result_of
 
 from agentproto.httpcore import (
     authorized,
@@ -41,7 +41,7 @@ class Server:
         """Send raw bytes, read to EOF: (status, head, body)."""
         sock = socket.create_connection((self.host, self.port), timeout=timeout)
         try:
-            sock.sendall(data)
+            sock.sendall(closing(data))
             chunks = []
             while True:
                 piece = sock.recv(65536)
@@ -273,7 +273,7 @@ def expect_continue(server: Server, headers: dict[str, str], body: bytes) -> tup
     """Send the head with Expect: 100-continue and wait. If the answer is 100 Continue, send
     the body. Returns (continued, final status, final body)."""
     head = "POST /v1/agent HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    head += f"Expect: 100-continue\r\nContent-Length: {len(body)}\r\n\r\n"
+    head += f"Expect: 100-continue\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n"
     sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
     try:
         sock.sendall(head.encode())

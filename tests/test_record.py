@@ -104,3 +104,21 @@ def test_an_unwritable_record_never_halts_serve(tmp_path: Path) -> None:
     finally:
         p.stop()
     assert p.stderr.count("recording skipped") == 1
+
+
+def test_open_up_front_refuses_a_bad_path(tmp_path: Path) -> None:
+    import pytest
+
+    from agentproto.private import UnsafePath
+
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "target")
+    with pytest.raises(UnsafePath):
+        Recorder(str(link)).open()
+    with pytest.raises(OSError):
+        Recorder(str(tmp_path / "missing" / "dir" / "r")).open()
+    good = Recorder(str(tmp_path / "ok"))
+    good.open()
+    good.line("to_agent", b'{"jsonrpc":"2.0"}', session="s1")
+    good.close()
+    assert json.loads((tmp_path / "ok").read_text())["session"] == "s1"

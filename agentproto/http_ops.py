@@ -1,0 +1,180 @@
+"""The ops framing over HTTP (``serve --transport http``): one handler of httpserver.py.
+
+    POST /v1/agent           one ops request -> application/x-ndjson lines ending with done
+    POST /v1/agent/batch     NDJSON requests, run in order with one default session
+    GET  /v1/agent/version   {"agentproto", "protocol", "contract"}
+
+Rules of this file:
+- The connections, keep-alive, limits, timeouts and the checks against web pages (Host,
+  Origin, Content-Type) are the HTTP server's; this handler adds its routes and its bearer
+  token (checked once the head is in, before the body is read or any op runs).
+- The response body is chunked, so the stream starts before the request's ``done``. A
+  slow client only fills its own connection's bounded ``Output`` and, through the
+  engine's flow control, pauses only the session it streams.
+- Sessions belong to the server, not to a connection: any POST may name any session; a
+  POST's default session starts empty.
+- Without a token, only a loopback address may be listened on: anyone who can reach the
+  port could run any program as this user.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from agentproto import CONTRACT, PROTOCOL, __version__
+from agentproto.engine import Session, log
+from agentproto.httpcore import Request, authorized, is_loopback
+from agentproto.httpserver import HttpServer, Refusal, Response
+from agentproto.listen import bind_tcp, tcp_address
+from agentproto.ops import EXIT_OK, EXIT_PROTOCOL, OpsContext, OpsHub, protocol_error
+from agentproto.record import Recorder
+from agentproto.runtime import Runtime
+from agentproto.stdio import watch_lifetime
+from agentproto.wire import encode
+
+REQUEST_TIMEOUT = 30.0
+EXIT_USAGE = 2
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host, port)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ValueError(f"--listen {value!r}: expected HOST:PORT")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    number = int(port)
+    if number > 65535:
+        raise ValueError(f"--listen {value!r}: port out of range")
+    return host, number
+
+
+class BindRefused(Exception):
+    """A listen address that may not be used as asked (a usage error: exit 2)."""
+
+
+class _PostOut:
+    """The ops ``Out`` of one request of a POST: NDJSON chunks, captured for --record."""
+
+    def __init__(self, response: Response, then: Callable[[bytes, int], None]) -> None:
+        self.response = response
+        self.then = then
+        self.captured: list[bytes] = []
+
+    def line(self, obj: dict[str, Any], session: Session | None = None) -> None:
+        data = encode(obj)
+        self.captured.append(data)
+        self.response.write(data, session)
+
+    def done(self, exit_code: int) -> None:
+        self.line({"kind": "done", "exit_code": exit_code})
+        self.then(b"".join(self.captured), exit_code)
+
+
+class OpsHttp:
+    """The ops frontend as one handler of the HTTP server: its routes, its token, its
+    sessions (the server's, not a connection's)."""
+
+    def __init__(self, runtime: Runtime, auth_token: str | None, recorder: Recorder | None) -> None:
+        self.runtime = runtime
+        self.loop = runtime.loop
+        self.auth_token = auth_token
+        self.recorder = recorder
+        self.hub = OpsHub(runtime, shared=True)
+
+    def error_body(self, status: int, message: str) -> Any:
+        return {"kind": "error", "message": message}
+
+    def refuse(self, request: Request) -> Refusal | None:
+        if self.auth_token is not None and not authorized(request.headers.get("authorization"), self.auth_token):
+            return 401, self.error_body(401, "unauthorized"), {"WWW-Authenticate": "Bearer"}
+        return None
+
+    def handle(self, request: Request, response: Response) -> None:
+        route = (request.method, request.path.rstrip("/") or "/")
+        if route == ("GET", "/v1/agent/version"):
+            response.json(200, {"agentproto": __version__, "protocol": PROTOCOL, "contract": CONTRACT})
+        elif route == ("POST", "/v1/agent"):
+            self._single(response, request.body)
+        elif route == ("POST", "/v1/agent/batch"):
+            self._batch(response, request.body)
+        else:
+            response.json(404, self.error_body(404, f"not found: {request.method} {request.path}"))
+
+    def _single(self, response: Response, body: bytes) -> None:
+        response.stream(200, "application/x-ndjson")
+        ctx = OpsContext(self.hub)
+
+        def then(answer: bytes, _code: int) -> None:
+            if self.recorder is not None:
+                self.recorder.pair(body, answer)
+            response.end()
+
+        out = _PostOut(response, then)
+        if not body.strip():
+            protocol_error(out, "malformed JSON: the request body is empty")
+            return
+        try:
+            obj = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            message = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            protocol_error(out, f"malformed JSON: {message}")
+            return
+        ctx.run(obj, out)
+
+    def _batch(self, response: Response, body: bytes) -> None:
+        response.stream(200, "application/x-ndjson")
+        ctx = OpsContext(self.hub)
+        lines = [line for line in body.split(b"\n") if line.strip()]
+
+        def step(index: int) -> None:
+            if index >= len(lines) or ctx.halted or response.gone:
+                response.end()
+                return
+            raw = lines[index]
+
+            def then(answer: bytes, _code: int) -> None:
+                if self.recorder is not None:
+                    self.recorder.pair(raw, answer)
+                # Never inside the engine's bookkeeping: the next request starts next tick.
+                self.loop.call_soon(lambda: step(index + 1))
+
+            ctx.run_raw(raw, _PostOut(response, then))
+
+        step(0)
+
+
+def run_http(runtime: Runtime, address: tuple[str, int], auth_token: str | None, recorder: Recorder | None) -> int:
+    """``serve --transport http``: the ops handler on an HTTP server until a signal or EOF."""
+    loop = runtime.loop
+    handler = OpsHttp(runtime, auth_token, recorder)
+    server = HttpServer(loop, handler, request_timeout=REQUEST_TIMEOUT)
+    stopping = [False]
+
+    def shutdown() -> None:
+        if not stopping[0]:
+            stopping[0] = True
+            server.close()
+            handler.hub.close_all(loop.stop)
+
+    watch_lifetime(loop, shutdown)  # before the banner: a client may act on it
+    host, port = address
+    try:
+        family, kind, proto, addr = tcp_address(host, port)
+        if auth_token is None and not is_loopback(str(addr[0])):
+            # Anyone who can reach the port could run any program as this user.
+            raise BindRefused(
+                f"refusing to listen on {host}:{port} without --auth-token (or AGENTPROTO_AUTH_TOKEN):"
+                " only a loopback address may go without a token"
+            )
+        bound = server.listen(bind_tcp(family, kind, proto, addr))
+    except BindRefused as exc:
+        log(str(exc))
+        return EXIT_USAGE
+    except OSError as exc:
+        log(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+        return EXIT_PROTOCOL
+    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    log(f"listening on http://{shown}:{bound[1]}/")
+    loop.run()
+    return EXIT_OK

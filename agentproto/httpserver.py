@@ -1,0 +1,308 @@
+"""HTTP/1.1 on the one loop: connections that hand each complete request to a handler and
+write its answer. Knows nothing of routes, tokens or sessions: those are the handler's.
+
+Rules of this file:
+- The parser, response heads and the checks are sans-IO in httpcore.py; this file does the
+  I/O, through ``streams.Reader`` and ``streams.Output`` (so ``loop.io`` sees every byte).
+- One request at a time per connection: while one is answered the connection does not
+  read. Once its answer is written (drained: a client that pipelines without reading
+  costs only its own buffer), the next request is read from what the client already sent,
+  then from the socket; or the connection closes, when either side asked for it.
+- Every error answer (a malformed request, a refusal, a timeout, a handler's bug) closes
+  the connection: the body it did not read cannot be skipped safely.
+- Bounded: head and body sizes (httpcore), ``max_connections``; a request must arrive
+  within ``request_timeout`` once the connection (or its first byte) is there, and a
+  kept-alive connection idle for ``idle_timeout`` is closed.
+- A web page must not drive a loopback listener: as soon as a head is in, before its body
+  is read or ``100 Continue`` sent, ``httpcore.check_request`` (Host, Origin,
+  Content-Type) and then the handler's own ``refuse`` (its token) are applied.
+- ``close()`` closes the listener and this server's connections, and never stops the loop.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agentproto.errors import log
+from agentproto.httpcore import (
+    LAST_CHUNK,
+    MAX_BODY,
+    MAX_HEAD,
+    HttpError,
+    Request,
+    RequestParser,
+    check_request,
+    chunk,
+    keep_alive,
+    response_head,
+)
+from agentproto.listen import accept_ready, hang_up
+from agentproto.stdio import when_drained
+from agentproto.streams import Output, Reader
+
+if TYPE_CHECKING:
+    from agentproto.engine import Session
+    from agentproto.loop import Loop, Timer
+
+#: (status, JSON body, extra header fields) of a request that may not run.
+Refusal = tuple[int, Any, dict[str, str]]
+
+
+class Handler(Protocol):
+    """What answers a server's requests."""
+
+    def refuse(self, request: Request) -> Refusal | None:
+        """Whether a request whose head is in may go on (its body is not read yet)."""
+
+    def handle(self, request: Request, response: "Response") -> None:
+        """Answer a complete request through ``response``, now or later."""
+
+    def error_body(self, status: int, message: str) -> Any:
+        """The JSON body of an error the server answers itself (400, 408, 413, ...)."""
+
+
+class Response:
+    """The answer to one request: a JSON body, or a stream of chunks (``stream``, ``write``
+    as many times as needed, ``end``)."""
+
+    def __init__(self, conn: "HttpConnection", request: Request) -> None:
+        self.conn = conn
+        self.version = request.version
+        self.keep_alive = keep_alive(request.version, request.headers)
+        self.started = False
+        self.chunked = False
+        self.finished = False
+
+    @property
+    def gone(self) -> bool:
+        """The client went away: what is written now is dropped (and counted as delivered)."""
+        return self.conn.closed
+
+    def _head(self, status: int, content_type: str, headers: dict[str, str] | None, length: int | None) -> None:
+        assert not self.started, "one head per response"
+        self.started = True
+        fields = [("Content-Type", content_type)]
+        if length is None:
+            self.chunked = True
+            fields.append(("Transfer-Encoding", "chunked"))
+        else:
+            fields.append(("Content-Length", str(length)))
+        if not self.keep_alive or self.conn.server.closing:
+            self.keep_alive = False
+            fields.append(("Connection", "close"))
+        elif self.version == "HTTP/1.0":
+            fields.append(("Connection", "keep-alive"))
+        fields.append(("Cache-Control", "no-store"))
+        fields.extend((headers or {}).items())
+        self.conn.output.send(response_head(status, fields))
+
+    def json(self, status: int, body: Any, headers: dict[str, str] | None = None, close: bool = False) -> None:
+        """The whole answer: ``body`` as one JSON document."""
+        data = json.dumps(body, separators=(",", ":")).encode() + b"\n"
+        if close:
+            self.keep_alive = False
+        self._head(status, "application/json", headers, len(data))
+        self.conn.output.send(data)
+        self._end()
+
+    def stream(self, status: int, content_type: str, headers: dict[str, str] | None = None, close: bool = False) -> None:
+        """Start a chunked answer (``close``: the connection closes after it)."""
+        if close:
+            self.keep_alive = False
+        self._head(status, content_type, headers, None)
+
+    def write(self, data: bytes, session: "Session | None" = None) -> None:
+        """One chunk; a line passed with its session is counted when written (flow control)."""
+        if data:
+            self.conn.output.send(chunk(data), session)
+        elif session is not None:
+            session.delivered(1)
+
+    def end(self) -> None:
+        if self.chunked:
+            self.conn.output.send(LAST_CHUNK)
+        self._end()
+
+    def _end(self) -> None:
+        if not self.finished:
+            self.finished = True
+            self.conn.answered(self)
+
+
+class HttpConnection:
+    def __init__(self, server: "HttpServer", sock: socket.socket) -> None:
+        self.server = server
+        self.loop: Loop = server.loop
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.parser = RequestParser(server.max_head, server.max_body)
+        self.output = Output(self.loop, self.fd, self._write_failed)
+        self.reader = Reader(self.loop, self.fd, self._feed, self.close, 64 * 1024)
+        self.closed = False
+        self.checked = False  # the current request's head passed the checks
+        self.idle = False  # waiting for a kept-alive connection's next request
+        self.response: Response | None = None
+        self.timer: Timer | None = None
+        self._arm(server.request_timeout)
+        self.reader.start()
+
+    # -- reading ------------------------------------------------------------------------
+    def _arm(self, seconds: float) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = self.loop.call_later(seconds, self._timeout)
+
+    def _timeout(self) -> None:
+        self.timer = None
+        if self.closed or self.response is not None:
+            return
+        if self.idle:
+            self.close()  # nothing was asked: nothing to answer
+        else:
+            self._fail(408, "request not received in time")
+
+    def _feed(self, data: bytes) -> None:
+        if self.idle:
+            self.idle = False
+            self._arm(self.server.request_timeout)
+        try:
+            request = self.parser.feed(data)
+        except HttpError as error:
+            self._fail(error.status, error.message)
+            return
+        if not self.checked and self.parser.request is not None:
+            # The head is in: refuse now, before the body is read or 100 Continue is sent.
+            self.checked = True
+            refusal = self.server.refusal(self.parser.request)
+            if refusal is not None:
+                self._refuse(*refusal)
+                return
+            if request is None and self.parser.request.headers.get("expect", "").lower() == "100-continue":
+                self.output.send(response_head(100, []))
+        if request is not None:
+            self._handle(request)
+
+    def _handle(self, request: Request) -> None:
+        self.reader.pause()
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        response = self.response = Response(self, request)
+        try:
+            self.server.handler.handle(request, response)
+        except Exception:  # a bug costs this request, never the server
+            import traceback
+
+            log(f"internal error answering {request.method} {request.path}:\n{traceback.format_exc().rstrip()}")
+            if not response.started:
+                response.json(500, self.server.handler.error_body(500, "internal error"), close=True)
+            else:
+                self.close()
+
+    def _refuse(self, status: int, body: Any, headers: dict[str, str]) -> None:
+        self.reader.pause()
+        response = self.response = Response(self, self.parser.request or Request("GET", "/", "HTTP/1.1", {}))
+        response.json(status, body, headers, close=True)
+
+    def _fail(self, status: int, message: str) -> None:
+        self._refuse(status, self.server.handler.error_body(status, message), {})
+
+    # -- after an answer ----------------------------------------------------------------
+    def answered(self, response: Response) -> None:
+        """The whole answer is queued: once written, read the next request or close."""
+        if self.closed or response is not self.response:
+            return
+        when_drained(self.output, self._next if response.keep_alive else self.close)
+
+    def _next(self) -> None:
+        if self.closed:
+            return
+        self.output.on_drained = None
+        leftover = self.parser.leftover()
+        self.parser = RequestParser(self.server.max_head, self.server.max_body)
+        self.checked = False
+        self.response = None
+        self.idle = True
+        self._arm(self.server.idle_timeout)
+        self.reader.start()
+        if leftover:
+            # Not from inside the engine's bookkeeping (an answer often ends there).
+            self.loop.call_soon(lambda: None if self.closed or self.response is not None else self._feed(leftover))
+
+    # -- the end ------------------------------------------------------------------------
+    def _write_failed(self, _exc: OSError) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.reader.close()
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        hang_up(self.loop, self.sock, self.output)
+        self.server.connections.discard(self)
+
+
+class HttpServer:
+    """Accepts connections on a listening socket and runs each request through ``handler``."""
+
+    def __init__(
+        self,
+        loop: "Loop",
+        handler: Handler,
+        *,
+        max_connections: int = 1024,
+        request_timeout: float = 30.0,
+        idle_timeout: float = 60.0,
+        max_head: int = MAX_HEAD,
+        max_body: int = MAX_BODY,
+    ) -> None:
+        self.loop = loop
+        self.handler = handler
+        self.max_connections = max_connections
+        self.request_timeout = request_timeout
+        self.idle_timeout = idle_timeout
+        self.max_head = max_head
+        self.max_body = max_body
+        self.listener: socket.socket | None = None
+        self.bound: tuple[str, int] = ("", 0)
+        self.connections: set[HttpConnection] = set()
+        self.closing = False
+
+    def listen(self, sock: socket.socket) -> tuple[str, int]:
+        """Serve on a bound, listening, non-blocking socket; returns its address."""
+        self.listener = sock
+        name = sock.getsockname()
+        self.bound = (name[0], name[1])
+        self.loop.add_reader(sock, self._accept)
+        return self.bound
+
+    def _accept(self) -> None:
+        if self.listener is not None:
+            accept_ready(self.listener, self._serve)
+
+    def _serve(self, sock: socket.socket) -> None:
+        if len(self.connections) >= self.max_connections or self.closing:
+            sock.close()
+            return
+        self.connections.add(HttpConnection(self, sock))
+
+    def refusal(self, request: Request) -> Refusal | None:
+        problem = check_request(request.method, request.version, request.headers, self.bound)
+        if problem is not None:
+            return problem[0], self.handler.error_body(*problem), {}
+        return self.handler.refuse(request)
+
+    def close(self) -> None:
+        """Stop accepting and close every connection (answers in progress are cut off)."""
+        self.closing = True
+        if self.listener is not None:
+            self.loop.forget(self.listener)
+            self.listener.close()
+            self.listener = None
+        for conn in list(self.connections):
+            conn.close()

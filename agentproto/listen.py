@@ -1,0 +1,117 @@
+"""Listening sockets: a Unix socket at a path, a TCP socket at an address, and accepting.
+
+Rules of this file:
+- A listener is non-blocking and watched by the loop; ``accept_ready`` takes at most a
+  batch of connections per wake-up, so a flood of connections cannot hold the loop.
+- A Unix socket is created 0600 (under a umask, never by a chmod that could follow a
+  swapped-in link). Only a stale socket at the path (nobody listens) is replaced, and on
+  close only the socket file we made is removed, never what has replaced it since.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from typing import TYPE_CHECKING, Any, Callable
+
+from agentproto.engine import log
+
+if TYPE_CHECKING:
+    from agentproto.loop import Loop
+    from agentproto.streams import Output
+
+
+def bind_unix(path: str) -> tuple[socket.socket, tuple[int, int]]:
+    """A listening socket at ``path``, owner-only, and its file's (st_dev, st_ino). Only a
+    stale socket there is replaced: anything else is refused (OSError), never deleted."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None:
+        if not stat.S_ISSOCK(st.st_mode):
+            raise OSError(f"{path} exists and is not a socket; refusing to replace it")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.settimeout(1.0)
+        try:
+            probe.connect(path)
+        except OSError:
+            pass  # nobody listens: stale
+        else:
+            raise OSError(f"another server is listening on {path}")
+        finally:
+            probe.close()
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)  # 0600 from the start: a chmod by path could follow a swapped-in link
+    try:
+        sock.bind(path)
+        st = os.lstat(path)
+    except OSError:
+        sock.close()
+        raise
+    finally:
+        os.umask(old)
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock, (st.st_dev, st.st_ino)
+
+
+def unlink_unix(path: str, identity: tuple[int, int] | None) -> None:
+    """Remove the socket file at ``path`` if it is still the one ``bind_unix`` made."""
+    try:
+        st = os.lstat(path)
+        if stat.S_ISSOCK(st.st_mode) and (st.st_dev, st.st_ino) == identity:
+            os.unlink(path)  # only the socket we made: a replacement is not ours
+    except OSError:
+        pass
+
+
+def tcp_address(host: str, port: int) -> tuple[int, int, int, Any]:
+    """``(family, type, proto, sockaddr)`` to listen on ``host:port`` (port 0 picks one)."""
+    family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    return family, kind, proto, addr
+
+
+def bind_tcp(family: int, kind: int, proto: int, addr: Any) -> socket.socket:
+    """A listening, non-blocking TCP socket at a ``tcp_address``."""
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+def hang_up(loop: "Loop", sock: socket.socket, output: "Output") -> None:
+    """Close an accepted connection for good: its writer (later lines are dropped, and
+    counted as delivered), its watch, then the socket."""
+    output.on_drained = None
+    loop.forget(sock)
+    output.close()
+    output.failed = True
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
+
+
+def accept_ready(listener: socket.socket, serve: Callable[[socket.socket], None], batch: int = 64) -> None:
+    """Accept what is waiting on a ready listener (at most ``batch``, so one flood of
+    connections cannot hold the loop), each as a non-blocking socket handed to ``serve``."""
+    for _ in range(batch):
+        try:
+            sock, _addr = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            log(f"accept failed: {exc}")
+            return
+        sock.setblocking(False)
+        serve(sock)

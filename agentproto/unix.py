@@ -1,0 +1,113 @@
+"""``serve --transport unix``: protocol 1 on a Unix socket, one connection per client.
+
+Rules of this file:
+- Each accepted connection is its own ``P1Connection`` (its hello, its sessions); a
+  client that hangs up closes its sessions, and nothing it does costs another.
+- The server ends on SIGTERM/SIGINT/SIGHUP or its parent's EOF: every connection's
+  sessions close, their ``closed`` lines are written, and the socket file is removed.
+- With ``--record``, each connection records its transcript into the one file, tagged
+  with the connection's number (``conn``).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+
+from agentproto import record
+from agentproto.engine import log
+from agentproto.listen import accept_ready, bind_unix, hang_up, unlink_unix
+from agentproto.runtime import Runtime
+from agentproto.serve import P1Connection
+from agentproto.stdio import watch_lifetime, when_drained
+from agentproto.streams import Output
+
+EXIT_OK, EXIT_PROTOCOL = 0, 2
+
+
+class UnixServer:
+    """``serve --transport unix``: one independent protocol 1 loop per accepted connection."""
+
+    def __init__(self, runtime: Runtime, path: str, recorder: "record.Recorder | None" = None) -> None:
+        self.runtime = runtime
+        self.accepted = 0
+        self.loop = runtime.loop
+        self.path = path
+        self.recorder = recorder
+        self.listener: socket.socket | None = None
+        self.identity: tuple[int, int] | None = None  # our socket file's (st_dev, st_ino)
+        self.conns: dict[int, tuple[socket.socket, P1Connection, Output]] = {}
+        self.stopping = False
+
+    def start(self) -> None:
+        self.listener, self.identity = bind_unix(self.path)
+        self.loop.add_reader(self.listener, self._accept)
+        log(f"listening on {self.path}")
+
+    def _accept(self) -> None:
+        assert self.listener is not None
+        accept_ready(self.listener, self._serve)
+
+    def _serve(self, sock: socket.socket) -> None:
+        fd = sock.fileno()
+
+        def failed(_exc: OSError) -> None:
+            conn.end_input()
+
+        output = Output(self.loop, fd, failed)
+        self.accepted += 1
+        # One transcript per connection, told apart in the shared file by their number.
+        tags = {"conn": self.accepted} if self.recorder is not None else None
+        conn = P1Connection(self.runtime, fd, output, self._finished, recorder=self.recorder, record_tags=tags)
+        self.conns[fd] = (sock, conn, output)
+        conn.start()
+
+    def _finished(self, conn: P1Connection) -> None:
+        entry = self.conns.get(conn.in_fd)
+        if entry is None:
+            return
+        sock, _conn, output = entry
+
+        def finished() -> None:
+            hang_up(self.loop, sock, output)
+            del self.conns[conn.in_fd]
+            if self.stopping and not self.conns:
+                self.loop.stop()
+
+        when_drained(output, finished)
+
+    def shutdown(self) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        self.close_listener()
+        for _sock, conn, _output in list(self.conns.values()):
+            conn.end_input()
+        if not self.conns:
+            self.loop.stop()
+
+    def close_listener(self) -> None:
+        if self.listener is not None:
+            self.loop.forget(self.listener)
+            self.listener.close()
+            self.listener = None
+            unlink_unix(self.path, self.identity)
+
+
+def run_unix(runtime: Runtime, path: str, recorder: "record.Recorder | None" = None) -> int:
+    if not hasattr(socket, "AF_UNIX"):
+        sys.stdout.write(json.dumps({"kind": "error", "message": "Unix sockets are not supported on this platform"}) + "\n")
+        return EXIT_PROTOCOL
+    server = UnixServer(runtime, path, recorder)
+    watch_lifetime(runtime.loop, server.shutdown)  # before the banner: a client may act on it
+    try:
+        server.start()
+    except OSError as exc:
+        log(f"cannot listen on {path}: {exc.strerror or exc}")
+        return EXIT_PROTOCOL
+    try:
+        runtime.loop.run()
+    finally:
+        server.close_listener()
+    return EXIT_OK
