@@ -13,20 +13,7 @@ import operator
 import re
 from typing import Any, Callable
 
-
-def json_type_name(value: Any) -> str:
-    """The JSON name of a value's type (``true`` is a boolean, not a number)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
+from agentproto.wire import json_type_name
 
 
 def _not_json(constant: str) -> Any:

@@ -32,7 +32,6 @@ from agentproto.drivers.process import process_transport, run_capture
 from agentproto.drivers.transport import TransportFactory
 from agentproto.engine import Context, Done, Session, Sink
 from agentproto.errors import AgentError, Kind
-from agentproto.jsonschema_lite import answer_problems
 from agentproto.loop import Loop
 
 
@@ -293,6 +292,9 @@ class Runtime:
             text = "".join(collector.text)
             if isinstance(stop, dict) and "Completed" in stop:
                 if schema is not None:
+                    # Only generate with a schema needs the validator: not imported at start-up.
+                    from agentproto.jsonschema_lite import answer_problems
+
                     problems = answer_problems(text, schema)
                     if problems:
                         why = "the answer does not match output_schema: " + "; ".join(problems[:5])

@@ -24,7 +24,6 @@ from agentproto.errors import ERROR_KINDS as ERROR_KINDS
 from agentproto.errors import AgentError as AgentError
 from agentproto.errors import AppError, Kind
 from agentproto.errors import error_from_body as error_from_body
-from agentproto.jsonschema_lite import json_type_name
 
 # -- framing ----------------------------------------------------------------------------
 
@@ -186,7 +185,22 @@ class Command:
 Check = Callable[[Any], "str | None"]
 
 
-#: Errors name types as JSON Schema does ("got number"), for the app reads JSON, not Python.
+#: Errors name types as JSON does ("got number"), for the app reads JSON, not Python.
+def json_type_name(value: Any) -> str:
+    """The JSON name of a value's type (``true`` is a boolean, not a number)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
 _type_name = json_type_name
 
 
