@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from agentproto import session_info
@@ -70,21 +69,30 @@ class Holder(Protocol):
     def discard(self, session: "Session") -> None: ...
 
 
-@dataclass(frozen=True)
 class Context:
-    """What every session of one runtime shares. The runtime hands it to each Session, so
-    the engine never imports the runtime (one direction: runtime -> engine)."""
+    """What every session of one runtime shares, handed to each: the engine never imports the
+    runtime. (Not a dataclass: defining one costs more start-up time than this module's rest.)"""
 
-    loop: Loop
-    #: Seconds a session may have events waiting unwritten before it fails ConsumerLagged.
-    stall_timeout: float
-    #: The session has closed (or failed to open): its owner drops it.
-    forget: Callable[["Session"], None]
-    #: How sessions start their agents (drivers/transport.py; replay and fault injection
-    #: put their own in).
-    transport_factory: "TransportFactory"
-    #: Serves a session's tools and hooks on the loopback listener (opened on first use).
-    listen: Listen | None = None
+    __slots__ = ("loop", "stall_timeout", "forget", "transport_factory", "listen")
+
+    def __init__(
+        self,
+        loop: Loop,
+        stall_timeout: float,
+        forget: Callable[[Session], None],
+        transport_factory: TransportFactory,
+        listen: Listen | None = None,
+    ) -> None:
+        self.loop = loop
+        #: Seconds a session may have events waiting unwritten before it fails ConsumerLagged.
+        self.stall_timeout = stall_timeout
+        #: The session has closed (or failed to open): its owner drops it.
+        self.forget = forget
+        #: How sessions start their agents (drivers/transport.py; replay and fault injection
+        #: put their own in).
+        self.transport_factory = transport_factory
+        #: Serves a session's tools and hooks on the loopback listener (opened on first use).
+        self.listen = listen
 
 
 class Session:
@@ -106,8 +114,7 @@ class Session:
         self.info = session_info.new_info(session_id, launch.installation)
         self.sequence = 0
         self.turn: Turn | None = None
-        self.turn_counter = 0
-        self.prompt_counter = 0
+        self.turn_counter = self.prompt_counter = 0
         self.queue: deque[Prompt] = deque()
         self.pending_steer: Prompt | None = None
         self.late_end_warned = False
