@@ -1,15 +1,18 @@
 """Flow control of one session: bounded memory without dropping an event.
 
-The session hands every event to its sink at once and counts it here until the sink says
-it was written (``delivered``). Past ``HIGH_WATER`` waiting events the session stops
+The session hands every event to its sink at once and counts it (``unwritten``) until the
+sink says it was written (``delivered``). Past ``HIGH_WATER`` waiting events the session stops
 reading its agent (``pause``: the OS pipe then throttles the agent); at ``LOW_WATER`` it
 reads again (``resume``). Only when events have waited and none could be written for
-``stall_timeout`` seconds of the loop's clock is the app declared gone (``stalled``).
+``stall_timeout`` seconds of the loop's clock is the app declared gone (``stalled``, with
+the ConsumerLagged error to fail the session with).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
+
+from agentproto.errors import AgentError, Kind
 
 if TYPE_CHECKING:
     from agentproto.loop import Loop, Timer
@@ -27,7 +30,7 @@ class Flow:
         stall_timeout: float,
         pause: Callable[[], None],
         resume: Callable[[], None],
-        stalled: Callable[[], None],
+        stalled: Callable[[AgentError], None],
     ) -> None:
         self.loop = loop
         self.stall_timeout = stall_timeout
@@ -39,9 +42,9 @@ class Flow:
         self.last_progress = loop.time()
         self.timer: Timer | None = None
 
-    def sent(self) -> None:
-        """One more event waits to be written."""
-        self.unwritten += 1
+    def grew(self) -> None:
+        """The session counted one more event waiting (``unwritten += 1``, inline there: it
+        runs for every event) and the count is now 1 (a new backlog) or ``HIGH_WATER``."""
         if self.unwritten == 1:
             self.last_progress = self.loop.time()
             if self.timer is None:
@@ -69,6 +72,13 @@ class Flow:
             return
         idle = self.loop.time() - self.last_progress
         if idle >= self.stall_timeout:
-            self.stalled()
+            # The app's fault, not the agent's: it stopped reading this session's events.
+            self.stalled(
+                AgentError.detail(
+                    Kind.CONSUMER_LAGGED,
+                    f"the app wrote no event of this session for {self.stall_timeout:g} s",
+                    "the app stopped reading this session's events; the session was closed",
+                )
+            )
         else:
             self.timer = self.loop.call_later(self.stall_timeout - idle, self._check)

@@ -160,10 +160,9 @@ class Loop:
 
     # -- timers ------------------------------------------------------------------------
 
-    @staticmethod
-    def time() -> float:
-        """The loop's clock (monotonic seconds): timers fire by it."""
-        return time.monotonic()
+    #: The loop's clock (monotonic seconds): timers fire by it and the engine reads it. The
+    #: C function itself, not a method around it: the engine reads it for every event.
+    time = staticmethod(time.monotonic)
 
     def call_later(self, delay: float, callback: Callback) -> Timer:
         timer = Timer(self.time() + max(0.0, delay), callback)

@@ -32,6 +32,7 @@ class Turn:
         self.origin = origin
         #: The agent accepted this turn; content reported before that is the last turn's.
         self.acked = acked
+        #: Messages not yet ended (the engine adds and ends them itself: the hot path).
         self.messages: OrderedDict[str, None] = OrderedDict()
         self.tools: OrderedDict[str, None] = OrderedDict()
         self.requests: dict[str, dict[str, Any]] = {}
@@ -44,17 +45,12 @@ class Turn:
         tool's late result belongs to the turn that ended, not to a new one)."""
         return name != "ToolUpdated" or body.get("status") in ACTIVE_TOOL
 
-    def track(self, name: str, body: Any) -> None:
-        """Note a content or MessageEnded event of this turn."""
-        if name in MESSAGE_KINDS:
-            self.messages[body["message_id"]] = None
-        elif name == "ToolUpdated":
-            if body.get("status") in ACTIVE_TOOL:
-                self.tools[body["id"]] = None
-            else:
-                self.tools.pop(body["id"], None)
-        elif name == "MessageEnded":
-            self.messages.pop(body["message_id"], None)
+    def tool_updated(self, tool: dict[str, Any]) -> None:
+        """A ToolUpdated of this turn: the tool is running, or done with."""
+        if tool.get("status") in ACTIVE_TOOL:
+            self.tools[tool["id"]] = None
+        else:
+            self.tools.pop(tool["id"], None)
 
     def take_requests(self) -> list[str]:
         """The ids of the requests still open, forgotten (the engine closes them)."""
