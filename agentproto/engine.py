@@ -34,7 +34,7 @@ from agentproto.errors import log as log
 from agentproto.flow import HIGH_WATER, Flow
 from agentproto.loop import Loop, Timer
 from agentproto.session_requests import Requests
-from agentproto.turns import CONTENT, MESSAGE_KINDS, Prompt, Turn
+from agentproto.turns import CONTENT, MESSAGE_KINDS, Prompt, QuietWindow, Turn
 from agentproto.turns import Done as Done
 from agentproto.wire import event_kind_name, system_time
 
@@ -143,11 +143,6 @@ class Session:
         if state not in LIFECYCLE[self.state]:
             raise RuntimeError(f"session {self.id}: a {self.state} session cannot become {state}")
         self.state = state
-
-    @property
-    def features(self) -> list[str]:
-        features: list[str] = self.info["details"]["capabilities"]["features"]
-        return features
 
     def _send(self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None) -> None:
         if self.state == "closed":
@@ -282,8 +277,8 @@ class Session:
         self._send(kind, extensions, parent_tool_id)
         if name == "RequestOpened":
             self._refresh_status()
-        if turn is not None and turn.quiet_timer is not None:
-            self._arm_quiet(turn)
+        if turn is not None and turn.quiet is not None:
+            turn.quiet.restart()
 
     def end_turn(self, stop: Any, usage: dict[str, int] | None = None) -> None:
         if self.state == "closed":
@@ -365,7 +360,6 @@ class Session:
     def is_app_tool(self, server: str, tool: str) -> bool:
         return self.app.owns_tool(server, tool)
 
-
     # -- turns ------------------------------------------------------------------------
 
     def _start_turn(self, origin: Any, acked: bool) -> Turn:
@@ -375,24 +369,13 @@ class Session:
         self._send({"TurnStarted": {"origin": origin}})
         self._refresh_status()
         if not self.driver.deterministic(origin):
-            turn.quiet_timer = self.loop.call_later(self._quiet_window(turn), lambda: None)
-            self._arm_quiet(turn)
+            window = self.QUIET_AGENT if origin == "Agent" else self.QUIET_PROMPTED
+            turn.quiet = QuietWindow(self.loop, window, turn, lambda: self._inferred_end(turn))
         return turn
 
-    def _quiet_window(self, turn: Turn) -> float:
-        return self.QUIET_AGENT if turn.origin == "Agent" else self.QUIET_PROMPTED
-
-    def _arm_quiet(self, turn: Turn) -> None:
-        if turn.quiet_timer is not None:
-            turn.quiet_timer.cancel()
-
-        def quiet() -> None:
-            if self.turn is turn and not turn.requests and not turn.tools:
-                self._finish_turn({"Completed": {"source": "Inferred"}}, None)
-            elif self.turn is turn:
-                self._arm_quiet(turn)
-
-        turn.quiet_timer = self.loop.call_later(self._quiet_window(turn), quiet)
+    def _inferred_end(self, turn: Turn) -> None:
+        if self.turn is turn:
+            self._finish_turn({"Completed": {"source": "Inferred"}}, None)
 
     def _begin_prompt(self, prompt: Prompt) -> None:
         turn = self._start_turn({"Prompt": prompt.id}, acked=False)
@@ -434,7 +417,7 @@ class Session:
             done({"prompt_id": prompt.id, "kind": {"Started": {"turn_id": f"t{self.turn_counter + 1}"}}}, None)
             self._begin_prompt(prompt)
             return
-        if turn is not None and "Steer" in self.features and self.pending_steer is None:
+        if turn is not None and "Steer" in session_info.features(self.info) and self.pending_steer is None:
             prompt.done = done
             self.pending_steer = prompt
 
@@ -508,7 +491,7 @@ class Session:
         """Why rollback or compact cannot run now: a missing feature (``needs``: feature ->
         its name in the error), or a busy session."""
         for feature, name in needs.items():
-            if feature not in self.features:
+            if feature not in session_info.features(self.info):
                 return AgentError.detail(Kind.UNSUPPORTED_FEATURE, name)
         if self.turn is not None or self.queue:
             return AgentError.detail(Kind.SESSION_BUSY, f"{what} needs an idle session")

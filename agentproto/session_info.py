@@ -45,6 +45,12 @@ def add_features(info: dict[str, Any], features: list[str]) -> None:
     have.extend(feature for feature in features if feature not in have)
 
 
+def features(info: dict[str, Any]) -> list[str]:
+    """What the agent offers in this session (``details.capabilities.features``)."""
+    offered: list[str] = info["details"]["capabilities"]["features"]
+    return offered
+
+
 def merge(info: dict[str, Any], members: dict[str, Any]) -> bool:
     """Take the SessionInfo members a driver reported (unknown names are ignored); whether
     anything changed."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from agentproto.errors import AgentError
-    from agentproto.loop import Timer
+    from agentproto.loop import Loop, Timer
 
 #: Kinds that open an agent-initiated turn when no turn is running (and that are stale
 #: when they arrive before the agent acknowledged a new turn).
@@ -25,7 +25,7 @@ Done = Callable[[Any, "AgentError | None"], None]
 
 
 class Turn:
-    __slots__ = ("id", "origin", "acked", "messages", "tools", "requests", "cancel_timer", "quiet_timer")
+    __slots__ = ("id", "origin", "acked", "messages", "tools", "requests", "cancel_timer", "quiet")
 
     def __init__(self, turn_id: str, origin: Any, acked: bool) -> None:
         self.id = turn_id
@@ -37,7 +37,8 @@ class Turn:
         self.tools: OrderedDict[str, None] = OrderedDict()
         self.requests: dict[str, dict[str, Any]] = {}
         self.cancel_timer: Timer | None = None
-        self.quiet_timer: Timer | None = None
+        #: For an agent that may never report the end of this turn.
+        self.quiet: QuietWindow | None = None
 
     @staticmethod
     def starts_one(name: str, body: Any) -> bool:
@@ -59,9 +60,40 @@ class Turn:
         return ids
 
     def stop_timers(self) -> None:
-        for timer in (self.cancel_timer, self.quiet_timer):
-            if timer is not None:
-                timer.cancel()
+        if self.cancel_timer is not None:
+            self.cancel_timer.cancel()
+        if self.quiet is not None:
+            self.quiet.cancel()
+
+
+class QuietWindow:
+    """The end of a turn whose agent may never report one: ``ended`` runs once the turn has
+    been quiet for ``window`` seconds. Every event of the turn starts the wait over, and an
+    open request or a running tool holds it open (the agent is waiting, not done)."""
+
+    __slots__ = ("loop", "window", "turn", "ended", "timer")
+
+    def __init__(self, loop: Loop, window: float, turn: Turn, ended: Callable[[], None]) -> None:
+        self.loop = loop
+        self.window = window
+        self.turn = turn
+        self.ended = ended
+        self.timer: Timer | None = None
+        self.restart()
+
+    def restart(self) -> None:
+        self.cancel()
+        self.timer = self.loop.call_later(self.window, self._quiet)
+
+    def cancel(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+
+    def _quiet(self) -> None:
+        if self.turn.requests or self.turn.tools:
+            self.restart()
+        else:
+            self.ended()
 
 
 class Prompt:
