@@ -1,4 +1,5 @@
-"""Command line: ``serve``, ``agent``, ``list``, ``chat``, ``schema``: argparse and the commands.
+"""Command line: ``serve``, ``agent``, ``list``, ``chat``, ``schema``, ``mcp-bridge``: argparse and
+the commands.
 
 Each command builds its runtime and hands it to its frontend's module (serve.py,
 ops_stdio.py, jsonrpc_server.py, mcp_stdio.py, unix.py, http_ops.py, chat.py); the
@@ -269,7 +270,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema = sub.add_parser("schema", help="print the JSON Schema of every line agentproto reads and writes")
     schema.set_defaults(func=cmd_schema)
+
+    bridge = sub.add_parser("mcp-bridge", help="a stdio MCP server relayed to a session's tools_url (HTTP)")
+    bridge.add_argument(
+        "url",
+        metavar="URL",
+        nargs="?",
+        help="the session's tools_url; better in AGENTPROTO_TOOLS_URL: the URL holds a secret token, "
+        "and a command line is visible to every local user",
+    )
+    bridge.set_defaults(func=cmd_mcp_bridge)
     return parser
+
+
+def cmd_mcp_bridge(args: argparse.Namespace) -> int:
+    from agentproto.mcp_bridge import TOOLS_URL, run_bridge  # the bridge's own process needs nothing else
+
+    url = args.url or os.environ.get(TOOLS_URL)
+    if not url:
+        sys.stderr.write(f"agentproto mcp-bridge: give the tools_url in {TOOLS_URL} (or as URL)\n")
+        return EXIT_USAGE
+    return run_bridge(url)
 
 
 def main(argv: list[str] | None = None) -> int:

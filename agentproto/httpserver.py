@@ -83,7 +83,7 @@ class Response:
     def _head(self, status: int, content_type: str, headers: dict[str, str] | None, length: int | None) -> None:
         assert not self.started, "one head per response"
         self.started = True
-        fields = [("Content-Type", content_type)]
+        fields = [("Content-Type", content_type)] if content_type else []
         if length is None:
             self.chunked = True
             fields.append(("Transfer-Encoding", "chunked"))
@@ -105,6 +105,11 @@ class Response:
             self.keep_alive = False
         self._head(status, "application/json", headers, len(data))
         self.conn.output.send(data)
+        self._end()
+
+    def empty(self, status: int, headers: dict[str, str] | None = None) -> None:
+        """The whole answer, without a body (a 202 Accepted, for one)."""
+        self._head(status, "", headers, 0)
         self._end()
 
     def stream(self, status: int, content_type: str, headers: dict[str, str] | None = None, close: bool = False) -> None:

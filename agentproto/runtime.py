@@ -21,7 +21,7 @@ import itertools
 import json
 import os
 import tempfile
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto import apptools
 from agentproto.answers import hands_off_answer, request_id_of
@@ -33,6 +33,9 @@ from agentproto.drivers.transport import TransportFactory
 from agentproto.engine import Context, Done, Session, Sink
 from agentproto.errors import AgentError, Kind
 from agentproto.loop import Loop
+
+if TYPE_CHECKING:
+    from agentproto.listener import Listener
 
 
 class _Collector:
@@ -93,12 +96,22 @@ class Runtime:
         self._session_ids = itertools.count(1)
         #: How sessions start their agents (replay and fault injection replace it).
         self.transport_factory = transport_factory
-        # The listener (listener.py) is not in yet: a session with tools or hooks is UnsupportedFeature.
-        self.context = Context(loop, stall_timeout, self._forget, transport_factory, None)
+        #: The loopback listener of the sessions' own tools and hooks, opened on first use.
+        self.listener: Listener | None = None
+        self.context = Context(loop, stall_timeout, self._forget, transport_factory, self._listen)
 
     def _forget(self, session: Session) -> None:
         if self.sessions.pop(session.id, None) is not None:
             self.closed_ids.add(session.id)
+
+    def _listen(self, served: apptools.AppTools) -> apptools.Registration:
+        if self.listener is None:
+            from agentproto.listener import Listener  # only a session with tools or hooks needs it
+
+            listener = Listener(self.loop)
+            listener.start()  # OSError: this open fails (SpawnFailed), the next one tries again
+            self.listener = listener
+        return self.listener.register(served)
 
     # -- launch -----------------------------------------------------------------------
 

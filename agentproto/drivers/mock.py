@@ -7,6 +7,13 @@ ends. With ``serve --mock SCRIPT`` every session plays the script from its first
 The mock runs inside the event loop instead of a child process, but it honours the same
 seam as process drivers: it acknowledges turns, reports ends, and stops producing while
 the engine has paused its output (flow control), resuming when the app catches up.
+
+Beyond anyagent's format, a ``{"CallTool": {"tool", "arguments"}}`` step calls one of the
+app's tools as a real agent does: over HTTP, through the session's listener (MCP
+initialize, notifications/initialized, tools/call with the session id), on the loop; the
+turn waits for the result, which comes back as the output of a ``ToolUpdated``. The
+script's ``hook_events`` are the hook events the mock lets an app open it with (the
+listener's hook endpoint delivers them).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import json
 from collections import deque
 from typing import Any, Callable
 
-from agentproto.drivers.base import Driver, Host, Launch
+from agentproto.drivers.base import APP_SERVER, Driver, Host, Launch
 from agentproto.errors import AgentError, Kind
 from agentproto.wire import event_kind_name
 
@@ -37,6 +44,7 @@ SCRIPT_FIELDS: dict[str, Any] = {
     "options": [],
     "echo_options": False,
     "echo_input": False,
+    "hook_events": [],
 }
 
 #: How many steps play before the mock yields to the loop, so one session's flood never
@@ -86,6 +94,11 @@ def _check_steps(steps: Any, where: str) -> None:
             if not isinstance(body, list) or len(body) != 2 or not isinstance(body[0], str):
                 raise ScriptError(f"{at}: Nested takes [tool id, EventKind]")
             _check_kind(body[1], at)
+        elif tag == "CallTool":
+            if not isinstance(body, dict) or not isinstance(body.get("tool"), str):
+                raise ScriptError(f"{at}: CallTool takes {{tool, arguments}}")
+            if not isinstance(body.get("arguments", {}), dict) or set(body) - {"tool", "arguments"}:
+                raise ScriptError(f"{at}: CallTool takes {{tool, arguments}} (arguments: an object)")
         else:
             raise ScriptError(f"{at}: unknown step `{tag}`")
 
@@ -116,10 +129,15 @@ def load_script(text: str) -> dict[str, Any]:
         raise ScriptError("options: expected an array of ConfigOption")
     if script["stale_before_ack"] is not None:
         _check_kind(script["stale_before_ack"], "stale_before_ack")
+    if not isinstance(script["hook_events"], list) or not all(isinstance(e, str) for e in script["hook_events"]):
+        raise ScriptError("hook_events: expected an array of hook event names")
     return script
 
 
 class MockDriver(Driver):
+    #: The mock calls the app's tools through the listener (CallTool steps).
+    app_tools = True
+
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
         base = launch.mock_script
@@ -138,6 +156,12 @@ class MockDriver(Driver):
         self.early_answers = 0
         self.gone = False
         self.turn_count = 0
+        self.hook_events = frozenset(self.script["hook_events"])
+        #: The MCP client of the app's tools (created by the first CallTool), the call in
+        #: flight (the turn waits for it), and how many calls were made.
+        self.mcp: Any = None
+        self.calling: object | None = None
+        self.calls = 0
 
     # -- facts --------------------------------------------------------------------------
     def details(self) -> dict[str, Any]:
@@ -222,6 +246,7 @@ class MockDriver(Driver):
             steps.insert(0, {"Emit": {"TextDelta": {"message_id": "echo", "text": echoed}}})
         self.steps = deque(steps)
         self.turn_open = True
+        self.calling = None
         self.awaiting = False
         self.early_answers = 0
         self._schedule()
@@ -243,6 +268,7 @@ class MockDriver(Driver):
             return
         self.steps.clear()
         self.awaiting = False
+        self.calling = None
         self.early_answers = 0
         self.turn_open = False
         self.usage = None
@@ -280,7 +306,7 @@ class MockDriver(Driver):
         host = self.host
         steps = self.steps
         budget = STEPS_PER_TICK
-        while steps and not (self.paused or self.awaiting or self.sleeping or self.gone):
+        while steps and not (self.paused or self.awaiting or self.sleeping or self.gone or self.calling):
             if budget == 0:
                 self._schedule()
                 return
@@ -317,3 +343,41 @@ class MockDriver(Driver):
                     steps.extendleft(reversed(body["steps"]))
             elif tag == "Nested":
                 host.emit(body[1], parent_tool_id=body[0])
+            elif tag == "CallTool":
+                self._call_tool(body["tool"], body.get("arguments", {}))
+
+    # -- the app's tools: called as a real agent calls them, over HTTP --------------------
+    def _call_tool(self, name: str, arguments: dict[str, Any]) -> None:
+        from agentproto.mcp_client import McpHttpClient, result_text  # only scripts that call tools need it
+
+        self.calls += 1
+        tool: dict[str, Any] = {
+            "id": f"calltool-{self.calls}",
+            "kind": {"Mcp": {"server": APP_SERVER, "tool": name}},
+            "title": name,
+            "status": "Running",
+            "input": {"Text": json.dumps(arguments)},
+            "output": None,
+            "diffs": [],
+            "locations": [],
+            "raw": {"name": f"mcp__{APP_SERVER}__{name}", "input": arguments},
+        }
+        self.host.emit({"ToolUpdated": tool})
+        url = self.host.tools_url
+        if url is None:
+            self.host.emit({"ToolUpdated": {**tool, "status": "Failed", "output": "the session has no tools"}})
+            return
+        if self.mcp is None:
+            self.mcp = McpHttpClient(self.host.loop, url)
+        self.calling = call = object()  # this call, until the turn ends or is cancelled
+
+        def done(result: Any, why: str | None) -> None:
+            if self.calling is not call or self.gone:
+                return  # the turn it belonged to is over
+            self.calling = None
+            failed = why is not None or (isinstance(result, dict) and result.get("isError") is True)
+            output = why if why is not None else result_text(result)
+            self.host.emit({"ToolUpdated": {**tool, "status": "Failed" if failed else "Completed", "output": output}})
+            self._schedule()
+
+        self.mcp.call_tool(name, arguments, done)
