@@ -179,6 +179,35 @@ class Session:
     def answer(self, request: str, answer: Any) -> None:
         self.runtime._call("answer", session=self.id, request=request, answer=answer)
 
+    @property
+    def tools_url(self) -> str | None:
+        """The MCP endpoint of the app's tools (``open(..., tools=[...])``): it holds a secret."""
+        return self.info.get("tools_url")
+
+    def answer_tool(
+        self,
+        request: str,
+        text: str | None = None,
+        *,
+        content: list[dict[str, Any]] | None = None,
+        is_error: bool = False,
+        structured: dict[str, Any] | None = None,
+    ) -> None:
+        """Answer a ``ToolCall``: ``text`` (one text item), or MCP ``content`` items
+        (``{"type": "text", "text"}``, ``{"type": "image", "data", "mime_type"}``), and
+        ``structured`` for a tool with an ``output_schema``."""
+        items = list(content or [])
+        if text is not None:
+            items.insert(0, {"type": "text", "text": text})
+        result: dict[str, Any] = {"content": items, "is_error": is_error}
+        if structured is not None:
+            result["structured"] = structured
+        self.answer(request, {"ToolResult": result})
+
+    def answer_hook(self, request: str, output: dict[str, Any] | None = None) -> None:
+        """Answer a ``Hook`` with the agent's hook output (None: the neutral ``{}``)."""
+        self.answer(request, {"HookResult": output or {}})
+
     def configure(self, option: str, value: Any) -> None:
         self.runtime._call("configure", session=self.id, option=option, value=value)
 
@@ -407,10 +436,27 @@ class Runtime:
         usage: dict[str, Any] = self._call("plan_usage", agent=agent, **options)
         return usage
 
-    def generate(self, agent: Any, prompt: str, dir: str | None = None, **options: Any) -> str:
+    def generate(
+        self,
+        agent: Any,
+        prompt: str,
+        dir: str | None = None,
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        **options: Any,
+    ) -> str:
+        if tools is not None:
+            options["tools"] = tools
         return str(self._call("generate", agent=agent, prompt=prompt, dir=dir or os.getcwd(), **options))
 
-    def open(self, agent: Any, dir: str | None = None, **options: Any) -> Session:
+    def open(
+        self, agent: Any, dir: str | None = None, *, tools: list[dict[str, Any]] | None = None, **options: Any
+    ) -> Session:
+        """Open a session; ``tools`` are the app's own (each call a ``ToolCall`` request,
+        answered with ``Session.answer_tool``)."""
+        if tools is not None:
+            options["tools"] = tools
+
         def register(info: dict[str, Any]) -> Session:
             session = Session(self, info)
             self._sessions[session.id] = session

@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -474,3 +475,37 @@ def test_events_timeout_raises_timeout_error(start: Callable[..., Runtime]) -> N
         next(session.events(timeout=0.2))
     session.prompt("now")  # a new iterator after a timeout reads on
     assert [body(e)["text"] for e in until(session, "TurnEnded") if kind_of(e) == "TextDelta"] == ["hi"]
+
+
+def test_the_readme_tools_example_runs() -> None:
+    """The README's example of the app's own tools, extracted and run as it is."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:]]
+    [example] = [b for b in blocks if "answer_tool" in b and "tools.json" in b]
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", example], cwd=str(root), env=base_env(), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "the agent got: agent: one who acts\n"
+
+
+def test_answer_tool_builds_the_tool_result(start: Callable[..., Runtime]) -> None:
+    rt = start("tools")
+    lookup = {"name": "lookup", "description": "", "input_schema": {"type": "object"}}
+    session = rt.open("mock", dir=str(Path.cwd()), tools=[lookup])
+    assert session.tools_url is not None and session.tools_url.endswith("/mcp/agentproto")
+    session.prompt("go")
+    for event in session.events(timeout=GUARD):
+        kind = kind_of(event)
+        if kind == "RequestOpened":
+            call = event["kind"]["RequestOpened"]["ToolCall"]
+            with pytest.raises(AgentProtoError) as refused:  # a non-object structured: refused, still open
+                session.answer(call["id"], {"ToolResult": {"content": [], "is_error": False, "structured": [1]}})
+            assert refused.value.kind == "InvalidRequest"
+            session.answer_tool(call["id"], "ok", content=[{"type": "text", "text": "more"}], is_error=True, structured={"n": 1})
+        elif kind == "ToolUpdated" and event["kind"]["ToolUpdated"]["status"] != "Running":
+            assert event["kind"]["ToolUpdated"]["status"] == "Failed"  # is_error
+            assert event["kind"]["ToolUpdated"]["output"] == "ok\nmore"
+        elif kind == "TurnEnded":
+            break
