@@ -8,6 +8,9 @@ Rules of this file:
   the closing of a one-turn session runs on the next tick.
 - From a pipe, all of stdin is one prompt; permission requests are denied and questions
   cancelled, and the session closes after its turn.
+- The app's own tools (``--tools FILE``): a ToolCall shows the tool and its arguments and
+  the line typed is its result (from a pipe: an error result, nobody can type one); a Hook
+  gets the neutral answer.
 """
 
 from __future__ import annotations
@@ -39,11 +42,18 @@ class Style:
 class Chat:
     """``agentproto chat``: one session in a terminal, or one turn from a pipe."""
 
-    def __init__(self, agent: Any, interactive: bool, mock_script: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        agent: Any,
+        interactive: bool,
+        mock_script: dict[str, Any] | None = None,
+        tools: list[Any] | None = None,
+    ) -> None:
         self.loop = Loop()
         self.runtime = Runtime(self.loop, mock_script=mock_script)
         self.scope = Scope(self.runtime)
         self.agent = agent
+        self.tools = tools
         self.interactive = interactive
         self.style = Style(sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
         self.session: Session | None = None
@@ -156,6 +166,8 @@ class Chat:
                 self.write("n (no terminal to ask)\n")
                 # Not from inside the event: the agent is still between asking and waiting.
                 self.loop.call_soon(lambda: self._answer_line("n"))
+        elif "ToolCall" in request or "Hook" in request:
+            self._ask_app(request)
         else:
             questions = request["Question"]["questions"]
             q = questions[0]
@@ -165,14 +177,36 @@ class Chat:
                 self.write("(no terminal to ask: cancelled)\n")
                 self.loop.call_soon(lambda: self._answer_line(""))
 
+    def _ask_app(self, request: dict[str, Any]) -> None:
+        if "Hook" in request:
+            self.write(self.style("36", f"[hook {request['Hook']['event']}] (neutral answer)") + "\n")
+            self.loop.call_soon(lambda: self._answer_line(""))
+            return
+        call = request["ToolCall"]
+        self.write(self.style("33", f"Tool {call['tool']}({json.dumps(call['arguments'])}): its result? "))
+        if not self.interactive:
+            self.write("(no terminal to ask: an error result)\n")
+            self.loop.call_soon(lambda: self._answer_line(""))
+
+    def _app_answer(self, request: dict[str, Any], line: str) -> Any:
+        if "Hook" in request:
+            return "Cancel"  # the neutral {}
+        if not self.interactive:
+            return {"Deny": {"message": "nobody at a terminal to answer this tool call"}}
+        text = line.rstrip("\n")
+        return {"ToolResult": {"content": [{"type": "text", "text": text}], "is_error": False}}
+
     def _answer_line(self, line: str) -> None:
         if not self.pending or self.session is None:
             return
         request = self.pending.pop(0)
-        if "Permission" in request:
+        if "ToolCall" in request or "Hook" in request:
+            request_id = next(iter(request.values()))["id"]
+            answer: Any = self._app_answer(request, line)
+        elif "Permission" in request:
             body = request["Permission"]
             yes = line.strip().lower() in ("y", "yes")
-            answer: Any = {"Permission": "AllowOnce" if yes else "DenyOnce"}
+            answer = {"Permission": "AllowOnce" if yes else "DenyOnce"}
             if not yes and "DenyOnce" not in body["options"]:
                 answer = "Cancel"
             request_id = body["id"]
@@ -282,9 +316,10 @@ class Chat:
             Reader(self.loop, sys.stdin.fileno(), self._data, self._eof, 65536).start()
 
         # ``opened`` runs when the open completes: at once (the mock, a launch error) or later.
-        self.runtime.execute(
-            "open", {"agent": self.agent, "dir": os.getcwd(), "permission_mode": "Ask"}, self, self.scope, opened
-        )
+        options: dict[str, Any] = {"agent": self.agent, "dir": os.getcwd(), "permission_mode": "Ask"}
+        if self.tools is not None:
+            options["tools"] = self.tools
+        self.runtime.execute("open", options, self, self.scope, opened)
         for session in self.scope.live.values():
             self.session = session
         if self.finished:

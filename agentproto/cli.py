@@ -200,9 +200,17 @@ def cmd_chat(args: argparse.Namespace) -> int:
         except ValueError as exc:
             log(f"AGENT is a catalog id or a JSON agent reference: {exc}")
             return EXIT_USAGE
+    tools = None
+    if args.tools:
+        try:
+            with open(args.tools, encoding="utf-8") as handle:
+                tools = json.load(handle)
+        except (OSError, ValueError) as exc:
+            log(f"cannot read tools from {args.tools}: {exc}")
+            return EXIT_FAILED
     from agentproto.chat import Chat
 
-    return Chat(agent, interactive=sys.stdin.isatty(), mock_script=_load_mock(args.mock)).run()
+    return Chat(agent, interactive=sys.stdin.isatty(), mock_script=_load_mock(args.mock), tools=tools).run()
 
 
 def _record_option(parser: argparse.ArgumentParser) -> None:
@@ -266,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="chat with an agent in the terminal; from a pipe, run one turn")
     chat.add_argument("agent", nargs="?", default="mock", help="catalog id (default: mock)")
     chat.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
+    chat.add_argument("--tools", metavar="FILE", help="a JSON array of the app's own tools to give the agent")
     chat.set_defaults(func=cmd_chat)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of every line agentproto reads and writes")

@@ -126,6 +126,24 @@ def test_chat_from_a_pipe_reports_failures() -> None:
     assert unreadable.returncode == 1 and b"cannot read mock script" in unreadable.stderr
 
 
+def _tools_file(tmp_path: Path) -> str:
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps([{"name": "lookup", "description": "Look a word up", "input_schema": {"type": "object"}}]))
+    return str(path)
+
+
+def test_chat_from_a_pipe_answers_a_tool_call_with_an_error_result(tmp_path: Path) -> None:
+    result = run("chat", "--mock", script("tools"), "--tools", _tools_file(tmp_path), stdin=b"look it up")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode() == (
+        "Looking it up.\n[mcp agentproto/lookup] lookup (Running)\n"
+        'Tool lookup({"word": "agent"}): its result? (no terminal to ask: an error result)\n'
+        "[mcp agentproto/lookup] lookup (Failed)\n Done.\n"
+    )
+    bad = run("chat", "--mock", script("tools"), "--tools", str(tmp_path / "missing.json"), stdin=b"x")
+    assert bad.returncode == 1 and b"cannot read tools" in bad.stderr
+
+
 @pytest.mark.parametrize("no_color", ["1", None])
 def test_chat_from_a_pipe_writes_no_escape_codes(no_color: str | None) -> None:
     env = {"NO_COLOR": no_color} if no_color else {}
@@ -308,6 +326,17 @@ def test_chat_permission_yes_lets_the_turn_finish(terminals) -> None:
     assert term.expect("[y/N] ") == "Let me check. \nAllow Execute: cargo test? "
     term.type("y\n")
     assert term.expect("> ") == "Done.\n"
+    term.type("/quit\n")
+    assert term.wait() == 0
+
+
+def test_chat_lets_the_user_type_a_tool_calls_result(terminals, tmp_path: Path) -> None:
+    term = terminals("chat", "--mock", script("tools"), "--tools", _tools_file(tmp_path), env={"NO_COLOR": "1"})
+    term.expect("> ")
+    term.type("look it up\n")
+    assert term.expect("its result? ").endswith('Tool lookup({"word": "agent"}): ')
+    term.type("one who acts\n")
+    assert "[mcp agentproto/lookup] lookup (Completed)\n Done.\n" in term.expect("> ")
     term.type("/quit\n")
     assert term.wait() == 0
 
