@@ -1124,6 +1124,7 @@ def _expected(steps: list[Any]) -> list[tuple[str, Any, Any]]:
     out: list[tuple[str, Any, Any]] = []
     pending = list(steps)
     usage = None
+    calls = 0  # the scripts call tools in one turn only
     while pending:
         step = pending.pop(0)
         if step == "AwaitAnswer":
@@ -1143,6 +1144,18 @@ def _expected(steps: list[Any]) -> list[tuple[str, Any, Any]]:
             usage = value
         elif tag == "Repeat":
             pending[:0] = [s for _ in range(value["times"]) for s in value["steps"]]
+        elif tag == "CallTool":
+            # Opened without tools here: the call fails (tests/test_listener.py has the rest).
+            calls += 1
+            name, arguments = value["tool"], value.get("arguments", {})
+            tool = {
+                "id": f"calltool-{calls}", "kind": {"Mcp": {"server": "agentproto", "tool": name}}, "title": name,
+                "status": "Running", "input": {"Text": json.dumps(arguments)}, "output": None, "diffs": [],
+                "locations": [], "raw": {"name": f"mcp__agentproto__{name}", "input": arguments},
+            }
+            out.append(("ToolUpdated", {"ToolUpdated": tool}, None))
+            failed = {**tool, "status": "Failed", "output": "the session has no tools"}
+            out.append(("ToolUpdated", {"ToolUpdated": failed}, None))
     return out
 
 
