@@ -23,19 +23,17 @@ from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from agentproto import __version__, jsonrpc
+from agentproto.httpcore import _CHUNK_LINE, _LENGTH, MAX_HEAD  # the request parser's own strict sizes
 from agentproto.streams import Output, Reader
 
 if TYPE_CHECKING:
     from agentproto.loop import Loop, Timer
 
-MAX_HEAD = 64 * 1024
 MAX_BODY = 64 * 1024 * 1024
 #: The protocol version the client asks for (the server may answer an older one).
 PROTOCOL_VERSION = "2025-06-18"
 
 _STATUS_LINE = re.compile(r"HTTP/1\.[01] ([0-9]{3})(?: (.*))?")
-_LENGTH = re.compile(r"[0-9]{1,19}")
-_CHUNK = re.compile(r"([0-9A-Fa-f]{1,16})[ \t]*(?:;.*)?")
 
 
 class HttpResponse:
@@ -130,7 +128,7 @@ class ResponseParser:
                 if len(self.buf) > 1024:
                     raise ValueError("bad chunk size line")
                 return None
-            match = _CHUNK.fullmatch(bytes(self.buf[:end]).decode("latin-1"))
+            match = _CHUNK_LINE.fullmatch(bytes(self.buf[:end]).decode("latin-1"))
             if match is None:
                 raise ValueError("bad chunk size")
             size = int(match.group(1), 16)
