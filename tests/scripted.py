@@ -220,8 +220,16 @@ class Conversation:
 
     def run_until(self, done: Callable[[], bool], timeout: float = 5.0) -> None:
         deadline = self.loop.time() + timeout
+        wake = self.loop.call_later(timeout, lambda: None)  # the loop looks again by then
         self.loop.run(until=lambda: done() or self.loop.time() > deadline)
+        wake.cancel()
         assert done(), "timed out"
+
+    def wait(self, seconds: float) -> None:
+        """Let ``seconds`` pass on the loop (its timers run meanwhile)."""
+        until = self.loop.time() + seconds
+        self.loop.call_later(seconds, lambda: None)
+        self.loop.run(until=lambda: self.loop.time() >= until)
 
     # -- what came out
     def replies(self, name: str | None = None) -> list[tuple[Any, AgentError | None]]:

@@ -131,3 +131,17 @@ def test_a_protocol_failure_quotes_the_agents_line():
     assert error.kind == "ProtocolFailed" and "ACP version 2" in error.message
     assert '"protocolVersion":2' in error.body()["line"]
     conv.close()
+
+
+def test_the_turn_timeout_counts_silence_not_the_turns_length():
+    conv = open_acp(env={"AGENTPROTO_ACP_TURN_TIMEOUT": "0.4"})
+    prompt(conv)
+    deadline = conv.loop.time() + 1.2  # three timeouts of a turn that keeps streaming
+    while conv.loop.time() < deadline:
+        conv.feed(chunk("more "))
+        conv.wait(0.1)
+    assert conv.events("TurnEnded") == []  # never silent for 0.4 s
+    conv.run_until(lambda: bool(conv.events("TurnEnded")))  # and now it is
+    assert "did not answer the prompt within 0.4s" in conv.events("TurnEnded")[0]["stop"]["Failed"]["message"]
+    assert conv.transport.written[-1]["method"] == "session/cancel"
+    conv.close()

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 
 #: ACP's JSON-RPC error code for "authentication required".
 AUTH_REQUIRED = -32000
+#: How many times per turn timeout the turn timer looks for a sign of life.
+TIMER_CHECKS = 8
 
 
 class _Turn:
@@ -75,6 +77,8 @@ class AcpTurns:
     _turn: _Turn | None
     _timer: "Timer | None"
     _last_seen: float
+    _heard: int
+    _heard_checked: int
     _waiting_on_us: int
     _instructed: bool
     _message: tuple[str, Any, str] | None
@@ -158,20 +162,25 @@ class AcpTurns:
 
     def _arm_turn_timer(self) -> None:
         self._cancel_timer()
-        self._timer = self.loop.call_later(self.turn_timeout, self._turn_timer)
+        self._heard_checked = self._heard
+        self._timer = self.loop.call_later(self.turn_timeout / TIMER_CHECKS, self._turn_timer)
 
     def _turn_timer(self) -> None:
+        """Every part of the timeout: a turn whose agent wrote nothing (and waits on
+        nothing of ours) for the whole timeout ends Failed. Lines are counted, not
+        timed, so the silence is known to within one part of the timeout."""
         self._timer = None
         turn = self._turn
         if turn is None or self._state != "open":
             return
-        quiet = self.loop.time() - self._last_seen
-        if self._waiting_on_us:
-            # The agent waits on us (a permission, a terminal): it is not stuck.
-            self._timer = self.loop.call_later(self.turn_timeout, self._turn_timer)
-            return
-        if quiet < self.turn_timeout:
-            self._timer = self.loop.call_later(self.turn_timeout - quiet, self._turn_timer)
+        now = self.loop.time()
+        if self._heard != self._heard_checked or self._waiting_on_us:
+            # It wrote since the last check, or it waits on us (a permission, a
+            # terminal): it is not stuck.
+            self._heard_checked = self._heard
+            self._last_seen = now
+        if now - self._last_seen < self.turn_timeout:
+            self._timer = self.loop.call_later(self.turn_timeout / TIMER_CHECKS, self._turn_timer)
             return
         self._notify("session/cancel", {"sessionId": self._session})
         self._end_turn(

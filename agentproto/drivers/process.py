@@ -196,9 +196,16 @@ class ProcessTransport:
     # -- from the agent --------------------------------------------------------------
 
     def _read(self, data: bytes) -> None:
+        # The relay's hot path: a plain line goes straight to the driver.
+        on_line = self.spawn.on_line
+        plain = self._recorder is None
+        reader = self._stdout
         for line in self._framer.feed(data):
-            self._deliver(line)
-            if self._stdout.eof:
+            if plain and type(line) is bytes:
+                on_line(line)
+            else:
+                self._deliver(line)
+            if reader.eof:
                 break  # forced to an end while delivering (the grace after exit ran out)
 
     def _deliver(self, line: bytes | TooLong) -> None:
