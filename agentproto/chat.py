@@ -22,10 +22,10 @@ import sys
 from typing import Any
 
 from agentproto.engine import Session, log
+from agentproto.errors import AgentError
 from agentproto.loop import Loop
 from agentproto.runtime import Runtime, Scope
 from agentproto.streams import Reader
-from agentproto.errors import AgentError
 from agentproto.wire import event_kind_name
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -311,7 +311,8 @@ class Chat:
                 return
             if self.interactive:
                 details = info["details"]
-                log(f"{info['agent']['name']} {details.get('version') or ''} — session {info['id']}; /set OPTION VALUE, /quit, Ctrl-C cancels")
+                name, version = info["agent"]["name"], details.get("version") or ""
+                log(f"{name} {version} — session {info['id']}; /set OPTION VALUE, /quit, Ctrl-C cancels")
                 self._show_prompt()
             Reader(self.loop, sys.stdin.fileno(), self._data, self._eof, 65536).start()
 

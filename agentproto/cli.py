@@ -41,9 +41,9 @@ def _load_mock(path: str | None) -> dict[str, Any] | None:
         with open(path, encoding="utf-8") as f:
             return load_script(f.read())
     except OSError as exc:
-        raise SystemExit(_fail(f"cannot read mock script {path}: {exc.strerror}"))
+        raise SystemExit(_fail(f"cannot read mock script {path}: {exc.strerror}")) from None
     except ScriptError as exc:
-        raise SystemExit(_fail(f"mock script {path}: {exc}"))
+        raise SystemExit(_fail(f"mock script {path}: {exc}")) from None
 
 
 def _fail(message: str) -> int:
@@ -229,7 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--single-shot", action="store_true", help="the ops framing: read all of stdin as one request, answer, exit"
     )
     parser.add_argument("--mock", dest="top_mock", metavar="SCRIPT", help="with --single-shot: play this mock script")
-    parser.add_argument("--record", dest="top_record", metavar="PATH", help="with --single-shot: append the pair to PATH")
+    parser.add_argument(
+        "--record", dest="top_record", metavar="PATH", help="with --single-shot: append the pair to PATH"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="speak protocol 1 (anyagent's sidecar protocol) on stdin/stdout")

@@ -173,7 +173,9 @@ class Session:
             yield item
 
     def prompt(self, text: str, attachments: list[str] | None = None) -> dict[str, Any]:
-        delivery: dict[str, Any] = self.runtime._call("prompt", session=self.id, text=text, attachments=attachments or [])
+        delivery: dict[str, Any] = self.runtime._call(
+            "prompt", session=self.id, text=text, attachments=attachments or []
+        )
         return delivery
 
     def answer(self, request: str, answer: Any) -> None:
@@ -277,7 +279,8 @@ class Runtime:
         child_env = dict(os.environ if env is None else env)
         if not bin:
             root = str(Path(__file__).resolve().parent.parent)
-            child_env["PYTHONPATH"] = root + (os.pathsep + child_env["PYTHONPATH"] if child_env.get("PYTHONPATH") else "")
+            inherited = child_env.get("PYTHONPATH")
+            child_env["PYTHONPATH"] = root + (os.pathsep + inherited if inherited else "")
         try:
             # Its own process group: a terminal's Ctrl-C is the app's to handle (close()
             # ends the sidecar gracefully), and a failed start kills the whole group.
@@ -290,7 +293,8 @@ class Runtime:
                 start_new_session=True,
             )
         except OSError as exc:
-            raise AgentProtoError(Kind.SPAWN_FAILED, f"cannot start {argv[0]}: {exc.strerror}", detail=str(exc)) from None
+            why = f"cannot start {argv[0]}: {exc.strerror}"
+            raise AgentProtoError(Kind.SPAWN_FAILED, why, detail=str(exc)) from None
         runtime = cls(proc, call_timeout)
         runtime._stderr_reader.start()
         runtime._check_hello(start_timeout)
@@ -312,7 +316,8 @@ class Runtime:
         if not ok:
             self._kill()
             shown = line[:200].decode("utf-8", "replace") if line else "(nothing)"
-            raise AgentProtoError(Kind.PROTOCOL_FAILED, f"not a protocol 1 sidecar: first line was {shown!r}", detail=shown)
+            why = f"not a protocol 1 sidecar: first line was {shown!r}"
+            raise AgentProtoError(Kind.PROTOCOL_FAILED, why, detail=shown)
         self.hello = hello
 
     # -- reader thread
@@ -405,7 +410,8 @@ class Runtime:
         except (BrokenPipeError, ValueError, OSError):
             with self._lock:
                 self._calls.pop(frame_id, None)
-            raise self._dead or AgentProtoError(Kind.PROCESS_EXITED, "the sidecar's stdin is closed", status=None, stderr="")
+            closed = AgentProtoError(Kind.PROCESS_EXITED, "the sidecar's stdin is closed", status=None, stderr="")
+            raise (self._dead or closed) from None
         return call
 
     def _send_nowait(self, cmd: dict[str, Any]) -> None:

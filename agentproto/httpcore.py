@@ -161,10 +161,13 @@ def check_content_type(method: str, headers: dict[str, str]) -> Problem | None:
     if method != "POST" or "content-type" not in headers:
         return None
     essence = headers["content-type"].split(";", 1)[0].strip(" \t").lower()
-    if essence in JSON_TYPES or (essence.startswith("application/") and essence.endswith("+json") and len(essence) > 17):
+    structured_json = essence.startswith("application/") and essence.endswith("+json") and len(essence) > 17
+    if essence in JSON_TYPES or structured_json:
         return None
     shown = essence[:100] or "(empty)"
-    return 415, f"Content-Type {shown} is not accepted: send application/json (or application/x-ndjson, or no Content-Type)"
+    return 415, (
+        f"Content-Type {shown} is not accepted: send application/json (or application/x-ndjson, or no Content-Type)"
+    )
 
 
 def check_request(method: str, version: str, headers: dict[str, str], bound: tuple[str, int]) -> Problem | None:

@@ -112,7 +112,9 @@ class Response:
         self._head(status, "", headers, 0)
         self._end()
 
-    def stream(self, status: int, content_type: str, headers: dict[str, str] | None = None, close: bool = False) -> None:
+    def stream(
+        self, status: int, content_type: str, headers: dict[str, str] | None = None, close: bool = False
+    ) -> None:
         """Start a chunked answer (``close``: the connection closes after it)."""
         if close:
             self.keep_alive = False

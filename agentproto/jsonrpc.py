@@ -150,7 +150,8 @@ def classify(msg: Any, strict: bool = False) -> Message:
             return Invalid(readable_id, RpcError(INVALID_REQUEST, "Invalid Request: `method` must be a string"))
         params = msg.get("params")
         if strict and "params" in msg and not isinstance(params, (dict, list)):
-            return Invalid(readable_id, RpcError(INVALID_REQUEST, "Invalid Request: `params` must be an object or an array"))
+            why = "Invalid Request: `params` must be an object or an array"
+            return Invalid(readable_id, RpcError(INVALID_REQUEST, why))
         if "id" not in msg:
             return Notification(method, params)
         if not _valid_id(rpc_id):
@@ -159,7 +160,8 @@ def classify(msg: Any, strict: bool = False) -> Message:
     if "id" in msg and ("result" in msg or "error" in msg):
         error = RpcError.from_body(msg["error"]) if msg.get("error") is not None else None
         return Response(rpc_id, msg.get("result"), error, False)
-    return Invalid(readable_id, RpcError(INVALID_REQUEST, "Invalid Request: neither a request, a notification nor a response"))
+    why = "Invalid Request: neither a request, a notification nor a response"
+    return Invalid(readable_id, RpcError(INVALID_REQUEST, why))
 
 
 def batch_entries(msg: list[Any], limit: int = MAX_BATCH) -> list[Any] | Invalid:

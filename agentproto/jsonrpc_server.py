@@ -22,7 +22,16 @@ from typing import Any, Callable
 
 from agentproto import jsonrpc
 from agentproto.engine import Session
-from agentproto.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, Invalid, Request, Response, RpcError
+from agentproto.jsonrpc import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    Invalid,
+    Request,
+    Response,
+    RpcError,
+)
 from agentproto.ops import OPERATIONS, OpsError, parse_request
 from agentproto.ops_stdio import LineServer, ResultOut
 from agentproto.stdio import Job
@@ -131,7 +140,8 @@ class JsonRpcServer(LineServer):
             return
         if isinstance(message, Response):
             # This server makes no calls: a response answers nothing of ours.
-            respond(self.peer.error(None, RpcError(INVALID_REQUEST, "Invalid Request: a response, but this server makes no calls")))
+            why = "Invalid Request: a response, but this server makes no calls"
+            respond(self.peer.error(None, RpcError(INVALID_REQUEST, why)))
             return
         notification = not isinstance(message, Request)
         rpc_id = message.id if isinstance(message, Request) else None

@@ -79,8 +79,9 @@ def _refs(node: Any, found: set[str]) -> None:
 
 def _rebase(node: Any) -> Any:
     if isinstance(node, dict):
+        old = "#/definitions/"
         return {
-            k: ("#/$defs/" + v[len("#/definitions/") :] if k == "$ref" and isinstance(v, str) and v.startswith("#/definitions/") else _rebase(v))
+            k: "#/$defs/" + v[len(old) :] if k == "$ref" and isinstance(v, str) and v.startswith(old) else _rebase(v)
             for k, v in node.items()
         }
     if isinstance(node, list):
@@ -218,7 +219,9 @@ class McpStdio(LineServer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.endpoint = McpEndpoint(OpsTools(self.ctx), name="agentproto", version=__version__, instructions=INSTRUCTIONS)
+        self.endpoint = McpEndpoint(
+            OpsTools(self.ctx), name="agentproto", version=__version__, instructions=INSTRUCTIONS
+        )
         self.pending = 0
 
     def open_requests(self) -> int:

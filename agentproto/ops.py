@@ -25,9 +25,9 @@ from typing import Any, Callable, Protocol
 from agentproto import CONTRACT, PROTOCOL, __version__
 from agentproto.drivers import catalog
 from agentproto.engine import Session
-from agentproto.runtime import Runtime, Scope
 from agentproto.errors import ERROR_KINDS, AgentError, Kind
 from agentproto.explain import canonical, explain
+from agentproto.runtime import Runtime, Scope
 from agentproto.wire import (
     COMMAND_NAMES,
     COMMANDS,

@@ -17,11 +17,11 @@ from typing import Any, Callable
 
 from agentproto.engine import Session
 from agentproto.ops import EXIT_PROTOCOL, OpsContext, OpsHub
+from agentproto.record import Recorder
 from agentproto.runtime import Runtime
 from agentproto.serve import INPUT_PAUSE_LINES
 from agentproto.stdio import Job, Pipeline
 from agentproto.streams import LineReader, Output, Reader
-from agentproto.record import Recorder
 from agentproto.wire import DEFAULT_MAX_LINE, TooLong, decode_json_line, encode
 
 
@@ -176,7 +176,8 @@ class OpsStream(LineServer):
 
     def refuse(self, raw: bytes, problem: str, too_long: bool) -> None:
         message = _too_long() if too_long else f"malformed JSON: {problem.removeprefix('not JSON: ')}"
-        self.submit_lines(raw, encode({"kind": "error", "message": message}), encode({"kind": "done", "exit_code": EXIT_PROTOCOL}))
+        error = encode({"kind": "error", "message": message})
+        self.submit_lines(raw, error, encode({"kind": "done", "exit_code": EXIT_PROTOCOL}))
 
 
 # -- --single-shot --------------------------------------------------------------------------

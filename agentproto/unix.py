@@ -97,7 +97,8 @@ class UnixServer:
 
 def run_unix(runtime: Runtime, path: str, recorder: "record.Recorder | None" = None) -> int:
     if not hasattr(socket, "AF_UNIX"):
-        sys.stdout.write(json.dumps({"kind": "error", "message": "Unix sockets are not supported on this platform"}) + "\n")
+        refusal = {"kind": "error", "message": "Unix sockets are not supported on this platform"}
+        sys.stdout.write(json.dumps(refusal) + "\n")
         return EXIT_PROTOCOL
     server = UnixServer(runtime, path, recorder)
     watch_lifetime(runtime.loop, server.shutdown)  # before the banner: a client may act on it
