@@ -447,10 +447,17 @@ def decode_json_line(line: bytes) -> Any:
     else:
         if end == len(text) or not text[end:].strip(_JSON_SPACE):
             return value
+    return load_json(text)
+
+
+def load_json(text: str, lines: bool = False) -> Any:
+    """``json.loads`` whose every failure is a ValueError saying what and where: "(at column
+    C)", or "(line L, column C)" for a document of several ``lines`` (a mock script)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"not JSON: {exc.msg} (at column {exc.colno})") from None
+        where = f"line {exc.lineno}, column {exc.colno}" if lines else f"at column {exc.colno}"
+        raise ValueError(f"not JSON: {exc.msg} ({where})") from None
     except RecursionError:
         raise ValueError("not JSON: nested too deeply") from None
     except ValueError as exc:  # e.g. an integer past the interpreter's digit limit

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from agentproto.drivers.base import APP_SERVER, Driver, Host, Launch
 from agentproto.errors import AgentError, Kind
-from agentproto.wire import event_kind_name
+from agentproto.wire import event_kind_name, load_json
 
 SCRIPT_FIELDS: dict[str, Any] = {
     "turns": [],
@@ -106,13 +106,9 @@ def _check_steps(steps: Any, where: str) -> None:
 def load_script(text: str) -> dict[str, Any]:
     """Parse and check a mock script; raise ScriptError naming what is wrong."""
     try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ScriptError(f"not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
-    except RecursionError:
-        raise ScriptError("not JSON: nested too deeply") from None
-    except ValueError as exc:  # an integer past the interpreter's digit limit
-        raise ScriptError(f"not JSON: {exc}") from None
+        raw = load_json(text, lines=True)
+    except ValueError as exc:
+        raise ScriptError(str(exc)) from None
     if not isinstance(raw, dict):
         raise ScriptError("a script is a JSON object")
     unknown = sorted(set(raw) - set(SCRIPT_FIELDS))
