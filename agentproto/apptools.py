@@ -237,7 +237,7 @@ Listen = Callable[["AppTools"], Registration]
 class Pending:
     """One open ToolCall or Hook request."""
 
-    __slots__ = ("id", "kind", "request", "tool", "resolve", "timer", "turn")
+    __slots__ = ("id", "kind", "request", "tool", "resolve", "timer", "turn", "outcome")
 
     def __init__(
         self, request_id: str, kind: str, request: dict[str, Any], tool: dict[str, Any] | None, resolve: Reply
@@ -250,6 +250,8 @@ class Pending:
         self.timer: Timer | None = None
         #: The engine's: the turn the request was opened in (None: outside any turn).
         self.turn: Any = None
+        #: What the agent was given as the request closed (None while it is open).
+        self.outcome: dict[str, Any] | None = None
 
 
 class LaunchFacts(Protocol):
@@ -392,6 +394,7 @@ class AppTools:
         del self.pending[pending.id]
         if pending.timer is not None:
             pending.timer.cancel()
+        pending.outcome = outcome
         pending.resolve(outcome)
         self.closed(pending)
 

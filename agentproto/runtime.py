@@ -37,6 +37,9 @@ from agentproto.loop import Loop
 if TYPE_CHECKING:
     from agentproto.listener import Listener
 
+#: The optional ``open`` fields only some drivers honour (``Driver.open_fields``).
+OPEN_FIELDS = ("notes", "reminder")
+
 
 class _Collector:
     """The sink of throwaway sessions (probe, generate): keeps text, drops the rest."""
@@ -135,9 +138,12 @@ class Runtime:
             fork=args.get("fork"),
             fork_at=args.get("fork_at"),
             permission_mode=args.get("permission_mode") or "Ask",
+            permission_mode_given=args.get("permission_mode") is not None,
             mcp_servers=list(args.get("mcp_servers") or []),
             configure=dict(args.get("configure") or {}),
             instructions=args.get("instructions"),
+            notes=args.get("notes"),
+            reminder=args.get("reminder"),
             output_schema=args.get("output_schema"),
             env=dict(args.get("env") or {}),
             args=list(args.get("args") or []),
@@ -160,6 +166,10 @@ class Runtime:
         try:
             spec, launch = self._launch(args, throwaway, tools_disabled)
             driver_class = spec.driver_class()
+            for name in OPEN_FIELDS:
+                if args.get(name) and name not in driver_class.open_fields:
+                    why = f"{name}: {launch.agent_id} cannot take it"
+                    raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, why)
         except AgentError as error:
             done(None, error)
             return None

@@ -116,7 +116,12 @@ class Requests:
 
     def _app_closed(self, pending: Pending) -> None:
         # When the engine closes a turn's requests itself, they are out of the turn already.
+        session = self.session
         tracked = pending.turn is not None and pending.turn.requests.pop(pending.id, None) is not None
-        self.session._send({"RequestClosed": {"request_id": pending.id}})
+        session._send({"RequestClosed": {"request_id": pending.id}})
         if tracked:
-            self.session._refresh_status()
+            session._refresh_status()
+        if pending.kind == "Hook" and pending.outcome is not None and not session.driver_gone:
+            # A hook the listener took never passed through the driver: tell it what its
+            # agent was answered (agy's injected messages reach the stream without text).
+            session.driver.hook_answered(pending.request["Hook"]["event"], pending.outcome)

@@ -373,6 +373,8 @@ SESSION_OPTIONS: dict[str, Check] = {
     "mcp_servers": _opt(_mcp_servers),
     "configure": _opt(_configure_map),
     "instructions": _opt_string,
+    "notes": _opt_string,
+    "reminder": _opt_string,
     "output_schema": _opt(_json_schema),
     "env": _opt(_string_map),
     "args": _opt(_strings),

@@ -91,6 +91,22 @@ def build() -> dict:
                 "type": ["object", "boolean", "null"],
             }
 
+    # Frame: notes and reminder beside instructions, on every command that takes the session
+    # options (a driver that cannot honour one refuses it: UnsupportedFeature).
+    for variant in d["Frame"]["oneOf"]:
+        props = variant["properties"]
+        if "agent" in props:
+            props["notes"] = {
+                "description": "Notes kept beside the instructions for the whole session (agy: an always-on "
+                "rules file). Agents that cannot take them refuse them (UnsupportedFeature).",
+                "type": ["string", "null"],
+            }
+            props["reminder"] = {
+                "description": "Text that starts every user message, inside <system-reminder> tags (agy). "
+                "Agents that cannot take it refuse it (UnsupportedFeature).",
+                "type": ["string", "null"],
+            }
+
     # Answer: deny with a reason, and withdraw.
     d["Answer"]["oneOf"] += [
         {

@@ -40,7 +40,7 @@ def as_line(seen: dict) -> dict:
 
 def test_the_corpus_covers_every_driver_and_its_hard_cases():
     names = {str(path.relative_to(CORPUS).with_suffix("")) for path in cases()}
-    for agent in ("claude", "codex", "acp"):
+    for agent in ("claude", "codex", "acp", "agy"):
         assert any(n.startswith(agent + "/") for n in names), agent
         for case in ("malformed-then-good", "unknown-types"):
             assert f"{agent}/{case}" in names

@@ -440,6 +440,33 @@ def _acp(name: str, about: str, drive: Callable[[Capture], None], **open_args: A
     return ("acp", name, run)
 
 
+def _agy(name: str, about: str, drive: Callable[[Capture], None], **open_args: Any):
+    def run(out_dir: Path) -> str:
+        agent_path = str(ROOT / "tests" / "fake_agy.py")
+        with tempfile.TemporaryDirectory(prefix="capture-") as root:
+            work = os.path.join(root, "work")
+            os.makedirs(work)
+            cap = Capture({"id": "agy", "path": agent_path}, work, {"HOME": os.path.join(root, "home")})
+            try:
+                cap.command("open", **open_args)
+                cap.wait(lambda c: bool(c.replies("open")))
+                cap.reply("open")
+                drive(cap)
+                cap.finish()
+            finally:
+                cap.runtime.close_all()
+                cap.settle()
+            names = Names()
+            names.set("$DIR", work)
+            names.set("$AGENT", agent_path)
+            names.set("/capture", root)
+            text = cap.file({"case": name, "about": about, "source": "captured from tests/fake_agy.py (seed 003's agy)"}, names)
+            cap.loop.close()
+            return text
+
+    return ("agy", name, run)
+
+
 def _turn(text: str) -> Callable[[Capture], None]:
     def drive(cap: Capture) -> None:
         cap.command("prompt", text=text)
@@ -483,6 +510,15 @@ def _captures() -> list[tuple[str, str, Callable[[Path], str]]]:
              _answering("tool", {"Permission": "AllowOnce"})),
         _acp("garbage", "a line that is not JSON from a real agent, then its next chunk", _turn("garbage")),
         _acp("refusal", "a refusal stop reason", _turn("refuse")),
+        _agy("text-turn", "init, a streamed answer (the DONE update carries the last delta), usage, the result",
+             _turn("say hello")),
+        _agy("tool-turn", "a command that runs, a file edit that fails (state ERROR), the answer, the conversation's totals",
+             _turn("FAKE_AGY_TURN: " + json.dumps([
+                 {"text": "Let me look.", "tools": [
+                     {"name": "run_command", "parameters": {"CommandLine": "echo ran"}},
+                     {"name": "replace_file_content", "parameters": {"TargetFile": "missing.txt", "TargetContent": "a",
+                                                                     "ReplacementContent": "b"}}]},
+                 "It ran; the edit failed."]))),
     ]
 
 
@@ -525,6 +561,7 @@ def _line(value: Any) -> str:
 CODEX_THREAD_NOTE = '"method":"item/agentMessage/delta"'
 CLAUDE_DELTA = '"type":"text_delta"'
 ACP_CHUNK = '"sessionUpdate":"agent_message_chunk"'
+AGY_DELTA = '"text_delta"'
 
 
 def _derived() -> list[tuple[str, str, str, str, Callable[[list[dict[str, Any]]], list[dict[str, Any]]]]]:
@@ -604,7 +641,35 @@ def _derived() -> list[tuple[str, str, str, str, Callable[[list[dict[str, Any]]]
         ]},
         {"to_agent": {"jsonrpc": "2.0", "id": 77, "error": {"code": -32601, "message": "method not found: brand/new"}}},
     )
+    def agy_step(conversation: list[dict[str, Any]], **body: Any) -> str:
+        lines = conversation[_read_with(conversation, AGY_DELTA)]["from_agent"]
+        first = next(line for line in (lines if isinstance(lines, list) else [lines]) if AGY_DELTA in line)
+        step = json.loads(first)["step_update"]
+        return _line({"event": "step_update", "step_update": {**{k: step[k] for k in ("conversation_id", "step_index")},
+                                                              **body}})
+
+    def agy_malformed(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return _put_in_read(
+            AGY_DELTA,
+            "this is not json",
+            "[1, 2]",
+            _line({"event": "step_update", "step_update": "not an object"}),
+            agy_step(conversation, state="ACTIVE", step_type="agent_response", text_delta=5),  # not a string
+            agy_step(conversation, state="ACTIVE", step_type="tool", tool_name="run_command", tool_info=[1]),
+            _line({"no_event": True}),
+        )(conversation)
+
+    def agy_unknown(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return _put_in_read(
+            AGY_DELTA,
+            _line({"event": "from_a_future_cli", "from_a_future_cli": {}}),
+            agy_step(conversation, state="ACTIVE", step_type="brand_new_step"),
+            agy_step(conversation, state="SOMETHING", step_type="agent_response"),
+        )(conversation)
+
     return [
+        ("agy", "malformed-then-good", "text-turn", "garbage, a body that is not an object, a non-string delta, a tool step whose tool_info is a list and a line without event, then the good deltas, all in one read", agy_malformed),
+        ("agy", "unknown-types", "text-turn", "an event, a step type and a step state a newer CLI may write", agy_unknown),
         ("codex", "malformed-then-good", "text-turn", "garbage, a notification without itemId, non-string deltas and an item without id, then the good deltas, all in one read", codex_malformed),
         ("codex", "unknown-types", "text-turn", "a notification, an item type and a request Codex may add: skipped, skipped, answered -32601", codex_unknown),
         ("claude", "malformed-then-good", "text-turn", "garbage, deep nesting, a non-string delta and a control_request without id, then the good deltas, all in one read", claude_malformed),

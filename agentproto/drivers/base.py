@@ -6,9 +6,10 @@ kinds (TurnStarted, TurnEnded, RequestClosed, SessionUpdated, StatusChanged): it
 facts to its ``Host`` and the engine turns them into ordered events.
 
 Engine -> driver (``Driver``): open, start_turn, steer, answer, cancel, configure,
-rollback, compact, close, kill, pause_output, resume_output; the facts deterministic()
-and tools_disabled; and, with no session, the class's plan_usage(). A driver's launch
-facts (``Launch``) carry everything it is given, the mock's script included.
+rollback, compact, close, kill, pause_output, resume_output, hook_answered; the facts
+deterministic(), tools_disabled and open_fields; and, with no session, the class's
+plan_usage(). A driver's launch facts (``Launch``) carry everything it is given, the
+mock's script included.
 
 Driver -> engine (``Host``): opened / open_failed, turn_acknowledged, emit, end_turn,
 update, diagnostic, request_withdrawn, fail, closed; and the app's tools and hooks below.
@@ -33,6 +34,8 @@ The app's own tools and hooks (apptools.py; the engine does all their bookkeepin
   agent's hook output (the app's ``HookResult``, or ``{}``: neutral). ``launch.hooks``
   lists the events the app answers; ``host.hook_url(event)`` is the listener's URL for an
   agent whose hooks are commands that post their input (the same secret rules apply).
+  Whatever the channel, ``Driver.hook_answered(event, output)`` then says what the agent
+  was answered (a hook the listener took never passed through the driver).
 
 A driver never starts a process: ``LineDriver.spawn`` asks the host for a line transport
 (``drivers/transport.py``), which is a child process when agentproto runs an agent and
@@ -65,10 +68,18 @@ class Launch:
     resume: str | None = None
     fork: str | None = None
     fork_at: str | None = None
+    #: The permission mode every driver applies: the app's, or "Ask" when it sent none.
     permission_mode: str = "Ask"
+    #: Whether the app sent ``permission_mode`` (not omitted, not null): a driver whose
+    #: agent has one fixed mode (agy) tells "the app did not say" from an explicit "Ask".
+    permission_mode_given: bool = False
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
     configure: dict[str, Any] = field(default_factory=dict)
     instructions: str | None = None
+    #: Notes kept beside the instructions, and text that starts every user message; only a
+    #: driver with the field in ``Driver.open_fields`` gets them (the runtime refuses others).
+    notes: str | None = None
+    reminder: str | None = None
     output_schema: Any = None
     env: dict[str, str] = field(default_factory=dict)
     args: list[str] = field(default_factory=list)
@@ -162,6 +173,11 @@ class Driver:
     #: leaves it False: generate then needs the agent's permission requests instead.
     tools_disabled: bool = False
 
+    #: The optional ``open`` fields beyond the common ones that this driver honours
+    #: (``notes``, ``reminder``): the runtime refuses the others with UnsupportedFeature
+    #: before the driver is made, so a field is never silently dropped.
+    open_fields: frozenset[str] = frozenset()
+
     #: True when this driver gives its agent the app's tools (``Host.tools_url``).
     app_tools: bool = False
     #: The hook events this driver can deliver to ``Host.hook`` (empty: no hook channel).
@@ -207,6 +223,11 @@ class Driver:
 
     def cancel(self) -> None:
         raise NotImplementedError
+
+    def hook_answered(self, event: str, output: dict[str, Any]) -> None:
+        """The agent's ``event`` hook was answered ``output`` (the app's, or ``{}``), whatever
+        channel carried it: a driver whose agent reports the hook's effect without its
+        content (agy's injected steps carry no text) learns it here."""
 
     # -- settings and history
     def validate_config(self, option: dict[str, Any], value: Any) -> str | None:

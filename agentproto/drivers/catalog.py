@@ -61,6 +61,12 @@ CATALOG: list[AgentSpec] = [
               "agentproto.drivers.claude:ClaudeDriver", known_locations=("~/.claude/local", "~/.local/bin")),
     AgentSpec("codex", "Codex", ("codex",), "npm install -g @openai/codex",
               "agentproto.drivers.codex:CodexDriver", known_locations=("~/.local/bin",)),
+    # Antigravity's cask links ``agy`` into Homebrew's bin (macOS and Linuxbrew); a manual
+    # install puts it in ~/.local/bin.
+    AgentSpec("agy", "Antigravity", ("agy",), "brew install --cask antigravity-cli",
+              "agentproto.drivers.agy:AgyDriver",
+              known_locations=("~/.local/bin", "/opt/homebrew/bin", "/home/linuxbrew/.linuxbrew/bin",
+                               "/usr/local/bin")),
 ]
 
 
