@@ -47,7 +47,7 @@ def stop_of(events: list[dict[str, Any]]) -> Any:
 class World:
     """A sidecar whose ``agy`` is the double, with a private HOME and TMPDIR."""
 
-    def __init__(self, root: Path, **env: str) -> None:
+    def __init__(self, root: Path, reference: bool = True, **env: str) -> None:
         self.root = root
         self.home = root / "home"
         self.work = root / "work"
@@ -55,7 +55,8 @@ class World:
         for path in (self.home, self.work, self.tmp):
             path.mkdir(exist_ok=True)
         self.env = {"AGENTPROTO_AGY_BIN": str(FAKE), "HOME": str(self.home), "TMPDIR": str(self.tmp), **env}
-        self.sc = Sidecar(env=self.env)
+        # ToolCall and Hook requests are agentproto's additions: not in the reference schema.
+        self.sc = Sidecar(env=self.env, reference=reference)
 
     def options(self, **options: Any) -> dict[str, Any]:
         return {"agent": "agy", "dir": str(self.work), **options}
@@ -120,8 +121,8 @@ def wait_gone(world: World, timeout: float = 10) -> None:
 
 
 @pytest.fixture
-def world(tmp_path: Path):
-    w = World(tmp_path)
+def world(request: pytest.FixtureRequest, tmp_path: Path):
+    w = World(tmp_path, reference="listener" not in request.node.name)
     try:
         yield w
     finally:
@@ -562,8 +563,80 @@ def test_handshake_timeout(tmp_path: Path) -> None:
         world.sc.close()
 
 
-def test_tools_wait_for_the_listener_and_only_flat_hooks_are_offered(world: World) -> None:
+def test_only_the_flat_hook_events_are_offered(world: World) -> None:
     error = world.open_error(hooks=["PreToolUse"])
     assert error["kind"] == "UnsupportedFeature", error
     assert "no hook PreToolUse" in error["message"] and "PreInvocation" in error["message"]
     assert world.processes() == [] and world.session_dirs() == []
+
+
+# -- the app's tools and hooks, through the listener -----------------------------------------
+
+
+def answer(world: World, session: str, request: str, value: Any) -> None:
+    world.sc.ok({"cmd": "answer", "session": session, "request": request, "answer": value})
+
+
+def test_the_apps_tool_is_called_through_the_listener(world: World) -> None:
+    tool = {"name": "lookup", "description": "Look a word up",
+            "input_schema": {"type": "object", "properties": {"word": {"type": "string"}}}}
+    info = world.open(tools=[tool])
+    session, url = info["id"], info["tools_url"]
+    assert "Tools" in info["details"]["capabilities"]["features"]
+    config_file = world.plugin() / "mcp_config.json"
+    assert stat.S_IMODE(config_file.stat().st_mode) == 0o600
+    assert json.loads(config_file.read_text()) == {"mcpServers": {"agentproto": {"url": url}}}
+    token = url.split("/")[3]
+    call = {"name": "call_mcp_tool", "parameters": {"ServerName": "agentproto_agentproto", "ToolName": "lookup",
+                                                    "Arguments": {"word": "agy"}}}
+    world.sc.ok({"cmd": "prompt", "session": session,
+                 "text": script({"text": "tools: {mcp_tools}", "tools": [call]}, "it said {tool_output}")})
+    opened = world.until(session, lambda e: kind_name(e["kind"]) == "RequestOpened")
+    request = of(opened, "RequestOpened")[0]["ToolCall"]
+    assert request["tool"] == "lookup" and request["arguments"] == {"word": "agy"}
+    for cmdline in cmdlines(world.processes()).values():
+        assert token.encode() not in cmdline
+    answer(world, session, request["id"], {"ToolResult": {"content": [{"type": "text", "text": "a CLI"}],
+                                                         "is_error": False}})
+    events = opened + world.sc.events(session, "TurnEnded")
+    assert said(events) == "tools: agentproto_agentproto/lookup\nit said a CLI\n"
+    tools = of(events, "ToolUpdated")
+    assert tools[0]["kind"] == {"Mcp": {"server": "agentproto", "tool": "lookup"}}
+    assert tools[-1]["status"] == "Completed" and tools[-1]["output"] == "a CLI"
+    world.close(session)
+    wait_gone(world)
+    assert token not in world.sc.stderr.decode(errors="replace")
+
+
+def test_hooks_post_through_curl_to_the_listener_and_an_injected_step_reaches_the_model(world: World) -> None:
+    info = world.open(hooks=["SessionStart", "PreInvocation", "Stop"])
+    session = info["id"]
+    assert "Hooks" in info["details"]["capabilities"]["features"]
+    plugin = world.plugin()
+    hooks = json.loads((plugin / "hooks.json").read_text())
+    assert sorted(hooks) == ["PreInvocation", "SessionStart", "Stop"]
+    configs = sorted((plugin / "hooks").iterdir())
+    assert [p.name for p in configs] == ["PreInvocation.curl", "SessionStart.curl", "Stop.curl"]
+    for config in configs:
+        assert stat.S_IMODE(config.stat().st_mode) == 0o600
+        assert "/hook/" + config.stem in config.read_text()
+    (handler,) = hooks["PreInvocation"]
+    assert handler["type"] == "command" and "/hook/" not in handler["command"] and "-K" in handler["command"]
+    assert handler["timeout"] == 70  # the app's hook_timeout (60 s) wins over agy's
+    # SessionStart runs as agy starts, outside any turn.
+    started = world.until(session, lambda e: kind_name(e["kind"]) == "RequestOpened")
+    start = of(started, "RequestOpened")[0]["Hook"]
+    assert start["event"] == "SessionStart" and start["input"]["source"] == "startup"
+    assert started[-1]["turn_info"] is None
+    answer(world, session, start["id"], {"HookResult": {}})
+    world.sc.ok({"cmd": "prompt", "session": session, "text": "hello"})
+    pre = of(world.until(session, lambda e: kind_name(e["kind"]) == "RequestOpened"), "RequestOpened")[0]["Hook"]
+    assert pre["event"] == "PreInvocation" and pre["input"]["invocationNum"] == 0
+    answer(world, session, pre["id"], {"HookResult": {"injectSteps": [{"userMessage": "Mention the weather."}]}})
+    stop = world.until(session, lambda e: kind_name(e["kind"]) == "RequestOpened")
+    assert of(stop, "UserMessage")[0]["text"] == "Mention the weather."
+    assert said(stop) == "echo: hello [injected: Mention the weather.]\n"
+    answer(world, session, of(stop, "RequestOpened")[0]["Hook"]["id"], "Cancel")
+    events = world.sc.events(session, "TurnEnded")
+    assert stop_of(events) == {"Completed": {"source": "Protocol"}}
+    world.close(session)
