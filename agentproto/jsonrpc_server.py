@@ -65,13 +65,15 @@ class _RpcOut(ResultOut):
         self.respond = respond
 
     def line(self, obj: dict[str, Any], session: Session | None = None) -> None:
+        if obj.get("kind") == "event" and not self.notification:  # the hot path: a turn's events
+            self.write(encode(self.peer.notification("event", obj["event"])), session)
+            return
         if self.keep(obj) or self.notification:
             if session is not None:
                 session.delivered(1)
             return
-        kind = obj.get("kind")
-        params = obj["event"] if kind == "event" else {k: v for k, v in obj.items() if k != "kind"}
-        self.write(encode(self.peer.notification(str(kind), params)), session)
+        params = {k: v for k, v in obj.items() if k != "kind"}  # log, progress
+        self.write(encode(self.peer.notification(str(obj.get("kind")), params)), session)
 
     def done(self, exit_code: int) -> None:
         if self.notification:

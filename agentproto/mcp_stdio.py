@@ -161,7 +161,9 @@ class _ToolOut(ResultOut):
     def line(self, obj: dict[str, Any], session: Session | None = None) -> None:
         if session is not None:
             session.delivered(1)
-        if not self.keep(obj) and obj.get("kind") == "event" and self.call.wants_progress:
+        if obj.get("kind") != "event":
+            self.keep(obj)
+        elif self.call.wants_progress:
             event_kind = obj["event"]["kind"]
             name = event_kind_name(event_kind)
             self.call.progress(event_kind[name]["text"] if name in ("TextDelta", "ReasoningDelta") else name)
@@ -239,4 +241,4 @@ class McpStdio(LineServer):
 
     def line_answered(self, reply: _LineReply) -> None:
         self.pending -= 1
-        self.answered(reply.raw, b"".join(reply.captured))
+        self.answered(reply.raw, reply.captured)

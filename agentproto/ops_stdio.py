@@ -90,7 +90,7 @@ class LineServer:
         self.reader = self.make_reader(in_fd)
         self.ending = False
         #: Answers in request order, for the framings that keep it.
-        self.pipeline = Pipeline(self.loop, output.send, lambda job: self.answered(job.raw, b"".join(job.captured)))
+        self.pipeline = Pipeline(self.loop, output.send, lambda job: self.answered(job.raw, job.captured))
 
     # What a framing decides.
     def open_requests(self) -> int:
@@ -140,11 +140,12 @@ class LineServer:
 
         self.pipeline.submit(Job(run, raw))
 
-    def answered(self, raw: bytes, response: bytes) -> bool:
-        """One request's last line is out: record it; halt, or end after the last answer
-        once input has ended. False when the server stops taking requests (``halt``)."""
+    def answered(self, raw: bytes, written: list[bytes]) -> bool:
+        """One request's last line is out (``written``: every line of it): record it; halt,
+        or end after the last answer once input has ended. False when the server stops
+        taking requests (``halt``)."""
         if self.recorder is not None and raw:
-            self.recorder.pair(raw, response)
+            self.recorder.pair(raw, b"".join(written))
         if self.ctx.halted:
             self.end()
             return False
@@ -269,4 +270,4 @@ class SingleShot(LineServer):
 
     def done(self, exit_code: int) -> None:
         self.exit_code = exit_code
-        self.answered(bytes(self.raw), b"".join(self.captured))
+        self.answered(bytes(self.raw), self.captured)

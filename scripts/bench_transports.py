@@ -9,7 +9,8 @@
    ratio to protocol 1.
 2. Round trips: N sequential `capabilities` (ops) / `discover` (protocol 1) requests on a
    warm connection: stdio protocol 1, agent loop, JSON-RPC, MCP, HTTP (one connection
-   per POST). Requests per second and the ratio to protocol 1.
+   per POST, and all on one kept-alive connection). Requests per second and the ratio
+   to protocol 1.
 3. Cold single-shot: `agentproto --single-shot` answering `capabilities`, vs
    `python3 -c pass`.
 
@@ -212,6 +213,20 @@ def trips_http(n: int) -> float:
     return elapsed
 
 
+def trips_http_kept(n: int) -> float:
+    """The same POSTs on one kept-alive connection (what an HTTP client library does)."""
+    h = HttpChild()
+    conn = http.client.HTTPConnection("127.0.0.1", h.port, timeout=60)
+    start = time.perf_counter()
+    for _ in range(n):
+        conn.request("POST", "/v1/agent", body=b'{"op": "capabilities"}')
+        conn.getresponse().read()
+    elapsed = time.perf_counter() - start
+    conn.close()
+    h.close()
+    return elapsed
+
+
 def cold(args: list[str], stdin: bytes) -> float:
     start = time.perf_counter()
     subprocess.run(args, input=stdin, capture_output=True, env=ENV, cwd=str(ROOT), check=False)
@@ -248,6 +263,7 @@ def main() -> int:
         ("JSON-RPC capabilities", best(lambda: trips_rpc(n, "jsonrpc", "capabilities", {}))),
         ("MCP ping", best(lambda: trips_rpc(n, "mcp", "ping", {}))),
         ("HTTP POST capabilities", best(lambda: trips_http(n))),
+        ("HTTP POST, kept alive", best(lambda: trips_http_kept(n))),
     ]
     base = rows[0][1]
     for name, seconds in rows:
