@@ -4,16 +4,31 @@ The common core of JSON Schema (draft 7 / 2020-12) that answers are checked agai
 with messages that name the member (``$.items[1]: expected string, got number``). It is
 not a full implementation: agentproto must stay standard-library only, and an answer's
 schema is small. ``tests/test_jsonschema_lite.py`` compares it with the jsonschema package.
+
+Rules of this file (the check runs inside the loop, so it must neither raise nor stall):
+- ``schema_problems`` checks the schema itself, once, when generate starts: every keyword
+  it supports has the right type, every ``pattern`` compiles (regex_lite.py: no
+  backreferences or lookaround), every ``$ref`` is local and resolves, and no ``$ref``
+  loops back without descending into the value (which would recurse forever).
+- ``validate_json`` never raises: a schema with problems yields them as its problems, and
+  its work is bounded by ``MAX_STEPS`` (one step per schema applied to a value, per item
+  or enum entry compared, per character a pattern reads; patterns run in linear time).
+  An answer that would take more is refused with a problem saying so, as is one nested
+  too deeply to check.
 """
 
 from __future__ import annotations
 
 import json
 import operator
-import re
+from functools import lru_cache
 from typing import Any, Callable
 
+from agentproto.regex_lite import Budget, Pattern, PatternError, TooCostly
 from agentproto.wire import json_type_name
+
+#: Steps one ``validate_json`` may take (a fraction of a second of work, at most).
+MAX_STEPS = 200_000
 
 
 def _not_json(constant: str) -> Any:
@@ -32,6 +47,8 @@ def answer_problems(text: str, schema: Any) -> list[str]:
         value = json.loads(body, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
         return [f"not JSON: {exc.msg}"]
+    except RecursionError:
+        return ["not JSON: nested too deeply"]
     except ValueError as exc:
         return [str(exc)]
     return validate_json(value, schema)
@@ -49,35 +66,194 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
 }
 
 
-def validate_json(instance: Any, schema: Any, path: str = "$") -> list[str]:
+def validate_json(instance: Any, schema: Any, path: str = "$", max_steps: int = MAX_STEPS) -> list[str]:
     """Validate against the common core of JSON Schema (draft 7 / 2020-12).
 
-    Supports type, enum, const, properties, required, additionalProperties, items,
-    prefixItems, minItems/maxItems, minLength/maxLength, pattern, minimum/maximum,
-    exclusiveMinimum/exclusiveMaximum, anyOf/oneOf/allOf/not and local ``$ref``s into
-    ``definitions``/``$defs``. Returns the problems found (empty when valid).
+    Supports type, enum, const, properties, required, additionalProperties, items
+    (a schema, or draft 7's array of schemas), prefixItems, minItems/maxItems,
+    minLength/maxLength, pattern, minimum/maximum, exclusiveMinimum/exclusiveMaximum,
+    anyOf/oneOf/allOf/not and local ``$ref``s (JSON pointers into the schema). Returns
+    the problems found (empty when valid); never raises.
     """
-    return _validate(instance, schema, path, schema)
+    problems = schema_problems(schema)
+    if problems:
+        return [f"{path}: output_schema is not usable: {problem}" for problem in problems]
+    try:
+        return _validate(instance, schema, path, schema, Budget(max_steps))
+    except TooCostly:
+        return [f"{path}: too costly to check against output_schema (more than {max_steps} steps)"]
+    except RecursionError:
+        return [f"{path}: nested too deeply to check against output_schema"]
 
 
 def _resolve(ref: str, root: Any) -> Any:
-    if not ref.startswith("#"):
-        raise ValueError(f"only local $ref is supported: {ref}")
+    """The node a local ``$ref`` (a JSON pointer after ``#``) names; LookupError if none."""
     node = root
-    for part in ref[1:].split("/"):
-        if part:
-            node = node[part.replace("~1", "/").replace("~0", "~")]
+    for part in ref[1:].split("/")[1:] if ref != "#" else ():
+        key = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and key.isdigit() and key.isascii() and int(key) < len(node):
+            node = node[int(key)]
+        else:
+            raise LookupError(ref)
     return node
 
 
-def _json_equal(a: Any, b: Any) -> bool:
+@lru_cache(maxsize=64)
+def _pattern(source: str) -> Pattern:
+    return Pattern(source)
+
+
+# -- the schema itself ---------------------------------------------------------------------
+
+#: What each keyword this validator applies must be, checked before it is applied.
+_SUBSCHEMA_MAPS = ("properties", "definitions", "$defs")
+_SUBSCHEMA_ONE = ("additionalProperties", "not")
+_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_COUNTS = ("minItems", "maxItems", "minLength", "maxLength")
+_NUMBERS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _is_schema(value: Any) -> bool:
+    return isinstance(value, (dict, bool))
+
+
+def _keyword_problem(schema: dict[str, Any], key: str) -> str | None:
+    value = schema[key]
+    if key in _SUBSCHEMA_MAPS:
+        ok = isinstance(value, dict) and all(_is_schema(v) for v in value.values())
+        return None if ok else "an object of schemas"
+    if key in _SUBSCHEMA_ONE:
+        return None if _is_schema(value) else "a schema (an object or a boolean)"
+    if key == "items":
+        ok = _is_schema(value) or (isinstance(value, list) and all(_is_schema(v) for v in value))
+        return None if ok else "a schema or an array of schemas"
+    if key in _SUBSCHEMA_LISTS:
+        ok = isinstance(value, list) and (bool(value) or key == "prefixItems") and all(_is_schema(v) for v in value)
+        return None if ok else "a non-empty array of schemas"
+    if key in _COUNTS:
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return None if ok else "a non-negative integer"
+    if key in _NUMBERS:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # NaN is not
+        return None if ok else "a number"
+    if key == "type":
+        names = value if isinstance(value, list) else [value]
+        ok = bool(names) and all(isinstance(n, str) and n in _TYPES for n in names)
+        return None if ok else "a type name or an array of them (" + ", ".join(_TYPES) + ")"
+    if key == "enum":
+        return None if isinstance(value, list) else "an array"
+    if key == "required":
+        return None if isinstance(value, list) and all(isinstance(v, str) for v in value) else "an array of strings"
+    if key == "pattern":
+        if not isinstance(value, str):
+            return "a string"
+        try:
+            _pattern(value)
+        except PatternError as error:
+            return f"a usable regular expression: {error}"
+        return None
+    if key == "$ref":
+        if not isinstance(value, str) or not (value == "#" or value.startswith("#/")):
+            return "a local reference (#/...): remote references and anchors are not supported"
+        return None
+    return None  # a keyword this validator does not apply
+
+
+def _children(schema: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Every subschema, with the pointer step that reaches it."""
+    out: list[tuple[str, Any]] = []
+    for key in _SUBSCHEMA_MAPS:
+        if isinstance(schema.get(key), dict):
+            out += [(f"{key}/{name}", sub) for name, sub in schema[key].items()]
+    for key in (*_SUBSCHEMA_ONE, "items"):
+        if _is_schema(schema.get(key)):
+            out.append((key, schema[key]))
+    for key in (*_SUBSCHEMA_LISTS, "items"):
+        if isinstance(schema.get(key), list):
+            out += [(f"{key}/{i}", sub) for i, sub in enumerate(schema[key])]
+    return out
+
+
+def schema_problems(schema: Any, limit: int = 3) -> list[str]:
+    """Why ``schema`` cannot be used as an output_schema (empty when it can)."""
+    if not _is_schema(schema):
+        return ["a schema is an object or a boolean"]
+    problems: list[str] = []
+    # Edges between schemas applied to the same value ($ref, allOf, anyOf, oneOf, not): a
+    # cycle among them is a recursion that never reaches the end of the value.
+    same_value: dict[int, list[tuple[str, Any]]] = {}
+    stack: list[tuple[str, Any]] = [("#", schema)]
+    while stack and len(problems) < limit:
+        where, node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        edges = same_value[id(node)] = []
+        for key in node:
+            problem = _keyword_problem(node, key)
+            if problem is not None:
+                problems.append(f"at {where}: `{key}` must be {problem}")
+        ref = node.get("$ref")
+        if isinstance(ref, str) and _keyword_problem(node, "$ref") is None:
+            try:
+                target = _resolve(ref, schema)
+            except LookupError:
+                problems.append(f"at {where}: `$ref` {ref[:200]} does not resolve")
+            else:
+                if _is_schema(target):
+                    edges.append((ref, target))
+                else:
+                    problems.append(f"at {where}: `$ref` {ref[:200]} is not a schema")
+        for key in ("allOf", "anyOf", "oneOf"):
+            if isinstance(node.get(key), list):
+                edges += [(f"{where}/{key}/{i}", sub) for i, sub in enumerate(node[key])]
+        if _is_schema(node.get("not")):
+            edges.append((f"{where}/not", node["not"]))
+        stack += [(f"{where}/{step}", sub) for step, sub in reversed(_children(node))]
+    if not problems:
+        loop = _loop(schema, same_value)
+        if loop is not None:
+            problems.append(f"`$ref` loops back to {loop} without descending into the value")
+    return problems[:limit]
+
+
+def _loop(root: Any, edges: dict[int, list[tuple[str, Any]]]) -> str | None:
+    """A schema reachable from itself through same-value edges, by its pointer."""
+    state: dict[int, int] = {}  # 1 on the path, 2 done
+    for start in list(edges):
+        if start in state:
+            continue
+        path = [(start, iter(edges[start]))]
+        state[start] = 1
+        while path:
+            node, todo = path[-1]
+            step = next(todo, None)
+            if step is None:
+                state[node] = 2
+                path.pop()
+                continue
+            where, target = step
+            key = id(target)
+            if not isinstance(target, dict):
+                continue
+            if state.get(key) == 1:
+                return where
+            if key not in state:
+                state[key] = 1
+                path.append((key, iter(edges.get(key, []))))
+    return None
+
+
+def _json_equal(a: Any, b: Any, budget: Budget) -> bool:
     """JSON equality: unlike Python's, ``true`` is not ``1`` (and 1 is 1.0)."""
+    budget.spend(1)
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a is b
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_json_equal(x, y, budget) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k], budget) for k in a)
     if isinstance(a, (list, dict)) or isinstance(b, (list, dict)):
         return False
     return bool(a == b)
@@ -107,7 +283,13 @@ def _check_bounds(
                 errors.append(f"{path}: " + words.format(schema[keyword]))
 
 
-def _validate(inst: Any, schema: Any, path: str, root: Any) -> list[str]:
+def _dumps(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _validate(inst: Any, schema: Any, path: str, root: Any, budget: Budget) -> list[str]:
+    budget.spend(1)
     if schema is True or schema == {}:
         return []
     if schema is False:
@@ -116,49 +298,53 @@ def _validate(inst: Any, schema: Any, path: str, root: Any) -> list[str]:
         return []
     errors: list[str] = []
     if "$ref" in schema:
-        errors += _validate(inst, _resolve(schema["$ref"], root), path, root)
+        errors += _validate(inst, _resolve(schema["$ref"], root), path, root, budget)
     expected = schema.get("type")
     if expected is not None:
         names = expected if isinstance(expected, list) else [expected]
         if not any(_TYPES.get(n, lambda v: True)(inst) for n in names):
             return errors + [f"{path}: expected {' or '.join(names)}, got {json_type_name(inst)}"]
-    if "enum" in schema and not any(_json_equal(inst, option) for option in schema["enum"]):
-        errors.append(f"{path}: {json.dumps(inst)} is not one of {json.dumps(schema['enum'])}")
-    if "const" in schema and not _json_equal(inst, schema["const"]):
-        errors.append(f"{path}: expected {json.dumps(schema['const'])}")
+    if "enum" in schema and not any(_json_equal(inst, option, budget) for option in schema["enum"]):
+        errors.append(f"{path}: {_dumps(inst)} is not one of {_dumps(schema['enum'])}")
+    if "const" in schema and not _json_equal(inst, schema["const"], budget):
+        errors.append(f"{path}: expected {_dumps(schema['const'])}")
     if isinstance(inst, dict):
+        budget.spend(len(inst) + len(schema.get("required", ())))
         props = schema.get("properties", {})
         for key in schema.get("required", []):
             if key not in inst:
                 errors.append(f"{path}: missing required property `{key}`")
         for key, value in inst.items():
             if key in props:
-                errors += _validate(value, props[key], f"{path}.{key}", root)
+                errors += _validate(value, props[key], f"{path}.{key}", root, budget)
             elif "additionalProperties" in schema:
-                errors += _validate(value, schema["additionalProperties"], f"{path}.{key}", root)
+                errors += _validate(value, schema["additionalProperties"], f"{path}.{key}", root, budget)
     if isinstance(inst, list):
-        prefix = schema.get("prefixItems", [])
+        budget.spend(len(inst))
+        items = schema.get("items")
+        # Draft 7's array form of items is 2020-12's prefixItems.
+        prefix = items if isinstance(items, list) and "prefixItems" not in schema else schema.get("prefixItems", [])
         for i, item in enumerate(inst):
             if i < len(prefix):
-                errors += _validate(item, prefix[i], f"{path}[{i}]", root)
-            elif "items" in schema:
-                errors += _validate(item, schema["items"], f"{path}[{i}]", root)
+                errors += _validate(item, prefix[i], f"{path}[{i}]", root, budget)
+            elif _is_schema(items):
+                errors += _validate(item, items, f"{path}[{i}]", root, budget)
         _check_bounds(len(inst), ("minItems", "maxItems"), schema, path, errors)
     if isinstance(inst, str):
         _check_bounds(len(inst), ("minLength", "maxLength"), schema, path, errors)
-        if "pattern" in schema and not re.search(schema["pattern"], inst):
+        if "pattern" in schema and not _pattern(schema["pattern"]).search(inst, budget):
             errors.append(f"{path}: does not match {schema['pattern']}")
     # An infinity is compared like any number (-inf is below every minimum), as jsonschema does.
     if isinstance(inst, (int, float)) and not isinstance(inst, bool):
         _check_bounds(inst, ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"), schema, path, errors)
     for sub in schema.get("allOf", []):
-        errors += _validate(inst, sub, path, root)
-    if "anyOf" in schema and not any(not _validate(inst, s, path, root) for s in schema["anyOf"]):
+        errors += _validate(inst, sub, path, root, budget)
+    if "anyOf" in schema and not any(not _validate(inst, s, path, root, budget) for s in schema["anyOf"]):
         errors.append(f"{path}: matches none of anyOf")
     if "oneOf" in schema:
-        matches = sum(1 for s in schema["oneOf"] if not _validate(inst, s, path, root))
+        matches = sum(1 for s in schema["oneOf"] if not _validate(inst, s, path, root, budget))
         if matches != 1:
             errors.append(f"{path}: matches {matches} of oneOf, expected exactly 1")
-    if "not" in schema and not _validate(inst, schema["not"], path, root):
+    if "not" in schema and not _validate(inst, schema["not"], path, root, budget):
         errors.append(f"{path}: must not match `not`")
     return errors

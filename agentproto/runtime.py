@@ -279,9 +279,18 @@ class Runtime:
         if args.get("resume") or args.get("fork"):
             done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "generate requires a new session"))
             return None
+        schema = args.get("output_schema")
+        if schema is not None:
+            # The schema is checked before anything runs: a bad one is the app's to fix, and
+            # the answer's check (in a loop callback) then cannot raise or loop.
+            from agentproto.jsonschema_lite import schema_problems
+
+            problems = schema_problems(schema)
+            if problems:
+                done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "output_schema: " + "; ".join(problems)))
+                return None
         collector = _Collector(on_event)
         outcome: list[Any] = []
-        schema = args.get("output_schema")
 
         def finish(value: Any, error: AgentError | None) -> None:
             if outcome:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sidecar import ROOT, base_env
@@ -57,3 +58,68 @@ def test_single_shot_answers_a_5000_digit_integer_with_done(request_body: bytes)
     assert lines[-1]["kind"] == "done" and done.returncode == lines[-1]["exit_code"], lines
     assert any(line["kind"] == "error" and "Exceeds the limit" in line["message"] for line in lines), lines
     assert b"Traceback" not in done.stderr
+
+
+def _generate(prompt: str, schema: Any) -> tuple[int, list[dict[str, Any]]]:
+    request = {"op": "generate", "agent": "mock", "dir": str(ROOT), "prompt": prompt, "output_schema": schema}
+    done = subprocess.run(
+        [sys.executable, "-m", "agentproto", "--single-shot"],
+        input=json.dumps(request).encode(),
+        capture_output=True,
+        env=base_env(),
+        cwd=str(ROOT),
+        timeout=30,
+    )
+    assert b"Traceback" not in done.stderr, done.stderr.decode()[-2000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert lines[-1]["kind"] == "done" and lines[-1]["exit_code"] == done.returncode, lines
+    return done.returncode, [line for line in lines if line["kind"] == "result"]
+
+
+@pytest.mark.parametrize(
+    "schema, words",
+    [
+        ({"pattern": "("}, "`pattern` must be a usable regular expression"),
+        ({"pattern": "(?=a)"}, "lookahead"),
+        ({"$ref": "#/definitions/missing"}, "does not resolve"),
+        ({"$ref": "https://example.com/schema.json"}, "remote references"),
+        ({"definitions": {"a": {"$ref": "#/definitions/b"}, "b": {"allOf": [{"$ref": "#/definitions/a"}]}}, "$ref": "#/definitions/a"},
+         "loops back"),
+        ({"required": 5}, "`required` must be an array of strings"),
+        ({"properties": {"n": {"minimum": "0"}}}, "at #/properties/n: `minimum` must be a number"),
+        ({"type": "strnig"}, "`type` must be a type name"),
+    ],
+    ids=["bad-regex", "lookahead", "missing-ref", "remote-ref", "ref-loop", "required-not-a-list", "minimum-a-string", "unknown-type"],
+)
+def test_generate_refuses_an_unusable_output_schema_before_it_runs(schema: Any, words: str) -> None:
+    # Each of these raised inside the loop callback that checks the answer (or recursed
+    # forever): the generate never got its reply.
+    code, results = _generate('{"a": 1}', schema)
+    error = results[0]["error"]
+    assert code == 1 and error["kind"] == "InvalidConfiguration", results
+    assert "output_schema" in error["message"] and words in error["message"], error["message"]
+
+
+def test_generate_checks_a_catastrophic_pattern_without_backtracking() -> None:
+    # re.search("^(a+)+$", "a" * 38 + "!") backtracks for hours, in a callback of the one loop.
+    code, results = _generate('"' + "a" * 38 + '!"', {"type": "string", "pattern": "^(a+)+$"})
+    assert code == 1 and results[0]["error"]["kind"] == "ProtocolFailed", results
+    assert "does not match ^(a+)+$" in results[0]["error"]["message"]
+    code, results = _generate('"' + "a" * 38 + '"', {"type": "string", "pattern": "^(a+)+$"})
+    assert code == 0 and results[0]["text"] == '"' + "a" * 38 + '"', results
+
+
+def test_generate_answers_an_answer_nested_too_deeply_to_check() -> None:
+    # json.loads raised RecursionError inside the answer's check: no reply.
+    code, results = _generate("[" * 5000 + "]" * 5000, {"type": "array"})
+    assert code == 1 and "nested too deeply" in results[0]["error"]["message"], results
+
+
+def test_an_unchecked_schema_never_raises_out_of_the_validator() -> None:
+    # validate_json is also called on schemas nobody checked first (an app tool's
+    # output_schema): their problems are its problems, never an exception.
+    from agentproto.jsonschema_lite import validate_json
+
+    for schema in ({"required": 5}, {"$ref": "#"}, {"pattern": "(a)\\1"}, {"enum": 3}, {"type": 7}, {"items": {"$ref": "#/x"}}):
+        problems = validate_json([1], schema)
+        assert problems and all("output_schema is not usable" in p for p in problems), (schema, problems)
