@@ -79,7 +79,7 @@ def regression(name: str, *inputs: Any) -> None:
 
 def load() -> dict[str, Target]:
     """Every target (importing the modules registers them)."""
-    from fuzz import targets_mock, targets_ops, targets_rpc, targets_schema, targets_wire  # noqa: F401
+    from fuzz import targets_http, targets_mock, targets_ops, targets_rpc, targets_schema, targets_wire  # noqa: F401
 
     return TARGETS
 
