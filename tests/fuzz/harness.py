@@ -79,7 +79,7 @@ def regression(name: str, *inputs: Any) -> None:
 
 def load() -> dict[str, Target]:
     """Every target (importing the modules registers them)."""
-    from fuzz import targets_http, targets_mock, targets_ops, targets_rpc, targets_schema, targets_wire  # noqa: F401
+    from fuzz import targets_drivers, targets_http, targets_mock, targets_ops, targets_rpc, targets_schema, targets_wire  # noqa: F401
 
     return TARGETS
 
@@ -107,6 +107,8 @@ def signature(exc: BaseException) -> str:
     """What makes two crashes the same: the exception type and where in the package it was
     raised (the target's own line for a broken contract). A hang or a recursion is named
     by its function only: the line it happened to be on varies."""
+    if isinstance(getattr(exc, "signature", None), str):
+        return str(exc.signature)  # type: ignore[attr-defined]
     frames = traceback.extract_tb(exc.__traceback__)
     inside = [f for f in frames if "/agentproto/" in f.filename]
     where = inside[-1] if inside else (frames[-1] if frames else None)
