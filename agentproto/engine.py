@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from agentproto.drivers.transport import LineTransport, Spawn, TransportFactory
 
 ENGINE_OWNED = frozenset({"TurnStarted", "TurnEnded", "RequestClosed", "SessionUpdated", "StatusChanged"})
+_NOW = object()  # _send's default turn: the one running as it is sent (held events keep theirs)
 
 #: The session lifecycle, as a table (h11's shape): each state, the states it may become.
 #: ``Session._move`` is the one writer of ``state``; any other move is a bug and raises.
@@ -128,7 +129,7 @@ class Session:
         self.failed: AgentError | None = None
         self.driver_gone = False
         self.open_done: Done | None = None
-        self.held: list[tuple[Any, Any, Any]] | None = []  # events before the open reply
+        self.held: list[tuple[Any, Any, Any, Any]] | None = []  # events before the open reply
         #: generate: called with each content kind, may veto tool use.
         self.watcher: Callable[[str, Any], None] | None = None
         self.driver: Driver = None  # type: ignore[assignment]
@@ -144,13 +145,16 @@ class Session:
             raise RuntimeError(f"session {self.id}: a {self.state} session cannot become {state}")
         self.state = state
 
-    def _send(self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None) -> None:
+    def _send(
+        self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None, turn: Any = _NOW
+    ) -> None:
         if self.state == "closed":
             return
+        if turn is _NOW:
+            turn = self.turn
         if self.held is not None:
-            self.held.append((kind, extensions, parent_tool_id))
+            self.held.append((kind, extensions, parent_tool_id, turn))
             return
-        turn = self.turn
         self.sequence += 1
         event = {
             "sequence": self.sequence,

@@ -123,3 +123,19 @@ def test_an_unchecked_schema_never_raises_out_of_the_validator() -> None:
     for schema in ({"required": 5}, {"$ref": "#"}, {"pattern": "(a)\\1"}, {"enum": 3}, {"type": 7}, {"items": {"$ref": "#/x"}}):
         problems = validate_json([1], schema)
         assert problems and all("output_schema is not usable" in p for p in problems), (schema, problems)
+
+
+def test_events_held_while_a_session_opens_keep_the_turn_they_were_sent_in() -> None:
+    # Found by tests/fuzz (driver_lines): Codex wrote a warning, then a request that opened
+    # an agent turn, before the open completed. The engine holds events until the open
+    # reply is out, and stamped the held warning with the turn running at release: the app
+    # saw an event of turn t1 before t1's TurnStarted.
+    sys.path.insert(0, str(ROOT / "tests"))
+    from fuzz import targets_drivers
+
+    pool = targets_drivers._pool("codex")
+    approval = next(i for i, line in enumerate(pool) if "requestApproval" in line)
+    first_read = next(body for kind, body in targets_drivers._conversation("codex/command-approval.jsonl", []) if kind == "read")
+    warning = next(i for i, line in enumerate(first_read) if "configWarning" in line)
+    # The approval request goes in right after the warning, in the read before the open completes.
+    targets_drivers.driver_lines(("codex/command-approval.jsonl", [("insert", 0, warning, [approval], None)]))
