@@ -139,3 +139,33 @@ def test_events_held_while_a_session_opens_keep_the_turn_they_were_sent_in() -> 
     warning = next(i for i, line in enumerate(first_read) if "configWarning" in line)
     # The approval request goes in right after the warning, in the read before the open completes.
     targets_drivers.driver_lines(("codex/command-approval.jsonl", [("insert", 0, warning, [approval], None)]))
+
+
+@pytest.mark.parametrize(
+    "initialized",
+    [
+        {"agentInfo": {"name": "x", "version": 0}},
+        {"agentCapabilities": {"promptCapabilities": [1], "sessionCapabilities": "yes", "mcpCapabilities": 5}},
+    ],
+    ids=["version-a-number", "capabilities-of-the-wrong-type"],
+)
+def test_acp_details_of_the_wrong_type_open_a_valid_session(initialized: dict[str, Any]) -> None:
+    # Found by tests/fuzz (driver_lines): a numeric agentInfo.version went to the app as
+    # AgentDetails.version (a string in the schema); capabilities that were not objects
+    # raised in the initialize answer's callback, and the open hung until its timeout.
+    from sidecar import check_line
+
+    from tests.scripted import NEVER_RUN, Conversation
+
+    conv = Conversation()
+    try:
+        conv.open({"acp": {"name": "scripted", "path": NEVER_RUN, "args": []}})
+        request = conv.transport.sent("initialize")
+        conv.feed({"jsonrpc": "2.0", "id": request["id"], "result": {"protocolVersion": 1, **initialized}})
+        conv.feed({"jsonrpc": "2.0", "id": conv.transport.sent("session/new")["id"], "result": {"sessionId": "sess-1"}})
+        info = conv.reply("open")
+        assert info["details"]["version"] in (None, "1.0")
+        check_line({"id": 1, "ok": info})
+        assert not conv.diagnostics(), conv.diagnostics()
+    finally:
+        conv.close()

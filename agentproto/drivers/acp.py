@@ -31,6 +31,7 @@ from agentproto.drivers.acp_mapping import (
 from agentproto.drivers.acp_services import Terminals
 from agentproto.drivers.acp_turns import AUTH_REQUIRED, AcpTurns, _Turn
 from agentproto.drivers.base import Host, Launch, LineDriver
+from agentproto.drivers.fields import obj, opt_text
 from agentproto.errors import AgentError, Kind, excerpt
 from agentproto.jsonrpc import (
     Invalid,
@@ -245,8 +246,8 @@ class AcpDriver(AcpTurns, LineDriver):
             )
             return
         caps = self._caps()
-        session_caps = caps.get("sessionCapabilities") or {}
-        mcp = caps.get("mcpCapabilities") or {}
+        session_caps = obj(caps.get("sessionCapabilities"))
+        mcp = obj(caps.get("mcpCapabilities"))
         try:
             servers = mcp_servers(self.launch.mcp_servers, bool(mcp.get("http")), bool(mcp.get("sse")))
         except AgentError as exc:
@@ -360,9 +361,9 @@ class AcpDriver(AcpTurns, LineDriver):
 
     def details(self) -> dict[str, Any]:
         caps = self._caps()
-        session_caps = caps.get("sessionCapabilities") or {}
-        prompt_caps = caps.get("promptCapabilities") or {}
-        mcp = caps.get("mcpCapabilities") or {}
+        session_caps = obj(caps.get("sessionCapabilities"))
+        prompt_caps = obj(caps.get("promptCapabilities"))
+        mcp = obj(caps.get("mcpCapabilities"))
         features = ["Permissions", "Plan"]
         if prompt_caps.get("image"):
             features.append("Images")
@@ -374,9 +375,8 @@ class AcpDriver(AcpTurns, LineDriver):
             features.append("SlashCommands")
         features += sorted(self._features_seen)
         transports = ["Stdio"] + [t for t, on in (("Http", mcp.get("http")), ("Sse", mcp.get("sse"))) if on]
-        info = self._init.get("agentInfo")
         return {
-            "version": info.get("version") if isinstance(info, dict) else None,
+            "version": opt_text(obj(self._init.get("agentInfo")).get("version")),
             "auth": self._auth,
             "capabilities": {"features": features, "mcp_transports": transports},
             "config_options": [dict(o) for o, _, _ in self._options],
