@@ -169,3 +169,27 @@ def test_acp_details_of_the_wrong_type_open_a_valid_session(initialized: dict[st
         assert not conv.diagnostics(), conv.diagnostics()
     finally:
         conv.close()
+
+
+def test_codex_answers_of_the_wrong_shape_do_not_stall_the_open_or_the_turn() -> None:
+    # Found by tests/fuzz (driver_lines, strict): an initialize answer with a null result
+    # (or a userAgent that is not a string) raised in its callback, caught by the line
+    # guard, and the open waited for its handshake timeout; a turn/start answer whose turn
+    # was not an object raised the same way and the turn was never acknowledged.
+    from tests.scripted import Conversation
+    from tests.test_codex_unit import CODEX, THREAD, answer
+
+    conv = Conversation()
+    try:
+        conv.open(CODEX)
+        answer(conv, "initialize", None)
+        assert conv.transport.written[1] == {"method": "initialized"}
+        answer(conv, "account/read", {"account": {"type": "apiKey"}, "requiresOpenaiAuth": True})
+        answer(conv, "model/list", {"data": []})
+        answer(conv, "thread/start", {"thread": {"id": THREAD, "name": None}, "model": "gpt-5"})
+        assert conv.reply("open")["details"]["version"] is None
+        conv.command("prompt", text="go")
+        conv.feed({"id": conv.transport.sent("turn/start")["id"], "result": {"turn": ["not", "an", "object"]}})
+        assert not [d for d in conv.diagnostics() if "could not handle" in d], conv.diagnostics()
+    finally:
+        conv.close()

@@ -39,6 +39,7 @@ from agentproto.drivers.codex_mapping import (
     toml_value,
     version_of,
 )
+from agentproto.drivers.fields import obj, opt_text, text
 from agentproto.drivers.transport import LineTransport
 from agentproto.errors import AgentError, Kind
 from agentproto.jsonrpc import (
@@ -177,7 +178,7 @@ class CodexDriver(CodexItems, LineDriver):
             self._open_failed(AgentError.protocol_failed(f"initialize: {error.message}", self.line))
             return
         self.details = {
-            "version": version_of(result.get("userAgent", "")),
+            "version": version_of(text(obj(result).get("userAgent"))),
             "auth": "Unknown",
             "capabilities": {"features": list(FEATURES), "mcp_transports": ["Stdio", "Http"]},
             "config_options": [],
@@ -435,8 +436,7 @@ class CodexDriver(CodexItems, LineDriver):
         if error is not None:
             self._end_turn({"Failed": {"message": f"codex refused the turn: {error.message}"}})
             return
-        turn = (result or {}).get("turn") or {}
-        self.turn_id = turn.get("id")
+        self.turn_id = opt_text(obj(obj(result).get("turn")).get("id"))
         self.host.turn_acknowledged()
         if self._cancel_wanted:
             self._interrupt()
