@@ -172,7 +172,7 @@ def reasoning_item(summary: str) -> list[Event | Pause]:
     ]
 
 
-def function_call_item(name: str, arguments: dict[str, Any]) -> list[Event | Pause]:
+def function_call_item(name: str, arguments: dict[str, Any], namespace: str | None = None) -> list[Event | Pause]:
     item = {
         "type": "function_call",
         "id": _next_id("fc"),
@@ -181,6 +181,9 @@ def function_call_item(name: str, arguments: dict[str, Any]) -> list[Event | Pau
         "arguments": json.dumps(arguments),
         "status": "completed",
     }
+    if namespace is not None:
+        # Codex offers an MCP server's tools as a namespace ``mcp__<server>`` of functions.
+        item["namespace"] = namespace
     return [
         Event("response.output_item.added", {"type": "response.output_item.added", "output_index": 0, "item": item}),
         Event("response.output_item.done", {"type": "response.output_item.done", "output_index": 0, "item": item}),
@@ -240,6 +243,11 @@ def add_file_patch(path: str, content: str) -> str:
     return f"*** Begin Patch\n*** Add File: {path}\n{lines}*** End Patch\n"
 
 
+def mcp_call(server: str, tool: str, arguments: dict[str, Any]) -> list[Event | Pause]:
+    """A response calling ``tool`` of the MCP server ``server`` (Codex's namespace form)."""
+    return _envelope([function_call_item(tool, arguments, namespace=f"mcp__{server}")])
+
+
 def update_plan(steps: list[tuple[str, str]]) -> list[Event | Pause]:
     return _envelope(
         [function_call_item("update_plan", {"plan": [{"step": s, "status": st} for s, st in steps]})]
@@ -285,6 +293,27 @@ class Request:
                 for part in item.get("content") or []:
                     if isinstance(part, dict) and isinstance(part.get("text"), str):
                         out.append(part["text"])
+        return out
+
+    def function_outputs(self) -> dict[str, Any]:
+        """call_id -> the ``output`` of each function_call_output item of the request."""
+        out: dict[str, Any] = {}
+        for item in (self.body or {}).get("input") or []:
+            if isinstance(item, dict) and item.get("type") == "function_call_output":
+                out[str(item.get("call_id"))] = item.get("output")
+        return out
+
+    def function_calls(self) -> list[dict[str, Any]]:
+        """The function_call items of the request's history."""
+        items = (self.body or {}).get("input") or []
+        return [i for i in items if isinstance(i, dict) and i.get("type") == "function_call"]
+
+    def namespaces(self) -> dict[str, list[dict[str, Any]]]:
+        """The tool namespaces offered to the model (``mcp__<server>`` -> its functions)."""
+        out = {}
+        for tool in (self.body or {}).get("tools") or []:
+            if isinstance(tool, dict) and tool.get("type") == "namespace":
+                out[str(tool.get("name"))] = list(tool.get("tools") or [])
         return out
 
     def tool_names(self) -> list[str]:

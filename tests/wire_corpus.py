@@ -380,16 +380,23 @@ def _claude(name: str, about: str, replies: Callable[[Any], list[Any]], drive: C
     return ("claude", name, run)
 
 
-def _codex(name: str, about: str, script: Callable[[Any, str], list[Any]], drive: Callable[[Capture], None], **open_args: Any):
+def _codex(name: str, about: str, script: Callable[[Any, str], list[Any]], drive: Callable[[Capture], None],
+           mcp: bool = False, **open_args: Any):
+    """``mcp``: the session has the app's MCP server ``remote`` (tests/fake_mcp.py's, over HTTP)."""
+
     def run(out_dir: Path) -> str:
         from tests import fake_openai as fo
+        from tests.fake_mcp import HttpMcp
 
         with tempfile.TemporaryDirectory(prefix="capture-") as root:
             world = fo.CodexWorld(root)
+            server = HttpMcp() if mcp else None
             try:
                 world.api.script(*script(fo, world.work))
                 env = {k: v for k, v in world.env.items() if k != "AGENTPROTO_CODEX_BIN"}
                 cap = Capture({"id": "codex", "path": fo.pinned_codex()}, world.work, env)
+                if server is not None:
+                    open_args["mcp_servers"] = [{"name": "remote", "connection": {"Http": {"url": server.url}}}]
                 try:
                     cap.command("open", **open_args)
                     cap.wait(lambda c: bool(c.replies("open")))
@@ -409,6 +416,8 @@ def _codex(name: str, about: str, script: Callable[[Any, str], list[Any]], drive
                 return text
             finally:
                 world.close()
+                if server is not None:
+                    server.close()
 
     return ("codex", name, run)
 
@@ -505,6 +514,9 @@ def _captures() -> list[tuple[str, str, Callable[[Path], str]]]:
         _codex("command-approval", "a command Codex asks to run outside the sandbox: a Permission, allowed, its output",
                lambda fo, work: [fo.exec_command(f"touch {work}/made.txt && echo made", escalated=True), fo.text("done")],
                _answering("make a file", {"Permission": "AllowOnce"})),
+        _codex("mcp-approval", "a tool of the app's MCP server: Codex's mcp_tool_call elicitation as a Permission, allowed; the result",
+               lambda fo, work: [fo.mcp_call("remote", "shout", {"text": "hi"}), fo.text("done")],
+               _answering("shout hi", {"Permission": "AllowOnce"}), mcp=True),
         _acp("chunks", "thought, plan, message chunks, usage, title, the prompt's stop reason and usage", _turn("chunks")),
         _acp("tool-permission", "a tool call, a permission picked by option kind, the tool's diff and output",
              _answering("tool", {"Permission": "AllowOnce"})),

@@ -8,9 +8,14 @@ Rules of this file:
 - Codex reports ``thread/status/changed`` idle *before* ``turn/completed``; status is
   the engine's, so thread status is ignored here and the turn ends on ``turn/completed``.
 - Approvals are always asked (approval policy ``on-request``) and routed to the engine,
-  which answers them itself for AutoApprove and AcceptEdits.
-- Every request of Codex's gets an answer: the app's, an immediate one (elicitations are
-  declined, unknown methods refused), or an error when its handling fails.
+  which answers them itself for AutoApprove and AcceptEdits. Codex asks before every MCP
+  tool call with an elicitation (``_meta.codex_approval_kind: "mcp_tool_call"``): for the
+  app's own tools it is accepted here (the app decides when it answers the ToolCall; the
+  server is configured to approve them, so this is only a fallback), for any other MCP
+  server it is a Permission request like the others.
+- Every request of Codex's gets an answer: the app's, an immediate one (other elicitations
+  are declined: protocol 1 has no forms; unknown methods refused), or an error when its
+  handling fails.
 - Every field is type-checked (drivers/fields.py): a wrong one is skipped with a
   Diagnostic, never turned into text.
 """
@@ -47,6 +52,7 @@ APPROVALS = (
     "item/fileChange/requestApproval",
     "item/permissions/requestApproval",
 )
+ELICITATION = "mcpServer/elicitation/request"
 #: Notifications about one item of the running turn, named by ``itemId``.
 ITEM_NOTIFICATIONS = frozenset(
     {
@@ -283,9 +289,8 @@ class CodexItems:
                 self._permission(rpc_id, method, params)
             elif method == "item/tool/requestUserInput":
                 self._question(rpc_id, params)
-            elif method == "mcpServer/elicitation/request":
-                # No form UI in protocol 1: refuse, so the tool call fails instead of hanging.
-                self._reply(rpc_id, {"action": "decline", "content": None, "_meta": None})
+            elif method == ELICITATION:
+                self._elicitation(rpc_id, params)
             else:
                 self._reply_error(rpc_id, METHOD_NOT_FOUND, f"agentproto does not handle {method}")
         except Exception:
@@ -343,6 +348,48 @@ class CodexItems:
             {"RequestOpened": {"Permission": {"id": request_id, "tool": tool, "options": options, "detail": detail}}}
         )
 
+    def _elicitation(self, rpc_id: Any, params: dict[str, Any]) -> None:
+        meta = obj(params.get("_meta"))
+        if meta.get("codex_approval_kind") != "mcp_tool_call":
+            # A server's own form: protocol 1 has none, so refuse (the call fails, never hangs).
+            self._reply(rpc_id, {"action": "decline", "content": None, "_meta": None})
+            return
+        server, name = text(params.get("serverName")), text(meta.get("tool_name"))
+        if self.host.is_app_tool(server, name):
+            self._reply(rpc_id, {"action": "accept", "content": None, "_meta": None})
+            return
+        self._progress()
+        # The mcpToolCall item Codex started for this call, if it is known.
+        tool = next(
+            (
+                t
+                for t in self._tools.values()
+                if t["kind"] == {"Mcp": {"server": server, "tool": name}} and t["status"] in ("Pending", "Running")
+            ),
+            None,
+        )
+        if tool is None:
+            tool = tool_update(
+                f"elicitation-{rpc_id}",
+                {"Mcp": {"server": server, "tool": name}},
+                f"{server}: {name}",
+                "Pending",
+                raw={"name": name, "input": meta.get("tool_params")},
+            )
+        options = ["AllowOnce"]
+        if "session" in strings(meta.get("persist")):
+            options.append("AllowAlways")
+        options.append("DenyOnce")
+        request_id = self._request_id(rpc_id)
+        self._requests[request_id] = (rpc_id, ELICITATION, params)
+        permission = {
+            "id": request_id,
+            "tool": dict(tool, status="Pending"),
+            "options": options,
+            "detail": opt_text(params.get("message")),
+        }
+        self.host.emit({"RequestOpened": {"Permission": permission}})
+
     def _question(self, rpc_id: Any, params: dict[str, Any]) -> None:
         self._progress()
         questions = []
@@ -381,6 +428,15 @@ class CodexItems:
             self._reply(rpc_id, {"answers": answers})
             return
         choice = answer.get("Permission") if isinstance(answer, dict) else None
+        if method == ELICITATION:
+            if choice in ("AllowOnce", "AllowAlways"):
+                # AllowAlways: Codex stops asking for this tool for the rest of the session.
+                persist = {"persist": "session"} if choice == "AllowAlways" else None
+                self._reply(rpc_id, {"action": "accept", "content": None, "_meta": persist})
+            else:
+                action = "cancel" if answer == "Cancel" else "decline"
+                self._reply(rpc_id, {"action": action, "content": None, "_meta": None})
+            return
         if method == "item/permissions/requestApproval":
             if choice in ("AllowOnce", "AllowAlways"):
                 granted = {k: v for k, v in obj(params.get("permissions")).items() if v is not None}
