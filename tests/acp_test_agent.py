@@ -22,9 +22,14 @@ the scenario (its first word), so one agent binary serves every test:
   children   starts a grandchild that ignores SIGTERM (pid written to PATH)
   flood N    N message chunks
   mode       switches its own mode (current_mode_update) and config (config_option_update)
+  calltool SERVER TOOL ARGS   calls TOOL (ARGS: JSON) of the session/new mcpServers entry
+             SERVER with the MCP SDK's client over that entry's transport
+             (tests/acp_test_mcp.py), shown as a tool call titled mcp__SERVER__TOOL; the
+             result as text. ``calltool-ask`` asks a permission for that tool call first.
 
 Environment: ACP_TEST_AUTH=new fails session/new with -32000; ACP_TEST_RESUME=1
-advertises session/resume (else only session/load); ACP_TEST_NO_LOAD=1 drops loadSession.
+advertises session/resume (else only session/load); ACP_TEST_NO_LOAD=1 drops loadSession;
+ACP_TEST_NO_HTTP=1 does not advertise MCP over HTTP (mcpCapabilities.http).
 """
 
 from __future__ import annotations
@@ -82,7 +87,7 @@ class TestAgent:
         caps: dict[str, Any] = {
             "loadSession": not os.environ.get("ACP_TEST_NO_LOAD"),
             "promptCapabilities": {"image": True, "embeddedContext": True},
-            "mcpCapabilities": {"http": True, "sse": False},
+            "mcpCapabilities": {"http": not os.environ.get("ACP_TEST_NO_HTTP"), "sse": False},
         }
         if os.environ.get("ACP_TEST_RESUME"):
             caps["sessionCapabilities"] = {"resume": {}}
@@ -284,6 +289,52 @@ class TestAgent:
         if outcome.outcome == "cancelled":
             return {"stopReason": "cancelled"}
         return {"stopReason": "end_turn"}
+
+    async def scenario_calltool(self, sid: str, args: list[str], ask: bool = False) -> dict:
+        import json
+
+        import acp_test_mcp
+
+        server, tool = args[0], args[1]
+        arguments = json.loads(" ".join(args[2:]) or "{}")
+        state = self.sessions[sid]
+        entry = acp_test_mcp.entry_named(state["mcp"], server)
+        if entry is None:
+            await self.say(sid, f"no MCP server {server}")
+            return {"stopReason": "end_turn"}
+        call = {"toolCallId": "mcp-1", "title": f"mcp__{server}__{tool}", "kind": "other", "rawInput": arguments}
+        await self.update(sid, {"sessionUpdate": "tool_call", "status": "pending", **call})
+        if ask:
+            answer = await self.conn.request_permission(
+                session_id=sid,
+                tool_call=call,
+                options=[
+                    {"optionId": "mcp-yes", "name": "Allow", "kind": "allow_once"},
+                    {"optionId": "mcp-no", "name": "Deny", "kind": "reject_once"},
+                ],
+            )
+            chosen = getattr(answer.outcome, "option_id", None) or answer.outcome.outcome
+            if chosen != "mcp-yes":
+                await self.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "mcp-1", "status": "failed"})
+                await self.say(sid, f"permission: {chosen}")
+                return {"stopReason": "end_turn"}
+        await self.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "mcp-1", "status": "in_progress"})
+        names, text, is_error = await acp_test_mcp.call_tool(entry, state["cwd"], tool, arguments)
+        await self.update(
+            sid,
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "mcp-1",
+                "status": "failed" if is_error else "completed",
+                "content": [{"type": "content", "content": {"type": "text", "text": text}}],
+            },
+        )
+        transport = acp_test_mcp.transport_of(entry)
+        await self.say(sid, f"via {transport}, tools {','.join(names)}: {text}")
+        return {"stopReason": "end_turn"}
+
+    async def scenario_calltool_ask(self, sid: str, args: list[str]) -> dict:
+        return await self.scenario_calltool(sid, args, ask=True)
 
     async def scenario_fs(self, sid: str, args: list[str]) -> dict:
         cwd = self.sessions[sid]["cwd"]

@@ -18,7 +18,7 @@
 Volatile values are placeholders, in the file and in what a replay compares: ``$DIR``
 (the session's dir), ``$AGENT`` (the executable), ``$SESSION`` (an id the driver makes up
 itself: Claude's session id), ``$VERSION`` (agentproto's own version in an ACP
-``clientInfo``); events are compared without ``occurred_at``. Everything else must match,
+``clientInfo``), ``$TOOLS_URL`` (the session's listener URL of the app's tools); events are compared without ``occurred_at``. Everything else must match,
 except that what the app sees may carry members the file does not have (protocol 1 grows
 by additive optional fields, which the engine adds without any driver changing): lines to
 the agent must be exactly the same, lines to the app must have every expected member.
@@ -125,6 +125,11 @@ def session_id_of(spawn: Spawn) -> str | None:
     return None
 
 
+def tools_url_of(conv: Conversation) -> str | None:
+    """The session's listener URL of the app's tools (it holds a fresh token every run)."""
+    return next((s.tools_url for s in conv.runtime.sessions.values() if s.tools_url), None)
+
+
 def seen(out: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
     """What the app saw (a Conversation's ``out``) as corpus expectations."""
     result: list[dict[str, Any]] = []
@@ -196,6 +201,7 @@ def replay(case: Case, directory: str) -> tuple[list[Any], list[dict[str, Any]]]
                 conv.command(args.pop("cmd"), **args)
                 if conv.transports and "$SESSION" not in names.values:
                     names.set("$SESSION", session_id_of(conv.transports[0].spawn))
+                names.set("$TOOLS_URL", tools_url_of(conv))
             elif kind == "from_agent":
                 lines = body if isinstance(body, list) else [body]
                 conv.feed(*(names.fill(line).encode("utf-8", "surrogatepass") for line in lines))
@@ -290,6 +296,7 @@ class Capture(Conversation):
         self.agent = agent
         self.directory = directory
         self.env = env
+        self.tools_url: str | None = None
 
     def _factory(self, loop: Loop, spawn: Spawn, record_wire: str | None) -> LineTransport:  # type: ignore[override]
         recording = Recording(loop, spawn, record_wire, self.timeline)
@@ -305,6 +312,7 @@ class Capture(Conversation):
             args = {"agent": self.agent, "dir": self.directory, "env": self.env, **args}
         self.timeline.append({"app": entry})
         super().command(name, **args)
+        self.tools_url = self.tools_url or tools_url_of(self)
 
     def wait(self, predicate: Callable[["Capture"], bool], timeout: float = 60.0) -> None:
         self.run_until(lambda: predicate(self), timeout)
@@ -323,6 +331,7 @@ class Capture(Conversation):
     def file(self, header: dict[str, Any], names: Names) -> str:
         for recording in self.recordings:
             names.set("$SESSION", session_id_of(recording.spawn))
+        names.set("$TOOLS_URL", self.tools_url)
         conversation = []
         for entry in self.timeline:
             if "from_agent" in entry:
@@ -491,17 +500,33 @@ def _answering(text: str, *answers: Any) -> Callable[[Capture], None]:
         cap.command("prompt", text=text)
         for answer in answers:
             opened = cap.wait_event("RequestOpened")
-            body = opened.get("Permission") or opened.get("Question")
+            body = opened.get("Permission") or opened.get("Question") or opened.get("Hook")
             cap.command("answer", request=body["id"], answer=answer)
         cap.wait_event("TurnEnded")
 
     return drive
 
 
+LOOKUP = {"name": "lookup", "description": "Look a word up",
+          "input_schema": {"type": "object", "properties": {"word": {"type": "string"}}}}
+DENY_BASH = {"HookResult": {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                                    "permissionDecisionReason": "not in this repository"}}}
+
+
 def _captures() -> list[tuple[str, str, Callable[[Path], str]]]:
     from tests import fake_anthropic as fa
 
     return [
+        _claude("hook-callback", "the app's PreToolUse hook: registered at initialize, its hook_callback a Hook request whose "
+                "deny (a HookResult) is the callback's answer; the Bash tool is blocked without a permission",
+                lambda work: [fa.tool_use("Bash", {"command": "echo no > blocked.txt", "description": "Write a file"}),
+                              fa.text("Blocked.")],
+                _answering("write a file", DENY_BASH), hooks=["PreToolUse"]),
+        _codex("app-tools", "the app's tools: the MCP server agentproto in thread/start's config (dotted keys, over stdin, "
+               "never on the command line), approving its own tools", lambda fo, work: [fo.text("ok")], _turn("hi"),
+               tools=[LOOKUP]),
+        _acp("app-tools", "the app's tools: an http mcpServers entry named agentproto at session/new (the agent "
+             "advertises mcpCapabilities.http)", _turn("chunks"), tools=[LOOKUP]),
         _claude("text-turn", "a streamed text answer: deltas of one read merged, MessageEnded with the transcript uuid, usage",
                 lambda work: [fa.text("Hello from Claude, streamed in a few pieces.")], _turn("say hello")),
         _claude("thinking", "thinking streamed as ReasoningDelta before the answer",

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from agentproto.drivers.acp_mapping import (
     STATE_UPDATES,
+    app_server_entry,
     auth_message,
     login_steps,
     map_config_options,
@@ -56,6 +57,10 @@ TERMINALS_GRACE = 3.0
 
 class AcpDriver(AcpTurns, LineDriver):
     """One ACP agent process serving one agentproto session."""
+
+    #: The app's tools: one more ``mcpServers`` entry at session/new (load, resume, fork).
+    #: ACP has no hook channel.
+    app_tools = True
 
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
@@ -253,6 +258,9 @@ class AcpDriver(AcpTurns, LineDriver):
         except AgentError as exc:
             self._open_failed(exc)
             return
+        tools_url = self.host.tools_url
+        if tools_url is not None:
+            servers.append(app_server_entry(tools_url, bool(mcp.get("http"))))
         base = {"cwd": os.path.abspath(self.launch.dir), "mcpServers": servers}
         if self.launch.fork_at:
             self._open_failed(AgentError.detail(Kind.UNSUPPORTED_FEATURE, "fork_at: ACP forks a whole session"))

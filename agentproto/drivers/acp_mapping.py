@@ -11,8 +11,12 @@ Rules of this file:
 from __future__ import annotations
 
 import json
+import os
+import re
+import sys
 from typing import Any
 
+from agentproto.apptools import APP_SERVER
 from agentproto.drivers.fields import obj, opt_text, text
 from agentproto.errors import AgentError, Kind
 from agentproto.wire import tool_update
@@ -377,6 +381,53 @@ def mcp_servers(servers: list[dict[str, Any]], http: bool, sse: bool) -> list[di
             }
         )
     return out
+
+
+#: Where ``mcp-bridge`` finds the session's tools URL (mcp_bridge.TOOLS_URL): its
+#: environment, which only the same user can read, never its command line.
+BRIDGE_URL_ENV = "AGENTPROTO_TOOLS_URL"
+#: The bridge runs this agentproto (the sidecar's own copy: a checkout, an installed
+#: package, a zipapp), isolated (-I: no PYTHON* variables, no user site, not the
+#: agent's working directory on sys.path, where any ``agentproto`` could be found).
+_BRIDGE_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from agentproto.cli import main; sys.exit(main(['mcp-bridge']))"
+)
+
+
+def app_server_entry(tools_url: str, http: bool) -> dict[str, Any]:
+    """``session/new``'s ``mcpServers`` entry of the app's own tools (the server
+    ``agentproto``): the listener's URL itself for an agent that speaks MCP over HTTP,
+    otherwise a stdio server, ``agentproto mcp-bridge``, relaying to it. The URL holds the
+    session's token: the bridge gets it in its environment, not on its command line."""
+    if http:
+        return {"type": "http", "name": APP_SERVER, "url": tools_url, "headers": []}
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return {
+        "name": APP_SERVER,
+        "command": sys.executable,
+        "args": ["-I", "-c", _BRIDGE_BOOT, package_root],
+        "env": [{"name": BRIDGE_URL_ENV, "value": tools_url}],
+    }
+
+
+_APP_TOOL = re.compile(rf"mcp__{APP_SERVER}__([A-Za-z0-9_-]{{1,64}})\Z")
+
+
+def app_tool_called(tool_call: dict[str, Any]) -> str | None:
+    """The name of the app's tool a permission request is about, or None.
+
+    ACP names no tool's MCP server; agents that pass MCP tools on as they are name them
+    ``mcp__<server>__<tool>`` in the title or in their ``_meta`` (``claudeCode.toolName``).
+    """
+    candidates = [tool_call.get("title")]
+    for value in obj(tool_call.get("_meta")).values():
+        if isinstance(value, dict):
+            candidates.append(value.get("toolName"))
+    for candidate in candidates:
+        match = _APP_TOOL.match(candidate) if isinstance(candidate, str) else None
+        if match:
+            return match.group(1)
+    return None
 
 
 def permission_outcome(options: list[dict[str, Any]], answer: Any) -> dict[str, Any]:

@@ -8,7 +8,9 @@ Rules of this file:
   ends before the session opens); before that only the session's state is.
 - A permission answer selects the agent's option whose *kind* matches; option ids differ
   between agents and are never guessed. ``cancel`` answers every open permission with
-  ``cancelled``, as the spec says, and marks the turn's unfinished tools cancelled.
+  ``cancelled``, as the spec says, and marks the turn's unfinished tools cancelled. A
+  permission for one of the app's own tools is allowed here: the app decides when it
+  answers the ToolCall.
 - Every request of the agent's gets an answer: the app's, the service's (fs/* inside
   ``dir``, terminal/* as real processes: acp_services), ``method not found``, or an
   error when its handling fails.
@@ -27,6 +29,7 @@ from agentproto.drivers import acp_fs
 from agentproto.drivers.acp_mapping import (
     FINISHED,
     KIND_CHOICES,
+    app_tool_called,
     block_text,
     map_commands,
     map_context_usage,
@@ -37,6 +40,7 @@ from agentproto.drivers.acp_mapping import (
     permission_outcome,
     public_tool,
 )
+from agentproto.drivers.base import APP_SERVER
 from agentproto.drivers.fields import text
 from agentproto.errors import AgentError
 from agentproto.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, OnResponse, RpcError
@@ -418,12 +422,19 @@ class AcpTurns:
             choice = KIND_CHOICES.get(text(option.get("kind")))
             if choice and choice not in choices:
                 choices.append(choice)
+        raw_call = params.get("toolCall")
+        tool_call: dict[str, Any] = raw_call if isinstance(raw_call, dict) else {}
+        app_tool = app_tool_called(tool_call)
+        if app_tool is not None and self.host.is_app_tool(APP_SERVER, app_tool):
+            # The app's own tool: the app decides when it answers the ToolCall, so it is
+            # never asked a Permission first, whatever the mode.
+            allow = "AllowOnce" if "AllowOnce" in choices else "AllowAlways"
+            self._respond(rpc_id, {"outcome": permission_outcome(options, {"Permission": allow})})
+            return
         if self._turn is None or (self._turn.cancelled) or not choices:
             # Outside a turn, after a cancel, or nothing we can offer: the spec's answer.
             self._respond(rpc_id, {"outcome": {"outcome": "cancelled"}})
             return
-        raw_call = params.get("toolCall")
-        tool_call: dict[str, Any] = raw_call if isinstance(raw_call, dict) else {}
         raw_id = tool_call.get("toolCallId")
         tool_id = raw_id if isinstance(raw_id, str) else f"perm-tool-{rpc_id}"
         before = self._tools.get(tool_id)

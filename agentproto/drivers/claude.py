@@ -33,10 +33,12 @@ from agentproto.drivers.base import Host, Launch, LineDriver
 from agentproto.drivers.claude_control import ControlChannel, OnControl
 from agentproto.drivers.claude_mapping import (
     FEATURES,
+    HOOK_EVENTS,
     MCP_TRANSPORTS,
     auth_status,
     build_argv,
     config_options,
+    hooks_config,
     initial_mode,
     login_methods,
     mcp_config,
@@ -59,6 +61,11 @@ CLOSE_GRACE = 2.0
 
 
 class ClaudeDriver(LineDriver):
+    #: The app's tools: the listener's URL as the ``http`` server ``agentproto`` in the
+    #: --mcp-config file. Hooks: over the control protocol, registered at ``initialize``.
+    app_tools = True
+    hook_events = HOOK_EVENTS
+
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
         self.tools_disabled = launch.tools_disabled
@@ -121,18 +128,22 @@ class ClaudeDriver(LineDriver):
             private.remove_tree(self._private)
             raise
         self._handshake = self.host.loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_expired)
-        self._request({"subtype": "initialize", "hooks": None}, self._initialized)
+        # The app's hooks are callbacks of ours: no shell command, no settings file.
+        self.control.register_hooks(launch.hooks)
+        self._request({"subtype": "initialize", "hooks": hooks_config(launch.hooks)}, self._initialized)
         self._request({"subtype": "get_binary_version"}, self._got_version)
 
     def _write_mcp_config(self) -> str | None:
         """``--mcp-config`` as a 0600 file in the session's private directory: the
-        servers' env and header values must not be on the command line, which every
-        local user can read in /proc/PID/cmdline. Removed once the CLI is gone."""
-        if not self.launch.mcp_servers:
+        servers' env and header values, and the app's tools URL with its token, must not
+        be on the command line, which every local user can read in /proc/PID/cmdline.
+        Removed once the CLI is gone."""
+        tools_url = self.host.tools_url
+        if not self.launch.mcp_servers and tools_url is None:
             return None
         self._private = private.session_dir("claude")
         path = os.path.join(self._private, "mcp.json")
-        private.write_private(path, json.dumps(mcp_config(self.launch.mcp_servers)))
+        private.write_private(path, json.dumps(mcp_config(self.launch.mcp_servers, tools_url)))
         return path
 
     def _handshake_expired(self) -> None:

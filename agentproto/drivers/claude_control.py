@@ -4,7 +4,11 @@ Ours to the CLI: ``control_request`` lines (initialize, interrupt, set_model...)
 own ids (``ap_N``), each answered by a ``control_response`` that runs its callback once.
 The CLI's to us: ``can_use_tool`` (every permission, since the CLI runs with
 ``--permission-prompt-tool stdio``) becomes a Permission or Question request for the
-app, ``hook_callback`` is acknowledged, ``control_cancel_request`` withdraws one.
+app, except for the app's own tools (``mcp__agentproto__<name>``), which are allowed here:
+calling them is the app's decision, made when it answers the ToolCall. ``hook_callback``
+goes to the engine's hook entry point (``Host.hook``) for the events registered at
+``initialize``, and the app's output is the callback's response. ``control_cancel_request``
+withdraws one.
 
 Rules of this file:
 - Every control request of the CLI's gets exactly one ``control_response``: the app's
@@ -18,9 +22,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from agentproto.apptools import APP_SERVER
 from agentproto.drivers.claude_mapping import (
+    APP_TOOL_PREFIX,
     PERMISSION_OPTIONS,
     always_rules,
+    hook_callback_id,
     question_answers,
     question_request,
     tool_snapshot,
@@ -44,6 +51,13 @@ class ControlChannel:
         self._counter = 0
         self.requests: dict[str, dict[str, Any]] = {}  # the CLI's open requests, by its id
         self._always_deny: set[str] = set()
+        #: Our hook callback ids (``initialize``'s hooks) -> the hook event each one is.
+        self.hook_ids: dict[str, str] = {}
+        #: The CLI's hook callbacks the app has not answered yet (its request ids).
+        self.hooks_waiting: set[str] = set()
+
+    def register_hooks(self, events: list[str]) -> None:
+        self.hook_ids = {hook_callback_id(event): event for event in events}
 
     # -- ours to the CLI
     def request(self, request: dict[str, Any], callback: OnControl) -> None:
@@ -65,6 +79,7 @@ class ControlChannel:
 
     def fail_calls(self, reason: str) -> None:
         """The CLI is gone: every call still waiting gets ``reason``."""
+        self.hooks_waiting.clear()  # nobody to answer any more
         calls, self._calls = self._calls, {}
         for callback in calls.values():
             callback(None, reason)
@@ -88,7 +103,7 @@ class ControlChannel:
             if subtype == "can_use_tool":
                 self._permission(request_id, body)
             elif subtype == "hook_callback":
-                self.reply(request_id, {})
+                self._hook(request_id, body)
             else:
                 self.reply(request_id, error=f"agentproto does not handle {subtype}")
         except Exception:
@@ -97,6 +112,22 @@ class ControlChannel:
             self.requests.pop(request_id, None)
             self.reply(request_id, error=f"agentproto could not handle {subtype}")
             raise
+
+    def _hook(self, request_id: str, body: dict[str, Any]) -> None:
+        event = self.hook_ids.get(text(body.get("callback_id")))
+        if event is None:
+            self.reply(request_id, {})  # not one of ours: the neutral output
+            return
+        self.hooks_waiting.add(request_id)
+
+        def reply(output: dict[str, Any]) -> None:
+            # Once: the engine calls it once. A callback the CLI withdrew (or a CLI that is
+            # gone) gets nothing.
+            if request_id in self.hooks_waiting:
+                self.hooks_waiting.discard(request_id)
+                self.reply(request_id, output)
+
+        self.host.hook(event, body.get("input"), reply)
 
     def _permission(self, request_id: str, body: dict[str, Any]) -> None:
         stream = self.stream
@@ -108,6 +139,13 @@ class ControlChannel:
         if tool is None:
             tool = stream.tools[tool_id] = tool_snapshot(tool_id, name, tool_input)
             stream.emit({"ToolUpdated": dict(tool)}, parent)
+        if name.startswith(APP_TOOL_PREFIX) and self.host.is_app_tool(APP_SERVER, name[len(APP_TOOL_PREFIX) :]):
+            # The app's own tool: the app decides when it answers the ToolCall, so it is
+            # never asked a Permission first, whatever the mode.
+            self.reply(request_id, {"behavior": "allow", "updatedInput": tool_input})
+            if tool["status"] == "Pending":
+                stream.tool_status(tool, "Running", parent=parent)
+            return
         if name in self._always_deny:
             self.reply(request_id, {"behavior": "deny", "message": "The user denied this tool for the session."})
             stream.tool_status(tool, "Denied", parent=parent)
@@ -128,6 +166,7 @@ class ControlChannel:
 
     def on_cancel(self, msg: dict[str, Any]) -> None:
         request_id = text(msg.get("request_id"))
+        self.hooks_waiting.discard(request_id)  # its Hook request ends by its own timeout
         if self.requests.pop(request_id, None) is not None:
             self.host.request_withdrawn(request_id)
 

@@ -12,7 +12,7 @@ import json
 import mimetypes
 from typing import Any
 
-from agentproto.drivers.base import Launch
+from agentproto.drivers.base import APP_SERVER, Launch
 from agentproto.wire import tool_update
 
 PERMISSION_OPTIONS = ["AllowOnce", "AllowAlways", "DenyOnce", "DenyAlways"]
@@ -29,6 +29,27 @@ FEATURES = [
     "Compact",
 ]
 MCP_TRANSPORTS = ["Stdio", "Http", "Sse"]
+#: The hook events the CLI delivers over the control protocol (``initialize``'s hooks, then
+#: ``hook_callback``), as observed on 2.1.197. Not offered: SessionEnd runs after the CLI's
+#: input ended, when no callback can be answered any more; Notification never fired in
+#: stream-json mode (not for a permission left waiting, not for an idle session).
+#: SessionStart fires after a compaction (``source: "compact"``).
+HOOK_EVENTS = frozenset(
+    {
+        "PreToolUse",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "UserPromptSubmit",
+        "Stop",
+        "SubagentStart",
+        "SubagentStop",
+        "PreCompact",
+        "PermissionRequest",
+        "SessionStart",
+    }
+)
+#: The model's name of one of the app's tools: mcp__agentproto__<name>.
+APP_TOOL_PREFIX = f"mcp__{APP_SERVER}__"
 MODES = [
     ("default", "Default", "Ask before edits and commands"),
     ("acceptEdits", "Accept edits", "Edit files without asking"),
@@ -372,9 +393,24 @@ def always_rules(tool_name: str, suggestions: Any) -> list[dict[str, Any]]:
     ]
 
 
-def mcp_config(servers: list[dict[str, Any]]) -> dict[str, Any]:
-    """``--mcp-config`` JSON for protocol McpServer entries (secrets: it goes in a file)."""
+def hook_callback_id(event: str) -> str:
+    return f"agentproto_{event}"
+
+
+def hooks_config(events: list[str]) -> dict[str, Any] | None:
+    """``initialize``'s ``hooks``: one callback per event the app answers, for every tool
+    (no matcher); None when it answers none."""
+    if not events:
+        return None
+    return {event: [{"matcher": None, "hookCallbackIds": [hook_callback_id(event)]}] for event in events}
+
+
+def mcp_config(servers: list[dict[str, Any]], tools_url: str | None = None) -> dict[str, Any]:
+    """``--mcp-config`` JSON for protocol McpServer entries, and the app's own tools as the
+    ``http`` server ``agentproto`` at ``tools_url`` (secrets: it goes in a file)."""
     config: dict[str, Any] = {}
+    if tools_url is not None:
+        config[APP_SERVER] = {"type": "http", "url": tools_url}
     for server in servers:
         ((tag, body),) = server["connection"].items()
         if tag == "Stdio":

@@ -32,6 +32,7 @@ from agentproto.drivers.codex_mapping import (
     DELTAS,
     LOGIN,
     SANDBOX_NAMES,
+    app_server_config,
     auth_status,
     config_options,
     mcp_config,
@@ -78,6 +79,10 @@ TEXT_ONLY = "Answer with text only. Do not call any tool, do not run commands an
 
 
 class CodexDriver(CodexItems, LineDriver):
+    #: The app's tools: the MCP server ``agentproto`` in the thread's config (see
+    #: ``_thread_params``). Codex has no hook channel.
+    app_tools = True
+
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
         self.loop = host.loop
@@ -216,6 +221,8 @@ class CodexDriver(CodexItems, LineDriver):
         config: dict[str, Any] = {}
         if self.effort:
             config["model_reasoning_effort"] = self.effort
+        if self.host.tools_url is not None:
+            config.update(app_server_config(self.host.tools_url, launch.tool_timeout))
         if config:
             params["config"] = config
         instructions = launch.instructions

@@ -11,6 +11,7 @@ import math
 import re
 from typing import Any
 
+from agentproto.apptools import APP_SERVER
 from agentproto.drivers.fields import obj, objects, opt_text, text
 from agentproto.wire import tool_update
 
@@ -135,6 +136,27 @@ def mcp_config(servers: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str,
                 }
         table[name] = entry
     return table, env
+
+
+def app_server_config(tools_url: str, tool_timeout: float) -> dict[str, Any]:
+    """The app's own tools as the MCP server ``agentproto``: overrides for the thread's
+    ``config``.
+
+    They go to Codex in ``thread/start`` (``resume``, ``fork``) over its stdin, never as
+    ``-c`` overrides: the URL holds the session's token, and Codex's command line is
+    readable by every local user, who could then call the app's tools. The keys are dotted
+    paths: a nested ``mcp_servers`` table would replace the app's other servers (given with
+    ``-c mcp_servers=...``) instead of joining them. Codex asks before every MCP tool call
+    unless the server approves its tools itself: a call of these is the app's decision,
+    made when it answers the ToolCall. Codex's own deadline for a call is a little past the
+    app's ``tool_timeout``, so the error result of that timeout is what reaches the model.
+    """
+    prefix = f"mcp_servers.{APP_SERVER}."
+    return {
+        prefix + "url": tools_url,
+        prefix + "default_tools_approval_mode": "approve",
+        prefix + "tool_timeout_sec": float(tool_timeout) + 5.0,
+    }
 
 
 def _unencodable(value: str) -> bool:
