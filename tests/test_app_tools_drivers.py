@@ -5,6 +5,7 @@ test_claude_app_tools.py, test_codex_app_tools.py and test_acp_app_tools.py."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from typing import Any
@@ -97,14 +98,18 @@ def test_claude_allows_the_apps_own_tool_itself_and_asks_for_any_other():
         conv.close()
 
 
-def test_claude_gets_the_tools_url_in_its_mcp_config_file_not_on_its_command_line():
-    conv = open_claude(tools=[LOOKUP])
+@pytest.mark.parametrize(("tool_timeout", "timeout_ms"), [(30, 35000), (2**31, 2**31 - 1)])
+def test_claude_gets_the_tools_url_in_its_mcp_config_file_not_on_its_command_line(tool_timeout, timeout_ms):
+    conv = open_claude(tools=[LOOKUP], tool_timeout=tool_timeout)
     try:
         url = conv.reply("open")["tools_url"]
         argv = conv.transport.spawn.argv
         assert not any(url in arg or url.split("/")[3] in arg for arg in argv)
         with open(argv[argv.index("--mcp-config") + 1], encoding="utf-8") as f:
-            assert f.read() == '{"mcpServers": {"agentproto": {"type": "http", "url": "%s"}}}' % url
+            config = json.load(f)
+        # Its deadline just past the app's (a JavaScript timer takes at most 2^31 - 1 ms).
+        entry = {"type": "http", "url": url, "timeout": timeout_ms, "alwaysLoad": True}
+        assert config == {"mcpServers": {"agentproto": entry}}
     finally:
         conv.close()
 

@@ -114,7 +114,7 @@ def test_the_model_calls_the_apps_tool_and_gets_the_apps_answer(world):
     argv = cmdlines([leader])[leader].split(b"\0")
     config = Path(argv[argv.index(b"--mcp-config") + 1].decode())
     assert stat.S_IMODE(config.lstat().st_mode) == 0o600
-    assert json.loads(config.read_text())["mcpServers"]["agentproto"] == {"type": "http", "url": url}
+    assert json.loads(config.read_text())["mcpServers"]["agentproto"]["url"] == url
     world.sc.ok({"cmd": "answer", "session": session, "request": call["id"], "answer": text_result("one who writes code")})
     events = world.sc.events(session, "TurnEnded", 60)
     assert events[-1]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
@@ -178,3 +178,14 @@ def test_a_hook_the_cli_cannot_deliver_is_refused_by_name(world):
     error = world.sc.error({"cmd": "open", "agent": "claude", "dir": str(world.work), "hooks": ["Notification"]}, 30)
     assert error["kind"] == "UnsupportedFeature" and "claude has no hook Notification" in error["detail"]
     assert world.processes() == []
+
+
+def test_a_call_the_app_does_not_answer_in_time_gets_the_timeout_error(world):
+    world.api.push(tool_use("mcp__agentproto__lookup", {"word": "late"}, tool_id="toolu_late"), text("Gave up."))
+    session = world.open(tools=[LOOKUP], tool_timeout=1)["id"]
+    world.sc.ok({"cmd": "prompt", "session": session, "text": "look it up"})
+    events = world.sc.events(session, "TurnEnded", 60)
+    assert [list(r) for r in of(events, "RequestOpened")] == [["ToolCall"]]
+    (block,) = tool_results(world.api.wait_requests(2)[1].body)
+    assert block["tool_use_id"] == "toolu_late" and block.get("is_error")
+    assert "timed out" in result_text(block)

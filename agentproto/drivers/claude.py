@@ -143,7 +143,8 @@ class ClaudeDriver(LineDriver):
             return None
         self._private = private.session_dir("claude")
         path = os.path.join(self._private, "mcp.json")
-        private.write_private(path, json.dumps(mcp_config(self.launch.mcp_servers, tools_url)))
+        config = mcp_config(self.launch.mcp_servers, tools_url, self.launch.tool_timeout)
+        private.write_private(path, json.dumps(config))
         return path
 
     def _handshake_expired(self) -> None:

@@ -405,12 +405,24 @@ def hooks_config(events: list[str]) -> dict[str, Any] | None:
     return {event: [{"matcher": None, "hookCallbackIds": [hook_callback_id(event)]}] for event in events}
 
 
-def mcp_config(servers: list[dict[str, Any]], tools_url: str | None = None) -> dict[str, Any]:
-    """``--mcp-config`` JSON for protocol McpServer entries, and the app's own tools as the
-    ``http`` server ``agentproto`` at ``tools_url`` (secrets: it goes in a file)."""
+def app_server_entry(tools_url: str, tool_timeout: float) -> dict[str, Any]:
+    """The app's own tools as the ``http`` server ``agentproto``: always in the model's
+    prompt (the app declared them for it: never deferred behind the CLI's tool search),
+    and the CLI's deadline for a call a little past the app's ``tool_timeout``, so the
+    error result of that timeout is what reaches the model (in ms, at most the 2^31 - 1
+    a JavaScript timer takes)."""
+    timeout_ms = min(int(tool_timeout * 1000) + 5000, 2**31 - 1)
+    return {"type": "http", "url": tools_url, "timeout": timeout_ms, "alwaysLoad": True}
+
+
+def mcp_config(
+    servers: list[dict[str, Any]], tools_url: str | None = None, tool_timeout: float = 600.0
+) -> dict[str, Any]:
+    """``--mcp-config`` JSON for protocol McpServer entries, and the app's own tools at
+    ``tools_url`` (secrets: it goes in a file)."""
     config: dict[str, Any] = {}
     if tools_url is not None:
-        config[APP_SERVER] = {"type": "http", "url": tools_url}
+        config[APP_SERVER] = app_server_entry(tools_url, tool_timeout)
     for server in servers:
         ((tag, body),) = server["connection"].items()
         if tag == "Stdio":
