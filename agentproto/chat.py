@@ -21,8 +21,8 @@ import signal
 import sys
 from typing import Any
 
-from agentproto.engine import Session, log
-from agentproto.errors import AgentError
+from agentproto.engine import Session
+from agentproto.errors import AgentError, log
 from agentproto.loop import Loop
 from agentproto.runtime import Runtime, Scope
 from agentproto.streams import Reader

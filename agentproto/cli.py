@@ -19,7 +19,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto import __version__, private
-from agentproto.engine import log
+from agentproto.errors import log
 from agentproto.loop import Loop
 from agentproto.runtime import Runtime
 from agentproto.serve import P1Connection

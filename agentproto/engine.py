@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from agentproto import session_info
 from agentproto.apptools import Listen
 from agentproto.drivers.base import Driver, Launch
-from agentproto.errors import AgentError, Kind
-from agentproto.errors import log as log
+from agentproto.errors import AgentError, Kind, log
 from agentproto.flow import HIGH_WATER, Flow
 from agentproto.loop import Loop, Timer
 from agentproto.session_requests import Requests

@@ -1,4 +1,5 @@
-"""Error kinds, and the one error family that says who broke it. Sans-IO but for ``log``.
+"""Error kinds, and the one error family that says who broke it. Sans-IO but for ``log``,
+the package's one writer of stderr.
 
 Rules of this file:
 - A kind is a constant of ``Kind`` (never a free string), and ``ERROR_KINDS`` lists every
@@ -18,6 +19,9 @@ Rules of this file:
 
 from __future__ import annotations
 
+import os
+import select
+import stat
 import sys
 from typing import Any
 
@@ -90,13 +94,63 @@ _PREFIX = {
 }
 
 
+#: Log lines dropped (or cut short) since the last one written: stderr was not being read.
+_dropped = 0
+
+
 def log(message: str) -> None:
-    """One line on stderr; a closed or broken stderr never costs the caller."""
+    """One line on stderr, the package's only way to write there; never blocks.
+
+    The event loop calls this, so a stderr nobody reads must not stop it: a pipe or a
+    socket is written only as far as it takes without waiting (its descriptor's flags
+    are left alone: it may be the parent's own stderr). A line that does not fit is
+    dropped and counted, and the next line that can be written says how many were lost.
+    A closed or broken stderr never costs the caller.
+    """
+    global _dropped
+    text = f"agentproto: {message}\n"
     try:
-        sys.stderr.write(f"agentproto: {message}\n")
-        sys.stderr.flush()
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by something in memory (a test's capture)
+        try:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        return
+    if _dropped:
+        notice = f"agentproto: {_dropped} log line(s) dropped or cut short: stderr was not being read\n"
+        if not _write_nowait(fd, notice.encode()):
+            _dropped += 1
+            return
+        _dropped = 0
+    if not _write_nowait(fd, text.encode("utf-8", "replace")):
+        _dropped += 1
+
+
+def _write_nowait(fd: int, data: bytes) -> bool:
+    """Write ``data`` to ``fd`` without ever waiting on a pipe or a socket; False when
+    any of it could not be written (nothing is written of a first piece that does not fit)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return True  # no stderr at all: nothing to count
+    pollable = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+    # Up to PIPE_BUF bytes go into a pipe that polls writable at once, whole; a longer
+    # line is written in such pieces, each only once the last one is in.
+    piece = 4096
+    view = memoryview(data)
+    try:
+        while view:
+            if pollable and not select.select([], [fd], [], 0)[1]:
+                return False
+            written = os.write(fd, view[:piece] if pollable else view)
+            view = view[written:]
+    except BlockingIOError:  # its description was made non-blocking (2>&1 onto our stdout)
+        return False
     except (OSError, ValueError):
-        pass
+        return True  # closed or broken: nobody will ever read it, nothing to report
+    return True
 
 
 def excerpt(line: bytes | str, limit: int = LINE_EXCERPT) -> str:

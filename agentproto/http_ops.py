@@ -23,7 +23,8 @@ import json
 from typing import Any, Callable
 
 from agentproto import CONTRACT, PROTOCOL, __version__
-from agentproto.engine import Session, log
+from agentproto.engine import Session
+from agentproto.errors import log
 from agentproto.httpcore import Request, authorized, is_loopback
 from agentproto.httpserver import HttpServer, Refusal, Response
 from agentproto.listen import bind_tcp, tcp_address

@@ -15,7 +15,7 @@ import socket
 import stat
 from typing import TYPE_CHECKING, Any, Callable
 
-from agentproto.engine import log
+from agentproto.errors import log
 
 if TYPE_CHECKING:
     from agentproto.loop import Loop

@@ -20,9 +20,10 @@ import os
 import selectors
 import signal
 import subprocess
-import sys
 import time
 from typing import Any, Callable
+
+from agentproto.errors import log
 
 Callback = Callable[[], Any]
 
@@ -271,11 +272,7 @@ class Loop:
         except Exception:
             import traceback  # only on this path: it is not free at start-up
 
-            try:
-                sys.stderr.write("agentproto: internal error in an event-loop callback:\n" + traceback.format_exc())
-                sys.stderr.flush()
-            except (OSError, ValueError):
-                pass
+            log("internal error in an event-loop callback:\n" + traceback.format_exc().rstrip())
 
     def _run_soon(self) -> None:
         while self._soon:

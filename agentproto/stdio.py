@@ -22,7 +22,7 @@ import sys
 from collections import deque
 from typing import TYPE_CHECKING, Callable, Protocol
 
-from agentproto.engine import log
+from agentproto.errors import log
 from agentproto.loop import Loop
 from agentproto.streams import Output, Reader
 

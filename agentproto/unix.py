@@ -16,7 +16,7 @@ import socket
 import sys
 
 from agentproto import record
-from agentproto.engine import log
+from agentproto.errors import log
 from agentproto.listen import accept_ready, bind_unix, hang_up, unlink_unix
 from agentproto.runtime import Runtime
 from agentproto.serve import P1Connection
