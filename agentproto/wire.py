@@ -15,8 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, TypeGuard
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, TypeGuard
 
 # The error family lives in errors.py; ERROR_KINDS, AgentError and error_from_body stay
 # importable from here for the layers that have always taken them from the wire.
@@ -171,11 +170,21 @@ class FrameError(AppError):
         self.frame_id = frame_id
 
 
-@dataclass
 class Command:
-    id: int
-    name: str
-    args: dict[str, Any] = field(default_factory=dict)
+    __slots__ = ("id", "name", "args")
+
+    def __init__(self, id: int, name: str, args: dict[str, Any] | None = None) -> None:
+        self.id = id
+        self.name = name
+        self.args = {} if args is None else args
+
+    def __repr__(self) -> str:
+        return f"Command({self.id!r}, {self.name!r}, {self.args!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Command) and (self.id, self.name, self.args) == (other.id, other.name, other.args)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a dataclass's
 
     def get(self, key: str, default: Any = None) -> Any:
         value = self.args.get(key)
@@ -551,6 +560,53 @@ def command_from_object(obj: Any) -> Command:
 
 
 # -- values shared by the layers above --------------------------------------------------
+
+if TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+else:
+
+    def dataclass_transform(**_: Any) -> Any:
+        return lambda cls: cls
+
+
+@dataclass_transform()
+class Record:
+    """Plain data built by position or keyword, as a dataclass is, without importing
+    ``dataclasses`` (and ``inspect`` with it) at start-up: together with creating the
+    classes, that was several milliseconds of a cold start for four small records.
+
+    The fields are the class's annotations, in order; a class-level value is the field's
+    default, and a list or dict default is copied for each instance (never shared).
+    """
+
+    _fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls) -> None:
+        annotations = cls.__dict__.get("__annotations__", {})
+        cls._fields = tuple(k for k, v in annotations.items() if not str(v).startswith("ClassVar"))
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        cls = type(self)
+        if len(args) > len(cls._fields):
+            raise TypeError(f"{cls.__name__}: too many arguments")
+        for name, value in zip(cls._fields, args):
+            setattr(self, name, value)
+        for name in cls._fields[len(args) :]:
+            if name in kwargs:
+                value = kwargs.pop(name)
+            elif name in cls.__dict__:
+                value = cls.__dict__[name]
+                if isinstance(value, (list, dict)):
+                    value = value.copy()
+            else:
+                raise TypeError(f"{cls.__name__}: missing {name}")
+            setattr(self, name, value)
+        if kwargs:
+            raise TypeError(f"{cls.__name__}: no field {', '.join(kwargs)}")
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in type(self)._fields)
+        return f"{type(self).__name__}({shown})"
 
 
 def event_kind_name(kind: Any) -> str:

@@ -548,3 +548,39 @@ def test_encode_is_strict_ascii_json_on_one_line() -> None:
         "n": [1, 2.5, None, None],
         "ok": None,
     }
+
+
+# -- Record (plain data without importing dataclasses at start-up) ----------------------------
+
+
+class _Point(wire.Record):
+    x: int
+    y: int = 0
+    tags: list[str] = []
+    meta: dict[str, str] = {}
+
+
+def test_record_builds_like_a_dataclass() -> None:
+    a, b = _Point(1), _Point(2, 3, tags=["t"])
+    assert (a.x, a.y, a.tags, a.meta) == (1, 0, [], {}) and (b.x, b.y, b.tags) == (2, 3, ["t"])
+    a.tags.append("mine")
+    a.meta["k"] = "v"
+    assert _Point(4).tags == [] and _Point(4).meta == {}, "a list or dict default is never shared"
+    assert repr(b) == "_Point(x=2, y=3, tags=['t'], meta={})"
+    with pytest.raises(TypeError, match="missing x"):
+        _Point()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="no field z"):
+        _Point(1, z=2)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="too many"):
+        _Point(1, 2, [], {}, 5)  # type: ignore[call-arg]
+
+
+def test_start_up_imports_no_dataclasses() -> None:
+    """Importing dataclasses pulls in inspect, ast, dis and tokenize: milliseconds of every
+    cold start, for nothing the package needs before its first session."""
+    import subprocess
+    import sys
+
+    code = "import sys, agentproto.cli; print(sorted({'dataclasses', 'inspect'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(ROOT), timeout=60)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr

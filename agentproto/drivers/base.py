@@ -45,20 +45,19 @@ anything else that carries lines in a test, a replay or a fault injection.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from agentproto.apptools import APP_SERVER as APP_SERVER
 from agentproto.apptools import HOOK_TIMEOUT, TOOL_TIMEOUT
 from agentproto.errors import AgentError, Kind, excerpt, log
+from agentproto.wire import Record
 
 if TYPE_CHECKING:
     from agentproto.drivers.transport import LineTransport, Spawn
     from agentproto.loop import Loop
 
 
-@dataclass
-class Launch:
+class Launch(Record):
     """One session's launch facts: the wire's SessionOptions, resolved against the catalog."""
 
     agent_id: str
@@ -73,16 +72,16 @@ class Launch:
     #: Whether the app sent ``permission_mode`` (not omitted, not null): a driver whose
     #: agent has one fixed mode (agy) tells "the app did not say" from an explicit "Ask".
     permission_mode_given: bool = False
-    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
-    configure: dict[str, Any] = field(default_factory=dict)
+    mcp_servers: list[dict[str, Any]] = []
+    configure: dict[str, Any] = {}
     instructions: str | None = None
     #: Notes kept beside the instructions, and text that starts every user message; only a
     #: driver with the field in ``Driver.open_fields`` gets them (the runtime refuses others).
     notes: str | None = None
     reminder: str | None = None
     output_schema: Any = None
-    env: dict[str, str] = field(default_factory=dict)
-    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = {}
+    args: list[str] = []
     config_home: str | None = None
     record_wire: str | None = None
     #: A session that only exists to serve probe or generate.
@@ -90,14 +89,14 @@ class Launch:
     #: generate: the agent must answer in text, without tools.
     tools_disabled: bool = False
     #: For ACP agents: the arguments that make the executable speak ACP.
-    acp_args: list[str] = field(default_factory=list)
+    acp_args: list[str] = []
     #: For the mock: the script it plays (``serve --mock``); None plays the echo agent.
     mock_script: dict[str, Any] | None = None
     #: The app's own tools, checked (apptools.check_tools): name, description,
     #: input_schema and output_schema (when declared), as the app declared them.
-    tools: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = []
     #: The hook events the app answers (``Host.hook``).
-    hooks: list[str] = field(default_factory=list)
+    hooks: list[str] = []
     #: Seconds a tool call (a hook) waits for the app's answer.
     tool_timeout: float = TOOL_TIMEOUT
     hook_timeout: float = HOOK_TIMEOUT

@@ -11,17 +11,18 @@ import importlib
 import os
 import re
 import shutil
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from agentproto.errors import AgentError
+from agentproto.wire import Record
 
 if TYPE_CHECKING:
     from agentproto.drivers.base import Driver
 
 
-@dataclass(frozen=True)
-class AgentSpec:
+class AgentSpec(Record):
+    """A catalog agent (treat it as immutable: specs are shared)."""
+
     id: str
     name: str
     #: Executable names to look for, first match wins.
@@ -34,7 +35,7 @@ class AgentSpec:
     #: Extra places to look (``~`` expanded), before the npm global prefix.
     known_locations: tuple[str, ...] = ()
     version_args: tuple[str, ...] = ("--version",)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = {}
 
     @property
     def env_override(self) -> str:

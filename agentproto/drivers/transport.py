@@ -24,8 +24,9 @@ so the driver seam (drivers/base.py) names it without depending on any implement
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from agentproto.wire import Record
 
 if TYPE_CHECKING:
     from agentproto.loop import Loop
@@ -34,8 +35,7 @@ if TYPE_CHECKING:
 MAX_AGENT_LINE = 64 * 1024 * 1024
 
 
-@dataclass
-class Spawn:
+class Spawn(Record):
     """What a driver asks its host to start."""
 
     argv: list[str]
