@@ -575,8 +575,9 @@ class Record:
     ``dataclasses`` (and ``inspect`` with it) at start-up: together with creating the
     classes, that was several milliseconds of a cold start for four small records.
 
-    The fields are the class's annotations, in order; a class-level value is the field's
-    default, and a list or dict default is copied for each instance (never shared).
+    The fields are the class's own annotations, in order (records do not inherit from one
+    another); a class-level value is the field's default, and a list or dict default is
+    copied for each instance (never shared).
     """
 
     _fields: ClassVar[tuple[str, ...]] = ()
