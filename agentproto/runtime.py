@@ -2,7 +2,7 @@
 dispatcher that every framing and transport calls.
 
 ``Runtime.execute(name, args, sink, scope, done)`` runs one validated command (see
-``wire.COMMANDS``). ``discover``, ``probe``, ``plan_usage`` and ``generate`` live here;
+``commands.COMMANDS``). ``discover``, ``probe``, ``plan_usage`` and ``generate`` live here;
 session commands go to ``engine.Session``. A ``Scope`` is what one frontend may touch:
 its own sessions (a stdio or socket connection), or all of them (HTTP, where sessions
 outlive connections).
@@ -384,7 +384,7 @@ class Runtime:
         done: Done,
         on_event: Callable[[Session, dict[str, Any]], None] | None = None,
     ) -> None:
-        """Run one validated command (see wire.COMMANDS) for a frontend.
+        """Run one validated command (see commands.COMMANDS) for a frontend.
 
         ``on_event`` sees every event of generate's throwaway session (the ops framing
         streams them); no other command uses it.
