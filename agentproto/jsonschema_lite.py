@@ -66,16 +66,19 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
 }
 
 
-def validate_json(instance: Any, schema: Any, path: str = "$", max_steps: int = MAX_STEPS) -> list[str]:
+def validate_json(
+    instance: Any, schema: Any, path: str = "$", max_steps: int = MAX_STEPS, trusted: bool = False
+) -> list[str]:
     """Validate against the common core of JSON Schema (draft 7 / 2020-12).
 
     Supports type, enum, const, properties, required, additionalProperties, items
     (a schema, or draft 7's array of schemas), prefixItems, minItems/maxItems,
     minLength/maxLength, pattern, minimum/maximum, exclusiveMinimum/exclusiveMaximum,
     anyOf/oneOf/allOf/not and local ``$ref``s (JSON pointers into the schema). Returns
-    the problems found (empty when valid); never raises.
+    the problems found (empty when valid); never raises. ``trusted``: the schema is one of
+    agentproto's own (its wire schema), not checked again.
     """
-    problems = schema_problems(schema)
+    problems = [] if trusted else schema_problems(schema)
     if problems:
         return [f"{path}: output_schema is not usable: {problem}" for problem in problems]
     try:

@@ -18,10 +18,15 @@ from sidecar import ROOT, base_env
     [
         ('{"turns": ' + "1" * 5000 + "}", "not JSON: Exceeds the limit"),
         ("[" * 3000, "not JSON: nested too deeply"),
+        # Loaded, then the engine raised reading the message id mid-turn (an internal
+        # error, and the turn's End was never played).
+        ('{"turns": [[{"Emit": {"TextDelta": 5}}, {"End": {"Completed": {"source": "Protocol"}}}]]}',
+         "turns[0][0]: not a valid TextDelta: $.TextDelta: expected object, got number"),
+        ('{"turns": [[{"Nested": ["t1", {"ToolUpdated": {"id": "t1"}}]}]]}', "turns[0][0]: not a valid ToolUpdated"),
     ],
-    ids=["5000-digit-integer", "deep-nesting"],
+    ids=["5000-digit-integer", "deep-nesting", "emit-of-the-wrong-shape", "nested-of-the-wrong-shape"],
 )
-def test_a_mock_script_that_is_not_json_enough_is_refused_with_its_reason(tmp_path: Path, text: str, words: str) -> None:
+def test_a_mock_script_that_cannot_be_played_is_refused_with_its_reason(tmp_path: Path, text: str, words: str) -> None:
     # load_script let ValueError / RecursionError out: `serve --mock` died with a traceback.
     path = tmp_path / "script.json"
     path.write_text(text)

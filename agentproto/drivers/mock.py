@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from functools import lru_cache
 from typing import Any, Callable
 
 from agentproto.drivers.base import APP_SERVER, Driver, Host, Launch
@@ -56,9 +57,34 @@ class ScriptError(ValueError):
     pass
 
 
+@lru_cache(maxsize=1)
+def _event_kinds() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each EventKind variant's schema by its name, and the definitions they refer to."""
+    from importlib import resources
+
+    text = resources.files("agentproto").joinpath("schema.json").read_text(encoding="utf-8")
+    definitions = json.loads(text)["definitions"]
+    variants: dict[str, Any] = {}
+    for variant in definitions["EventKind"]["oneOf"]:
+        for name in [*variant.get("required", ()), *([variant["const"]] if "const" in variant else ())]:
+            variants[name] = variant
+    return variants, definitions
+
+
 def _check_kind(kind: Any, where: str) -> None:
-    if not event_kind_name(kind):
+    name = event_kind_name(kind)
+    if not name:
         raise ScriptError(f"{where}: expected an EventKind (a string or a one-key object), got {json.dumps(kind)[:80]}")
+    # The engine reads what a script emits (message ids, tool statuses, requests): a known
+    # kind must have its schema's shape, checked here rather than failing mid-turn.
+    variants, definitions = _event_kinds()
+    variant = variants.get(name)
+    if variant is not None:
+        from agentproto.jsonschema_lite import validate_json  # only scripts need it
+
+        problems = validate_json(kind, {**variant, "definitions": definitions}, trusted=True)
+        if problems:
+            raise ScriptError(f"{where}: not a valid {name}: {problems[0]}")
 
 
 def _check_steps(steps: Any, where: str) -> None:
