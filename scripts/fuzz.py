@@ -31,11 +31,15 @@ def main() -> int:
     parser.add_argument("--target", action="append", choices=sorted(targets), help="only this target (repeatable)")
     parser.add_argument("--out", default=str(ROOT / ".cache" / "fuzz" / "report.txt"), help="where the report goes")
     parser.add_argument("--round", type=int, default=1000, help="examples per hypothesis round (default 1000)")
+    parser.add_argument(
+        "--mutants", type=int, default=20, help="mutants tried after each input (targets with a mutator; default 20)"
+    )
     parser.add_argument("--list", action="store_true", help="list the targets and exit")
     args = parser.parse_args()
     if args.list:
         for name, t in sorted(targets.items()):
-            print(f"{name:<20} weight {t.weight:<4g} {t.doc.splitlines()[0] if t.doc else ''}")
+            mutated = "mutants" if t.mutate else "       "
+            print(f"{name:<20} weight {t.weight:<4g} {mutated} {t.doc.splitlines()[0] if t.doc else ''}")
         return 0
     chosen = [targets[name] for name in (args.target or sorted(targets))]
     total_weight = sum(t.weight for t in chosen)
@@ -49,7 +53,7 @@ def main() -> int:
             print(f"  {name}: {s.tried} inputs, {len(s.crashes)} crashes, {s.seconds:.0f} s", file=sys.stderr)  # type: ignore[attr-defined]
 
         print(f"{t.name}: fuzzing for {seconds:.0f} s", file=sys.stderr)
-        results.append(run_long(t, seconds, args.round, progress))
+        results.append(run_long(t, seconds, args.round, progress, args.mutants))
     report = "\n".join(iter_report(results)) + f"\n\n{time.monotonic() - started:.0f} s in all\n"
     print(report)
     out = Path(args.out)

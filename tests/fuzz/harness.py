@@ -19,6 +19,7 @@ operator sees).
 
 from __future__ import annotations
 
+import random
 import re
 import signal
 import time
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from fuzz.mutate import shrink
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
@@ -51,6 +53,8 @@ class Target:
     #: Inputs that once broke it: run first, in the suite and in every long round.
     regressions: list[Any] = field(default_factory=list)
     doc: str = ""
+    #: Long runs: a cheap mutant of an input (mutate.py), tried after it.
+    mutate: Callable[[Any, random.Random], Any] | None = None
 
 
 TARGETS: dict[str, Target] = {}
@@ -63,10 +67,12 @@ def target(
     examples: int = 150,
     timeout: float = 20.0,
     weight: float = 1.0,
+    mutate: Callable[[Any, random.Random], Any] | None = None,
 ) -> Callable[[Callable[[Any], None]], Callable[[Any], None]]:
     def register(check: Callable[[Any], None]) -> Callable[[Any], None]:
         assert name not in TARGETS, f"two fuzz targets named {name}"
-        TARGETS[name] = Target(name, strategy, check, examples, timeout, weight, doc=(check.__doc__ or "").strip())
+        doc = (check.__doc__ or "").strip()
+        TARGETS[name] = Target(name, strategy, check, examples, timeout, weight, doc=doc, mutate=mutate)
         return check
 
     return register
@@ -167,20 +173,64 @@ class Crash:
 @dataclass
 class Stats:
     target: str
-    tried: int = 0
+    tried: int = 0  # every input run, mutants included
+    mutants: int = 0
     known_hits: int = 0
     rounds: int = 0
     seconds: float = 0.0
     crashes: dict[str, Crash] = field(default_factory=dict)
 
 
-def run_long(t: Target, seconds: float, round_size: int = 2000, progress: Callable[[Stats], None] | None = None) -> Stats:
-    """Fuzz ``t`` for ``seconds``: rounds of random examples; each new crash is shrunk by
-    hypothesis, kept with its minimal input, and skipped (counted) afterwards."""
+def _failure(t: Target, value: Any) -> BaseException | None:
+    try:
+        with _Watchdog(t.timeout):
+            t.check(value)
+    except Exception as exc:
+        return exc
+    return None
+
+
+def _tail(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc)[-6:])
+
+
+def run_long(
+    t: Target,
+    seconds: float,
+    round_size: int = 2000,
+    progress: Callable[[Stats], None] | None = None,
+    mutants: int = 20,
+) -> Stats:
+    """Fuzz ``t`` for ``seconds``: rounds of random examples (each followed by ``mutants``
+    cheap mutants of it, when the target has a mutator); each new crash is shrunk (by
+    hypothesis, or mutate.shrink for a mutant), kept with its minimal input, and skipped
+    (counted) afterwards."""
     stats = Stats(t.name)
     start = time.monotonic()
     deadline = start + seconds
     last: dict[str, Crash] = {}
+    rng = random.Random()
+
+    def try_mutants(value: Any) -> None:
+        assert t.mutate is not None
+        for _ in range(mutants):
+            mutant = t.mutate(value, rng)
+            stats.tried += 1
+            stats.mutants += 1
+            exc = _failure(t, mutant)
+            if exc is None:
+                continue
+            sig = signature(exc)
+            if sig in stats.crashes or sig in last:
+                stats.known_hits += 1
+                continue
+
+            def still_fails(candidate: Any, sig: str = sig) -> bool:
+                found = _failure(t, candidate)
+                return found is not None and signature(found) == sig
+
+            minimal = shrink(mutant, still_fails)
+            last[sig] = Crash(sig, minimal, _tail(_failure(t, minimal) or exc))
 
     def run(value: Any) -> None:
         if time.monotonic() > deadline + 60:  # a shrink that would never end
@@ -194,9 +244,10 @@ def run_long(t: Target, seconds: float, round_size: int = 2000, progress: Callab
             if sig in stats.crashes:
                 stats.known_hits += 1
                 return  # known: look for something else
-            tail = "".join(traceback.format_exception(exc)[-6:])
-            last[sig] = Crash(sig, value, tail)  # the last one seen is the shrunk one
+            last[sig] = Crash(sig, value, _tail(exc))  # the last one seen is the shrunk one
             raise
+        if t.mutate is not None and time.monotonic() < deadline:
+            try_mutants(value)
 
     for value in t.regressions:
         try:
@@ -208,7 +259,7 @@ def run_long(t: Target, seconds: float, round_size: int = 2000, progress: Callab
     while time.monotonic() < deadline:
         left = deadline - time.monotonic()
         size = min(round_size, 50) if not rate else max(10, min(round_size, int(rate * left)))
-        before, began = stats.tried, time.monotonic()
+        before, began = stats.tried - stats.mutants, time.monotonic()
         test = settings(
             max_examples=size,
             derandomize=False,
@@ -227,7 +278,7 @@ def run_long(t: Target, seconds: float, round_size: int = 2000, progress: Callab
             pass  # the crashes are in ``last``
         stats.crashes.update(last)
         stats.rounds += 1
-        rate = (stats.tried - before) / max(time.monotonic() - began, 1e-3)
+        rate = (stats.tried - stats.mutants - before) / max(time.monotonic() - began, 1e-3)  # hypothesis's inputs
         stats.seconds = time.monotonic() - start
         if progress is not None:
             progress(stats)
@@ -237,10 +288,10 @@ def run_long(t: Target, seconds: float, round_size: int = 2000, progress: Callab
 
 def iter_report(all_stats: list[Stats]) -> Iterator[str]:
     total = sum(s.tried for s in all_stats)
-    yield f"{'target':<22} {'inputs':>10} {'seconds':>8} {'crashes':>8}"
+    yield f"{'target':<22} {'inputs':>10} {'of them mutants':>16} {'seconds':>8} {'crashes':>8}"
     for s in all_stats:
-        yield f"{s.target:<22} {s.tried:>10} {s.seconds:>8.0f} {len(s.crashes):>8}"
-    yield f"{'total':<22} {total:>10}"
+        yield f"{s.target:<22} {s.tried:>10} {s.mutants:>16} {s.seconds:>8.0f} {len(s.crashes):>8}"
+    yield f"{'total':<22} {total:>10} {sum(s.mutants for s in all_stats):>16}"
     for s in all_stats:
         for crash in s.crashes.values():
             yield ""

@@ -202,7 +202,9 @@ def driver_lines(case: tuple[str, list[tuple[Any, ...]]]) -> None:
         raise GuardedLine(log[log.index(LINE_GUARD) :][:3000])
     assert len(conv.replies()) == sent, f"{sent} commands, {len(conv.replies())} replies"
     for line in seen(conv.out):
-        check_line(as_line(names.hide(line)))
+        # agentproto's schema: a session with the app's tools has additive members
+        # (SessionInfo.tools_url) that anyagent's reference schema does not know.
+        check_line(as_line(names.hide(line)), reference=False)
     if conv.session_id is not None:
         check_invariants(conv.out)
         assert not conv.runtime.sessions, "a session outlived its close"

@@ -16,6 +16,7 @@ from typing import Any
 
 from fuzz.gen import damaged
 from fuzz.harness import regression, target
+from fuzz.mutate import mutate_bytes
 from hypothesis import strategies as st
 
 from agentproto import httpcore
@@ -125,7 +126,12 @@ def _check_head(request: tuple[Any, ...]) -> None:
     httpcore.authorized(headers.get("authorization"), "0123456789abcdef")
 
 
-@target("http_requests", st.tuples(requests(), st.lists(st.integers(0, 400), max_size=6), st.sampled_from([(4096, 65536), (40, 8)])), examples=250)
+@target(
+    "http_requests",
+    st.tuples(requests(), st.lists(st.integers(0, 400), max_size=6), st.sampled_from([(4096, 65536), (40, 8)])),
+    examples=250,
+    mutate=lambda v, rng: (mutate_bytes(v[0], rng), v[1], v[2]),
+)
 def http_requests(case: tuple[bytes, list[int], tuple[int, int]]) -> None:
     """HTTP requests: the same outcome however split, HttpError only, bounded work per byte."""
     data, cuts, (max_head, max_body) = case

@@ -19,6 +19,7 @@ from typing import Any
 
 from fuzz.gen import damaged, dumps, json_values, nasty_json, splice_nasty
 from fuzz.harness import regression, target
+from fuzz.mutate import mutate_encoded
 from hypothesis import strategies as st
 
 from agentproto.drivers.mock import SCRIPT_FIELDS, ScriptError, load_script
@@ -107,7 +108,7 @@ def script_texts(draw: Any) -> bytes:
     return dumps(script)
 
 
-@target("mock_scripts", script_texts(), examples=200)
+@target("mock_scripts", script_texts(), examples=200, mutate=mutate_encoded)
 def mock_scripts(raw: bytes) -> None:
     """Mock scripts: a complete script, or ScriptError and nothing else."""
     try:

@@ -17,6 +17,7 @@ from typing import Any
 
 from fuzz.gen import damaged, dumps, json_values, mutated_object, nasty_json, splice_nasty
 from fuzz.harness import ROOT, regression, target
+from fuzz.mutate import mutate_encoded
 from fuzz.targets_wire import FIELDS, valid_frame
 from hypothesis import strategies as st
 
@@ -58,7 +59,12 @@ def _as_frame(request: dict[str, Any]) -> bytes:
     return json.dumps(frame).encode()
 
 
-@target("ops_requests", st.tuples(request_line(), st.sampled_from([None, "s-default"])), examples=300)
+@target(
+    "ops_requests",
+    st.tuples(request_line(), st.sampled_from([None, "s-default"])),
+    examples=300,
+    mutate=lambda v, rng: (mutate_encoded(v[0], rng), v[1]),
+)
 def ops_requests(case: tuple[bytes, str | None]) -> None:
     """Ops requests: OpsError and nothing else; the same verdict as protocol 1's checks."""
     raw, default = case

@@ -18,6 +18,7 @@ from typing import Any
 
 from fuzz.gen import Deep, awkward_text, expand, json_values
 from fuzz.harness import target
+from fuzz.mutate import mutate_json
 from hypothesis import strategies as st
 
 from agentproto import jsonrpc, mcp, wire
@@ -97,7 +98,12 @@ def readable(value: Any) -> bool:
     return value is None or (isinstance(value, (str, int, float)) and not isinstance(value, bool))
 
 
-@target("jsonrpc_messages", st.tuples(message(), st.booleans(), st.integers(0, 3)), examples=400)
+@target(
+    "jsonrpc_messages",
+    st.tuples(message(), st.booleans(), st.integers(0, 3)),
+    examples=400,
+    mutate=lambda v, rng: (mutate_json(v[0], rng, deep=True), v[1], v[2]),
+)
 def jsonrpc_messages(case: tuple[Any, bool, int]) -> None:
     """JSON-RPC: classification never raises and follows the keys; responses match once."""
     msg, strict, calls = expand(case[0]), case[1], case[2]
@@ -174,7 +180,12 @@ class Reply:
         self.events.append(("finish", None))
 
 
-@target("mcp_messages", st.tuples(message() | st.lists(message(), max_size=6), st.sampled_from([3, 1000])), examples=300)
+@target(
+    "mcp_messages",
+    st.tuples(message() | st.lists(message(), max_size=6), st.sampled_from([3, 1000])),
+    examples=300,
+    mutate=lambda v, rng: (mutate_json(v[0], rng, deep=True), v[1]),
+)
 def mcp_messages(case: tuple[Any, int]) -> None:
     """MCP: exactly one response per request (none per notification), finished once."""
     msg, max_batch = expand(case[0]), case[1]

@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 from fuzz.gen import json_values
 from fuzz.harness import regression, target
+from fuzz.mutate import mutate_json, mutate_text
 from hypothesis import strategies as st
 
 from agentproto.jsonschema_lite import schema_problems, validate_json
@@ -110,7 +111,12 @@ def _finite(value: Any) -> bool:
     return True
 
 
-@target("output_schema", st.tuples(schemas(), instances), examples=200)
+@target(
+    "output_schema",
+    st.tuples(schemas(), instances),
+    examples=200,
+    mutate=lambda v, rng: (mutate_json(v[0], rng), v[1]) if rng.random() < 0.7 else (v[0], mutate_json(v[1], rng)),
+)
 def output_schema(case: tuple[Any, Any]) -> None:
     """output_schema: checked first, then applied without raising, looping or stalling."""
     schema, instance = case
@@ -146,7 +152,13 @@ regression(
 # -- the regular expressions -----------------------------------------------------------------
 
 
-@target("regex_lite", st.tuples(regexes, st.text(alphabet="abAB1_ \n!ä", max_size=10)), examples=400)
+@target(
+    "regex_lite",
+    st.tuples(regexes, st.text(alphabet="abAB1_ \n!ä", max_size=10)),
+    examples=400,
+    # The text stays short: re, the oracle, backtracks.
+    mutate=lambda v, rng: (mutate_text(v[0], rng), mutate_text(v[1], rng)[:12]),
+)
 def regex_lite(case: tuple[str, str]) -> None:
     """Patterns: PatternError or a matcher that agrees with re.search, in linear time."""
     source, text = case

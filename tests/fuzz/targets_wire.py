@@ -14,6 +14,7 @@ from typing import Any
 
 from fuzz.gen import damaged, dumps, json_values, mutated_object, nasty_json, splice_nasty
 from fuzz.harness import regression, target
+from fuzz.mutate import mutate_bytes
 from hypothesis import strategies as st
 
 from agentproto import wire
@@ -176,7 +177,7 @@ def _check_line(item: bytes | TooLong, max_line: int) -> None:
         assert repr(value) == repr(obj[key])
 
 
-@target("wire_frames", streams(), examples=250)
+@target("wire_frames", streams(), examples=250, mutate=lambda v, rng: (mutate_bytes(v[0], rng), v[1], v[2]))
 def wire_frames(case: tuple[bytes, int, list[int]]) -> None:
     """Protocol 1 frames: framing independent of the split, FrameError and nothing else."""
     stream, max_line, cuts = case
