@@ -111,6 +111,7 @@ class Session:
         self.launch = launch
         self.sink = sink
         self.state = "opening"  # see LIFECYCLE
+        self.mute = False  # closed, or its session error is out: nothing more but ``closed``
         self.info = session_info.new_info(session_id, launch.installation)
         self.sequence = 0
         self.turn: Turn | None = None
@@ -143,11 +144,12 @@ class Session:
         if state not in LIFECYCLE[self.state]:
             raise RuntimeError(f"session {self.id}: a {self.state} session cannot become {state}")
         self.state = state
+        self.mute = self.mute or state == "closed"
 
     def _send(
         self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None, turn: Any = _NOW
     ) -> None:
-        if self.state == "closed":
+        if self.mute:
             return
         if turn is _NOW:
             turn = self.turn
@@ -251,7 +253,7 @@ class Session:
             self.turn.acked = True
 
     def emit(self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None) -> None:
-        if self.state == "closed":
+        if self.mute:
             return
         name = event_kind_name(kind)
         if name in ENGINE_OWNED:
@@ -284,7 +286,7 @@ class Session:
             turn.quiet.restart()
 
     def end_turn(self, stop: Any, usage: dict[str, int] | None = None) -> None:
-        if self.state == "closed":
+        if self.mute:
             return
         turn = self.turn
         if turn is None:
@@ -303,11 +305,11 @@ class Session:
             self._session_updated()
 
     def diagnostic(self, level: str, message: str) -> None:
-        if self.state != "closed":
+        if not self.mute:
             self._send({"Diagnostic": {"level": level, "message": message}})
 
     def request_withdrawn(self, request_id: str) -> None:
-        if self.state != "closed":
+        if not self.mute:
             self.requests.withdrawn(self.turn, request_id)
 
     def fail(self, error: AgentError) -> None:
@@ -324,6 +326,7 @@ class Session:
         self._drop_queue()
         self._refresh_status()
         self.sink.session_error(self, error)
+        self.mute = True  # terminal: what the driver still reports (a late turn end) stays here
         if self.state == "open":
             self._move("closing")
             self._shutdown_driver()

@@ -155,8 +155,8 @@ class ScriptedTransport:
 class Conversation:
     """One session on the real runtime, its agent scripted: what the app sees, in order."""
 
-    def __init__(self, auto_exit: bool = True, **runtime_args: Any) -> None:
-        self.loop = Loop()
+    def __init__(self, auto_exit: bool = True, loop: Loop | None = None, **runtime_args: Any) -> None:
+        self.loop = loop if loop is not None else Loop()
         self.auto_exit = auto_exit
         self.transports: list[ScriptedTransport] = []
         self.runtime = Runtime(self.loop, transport_factory=self._factory, **runtime_args)
