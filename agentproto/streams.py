@@ -233,9 +233,19 @@ class Output:
             self._drained()
 
     def _write_all(self, blob: memoryview) -> int:
+        """As much of ``blob`` as the descriptor takes now. A terminal may refuse with
+        EAGAIN part way (another program made it non-blocking): what was written is then
+        counted, so that the rest is written once, when the terminal takes it."""
         total = 0
+        write = self.loop.io.write
         while total < len(blob):
-            total += self.loop.io.write(self.fd, blob[total:])
+            try:
+                written = write(self.fd, blob[total:])
+            except BlockingIOError:
+                break
+            if written <= 0:
+                break
+            total += written
         return total
 
     def _account(self, written: int) -> None:

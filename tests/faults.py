@@ -48,7 +48,9 @@ class FaultyIO(SystemIO):
     descriptor fails every write after that, as a closed pipe or a full disk does.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, cap: int | None = None) -> None:
+        #: Every write on a watched descriptor takes at most this many bytes (more positions).
+        self.cap = cap
         self.write_fds: set[int] = set()
         self.read_fds: set[int] = set()
         self.write_plan: dict[int, str] = {}
@@ -63,6 +65,8 @@ class FaultyIO(SystemIO):
             return os.write(fd, data)
         if fd in self.broken:
             raise OSError(self.broken[fd], os.strerror(self.broken[fd]))
+        if self.cap is not None:
+            data = data[: self.cap]
         index = self.writes
         self.writes += 1
         fault = self.write_plan.get(index)
@@ -105,7 +109,7 @@ class _JumpingSelector:
         self.loop = loop
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        ready = self.inner.select(0)
+        ready = self.inner.select(0 if timeout == 0 else min(self.loop.grace, timeout or self.loop.grace))
         if ready or timeout == 0:
             return ready
         if timeout is None:
@@ -118,10 +122,15 @@ class _JumpingSelector:
 
 
 class VirtualLoop(Loop):
-    """A real loop whose clock jumps to the next timer whenever nothing is ready."""
+    """A real loop whose clock jumps to the next timer whenever nothing is ready.
 
-    def __init__(self, io: SystemIO | None = None) -> None:
+    ``grace``: real seconds to wait for a descriptor before jumping, for what the kernel
+    hands over asynchronously (a terminal's output reaches its master side a moment later).
+    """
+
+    def __init__(self, io: SystemIO | None = None, grace: float = 0.0) -> None:
         super().__init__(io)
+        self.grace = grace
         self.offset = 0.0
         self._selector = _JumpingSelector(self._selector, self)  # type: ignore[assignment]
 
@@ -296,6 +305,8 @@ def check_p1(lines: list[dict[str, Any]], sent: dict[Any, str], *, complete: boo
     app read everything the sidecar wrote (every command then has its reply); ``eof``: the
     app's input ended, so every session it opened has its ``closed``.
     """
+    if not lines and not complete:
+        return  # the app got nothing at all (its pipe broke at the first write)
     assert lines and "hello" in lines[0], f"the first line is not the hello: {lines[:1]}"
     replies: dict[Any, dict[str, Any]] = {}
     opened: dict[str, Any] = {}  # session id -> the open's command id
