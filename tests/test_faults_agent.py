@@ -40,7 +40,7 @@ from tests.faults import AGENT_FAULTS, FaultAgent, Outcome, VirtualLoop, run_for
 from tests.scripted import NEVER_RUN, Conversation
 from tests.sidecar import SCRIPTS
 from tests.test_wire_corpus import covers
-from tests.wire_corpus import CORPUS, Case, Names, cases, load, seen, session_id_of
+from tests.wire_corpus import CORPUS, Case, Names, cases, load, seen, session_id_of, tools_url_of
 
 #: How long a hung agent is left hanging (on the virtual clock): past every timeout a
 #: driver has (ACP's turn timeout is 30 minutes).
@@ -149,6 +149,7 @@ def play(case: Case, directory: str, step: int, fault: str) -> tuple[FaultConver
             conv.command(name, **args)
             if conv.transports and "$SESSION" not in names.values:
                 names.set("$SESSION", session_id_of(conv.transports[0].spawn))
+            names.set("$TOOLS_URL", tools_url_of(conv))
             continue
         index += 1
         if not conv.transports:

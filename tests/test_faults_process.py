@@ -30,8 +30,9 @@ from tests.faults import FaultyProcess, Outcome
 from tests.scripted import Conversation
 
 AGENT = Path(__file__).resolve().parent / "acp_test_agent.py"
-#: Short timeouts, so that a hung agent's handshake and turn fail quickly (real time).
-ENV = {"AGENTPROTO_ACP_HANDSHAKE_TIMEOUT": "2", "AGENTPROTO_ACP_TURN_TIMEOUT": "0.5"}
+#: A short turn timeout, so that a hung agent's turn fails quickly (real time); the app
+#: gives up on an open hung in its handshake by itself (its EOF), long before 30 s.
+ENV = {"AGENTPROTO_ACP_HANDSHAKE_TIMEOUT": "30", "AGENTPROTO_ACP_TURN_TIMEOUT": "0.5"}
 #: What only a real process does: die by SIGKILL, and hang stopped. (Garbage and floods are
 #: lines, the same whatever carries them: test_faults_agent.py slips them in everywhere.)
 REAL_FAULTS = ("die", "hang")
@@ -76,7 +77,7 @@ def event_named(name: str) -> Callable[[tuple[Any, ...]], bool]:
 def drive(conv: ProcessConversation, workdir: str) -> None:
     """The app: open, a turn whose permission it allows, info, close; then its EOF."""
     conv.open({"acp": {"name": "acp-test", "path": str(AGENT), "args": []}}, dir=workdir, env=ENV)
-    conv.settled_until(lambda: bool(conv.replies("open")), 30)
+    conv.settled_until(lambda: bool(conv.replies("open")) or any(a.hung() for a in conv.agents), 30)
     if conv.session_id is not None and not conv.has(closed):
         conv.command("prompt", text="tool")
         conv.settled_until(lambda: conv.has(event_named("RequestOpened")) or conv.has(event_named("TurnEnded")) or conv.has(closed), 30)

@@ -10,6 +10,8 @@ Rules of this file:
 - Lines are framed with a bound (a longer one is skipped, never buffered); the last
   8 KiB of stderr are kept for the exit report.
 - ``shutdown`` runs: close stdin, wait, SIGTERM the group, wait, SIGKILL the group.
+- An agent whose output ends, or whose input refuses a write, while it runs is shut down
+  the same way: it can never finish a turn then, and would hang its session forever.
 - ``record_wire`` appends every line both ways to a private file (one recorder call per
   line or write).
 """
@@ -85,6 +87,9 @@ class ProcessTransport:
     GROUP_GRACE = 3.0
     #: ``shutdown``: between SIGTERM and SIGKILL.
     TERM_GRACE = 2.0
+    #: The agent's output ended, or its input refused a write, while it still runs: it can
+    #: never finish a turn now, so it is shut down after this grace (it may be exiting).
+    GONE_GRACE = 2.0
 
     def __init__(self, loop: "Loop", spawn: Spawn, record_wire: str | None = None) -> None:
         self.loop = loop
@@ -99,6 +104,7 @@ class ProcessTransport:
         self._group_deadline: float | None = None
         self._group_check: "Timer | None" = None
         self._timers: list["Timer"] = []
+        self._gone = False
         # Opened before the child starts: a bad record_wire path starts nothing.
         self._recorder = WireRecorder(record_wire) if record_wire else None
         try:
@@ -147,7 +153,7 @@ class ProcessTransport:
         except BlockingIOError:
             written = 0
         except OSError:
-            self._drop_stdin()  # the agent closed its input (or died): nothing to send to
+            self._unreachable()  # the agent closed its input (or died): nothing to send to
             return
         if written < len(data):
             self._unwritten += memoryview(data)[written:]
@@ -166,7 +172,7 @@ class ProcessTransport:
         except BlockingIOError:
             return
         except OSError:
-            self._drop_stdin()
+            self._unreachable()
             return
         del self._unwritten[:written]
         if not self._unwritten:
@@ -186,6 +192,17 @@ class ProcessTransport:
             self.proc.stdin.close()
         except OSError:
             pass
+
+    def _unreachable(self) -> None:
+        """What was sent is lost and nothing more can be: an agent in that state only
+        hangs its session (waiting for an answer it never got), so it is shut down."""
+        self._drop_stdin()
+        self._give_up()
+
+    def _give_up(self) -> None:
+        if not self._gone and self._returncode is None:
+            self._gone = True
+            self.shutdown(self.GONE_GRACE)
 
     def close_stdin(self) -> None:
         if self._unwritten:
@@ -220,6 +237,8 @@ class ProcessTransport:
     def _stdout_ended(self) -> None:
         for line in self._framer.close():
             self._deliver(line)
+        # Its output is over (closed, or a read failed): it can never say a turn ended.
+        self._give_up()
         self._maybe_exited()
 
     def _read_stderr(self, data: bytes) -> None:
