@@ -11,7 +11,10 @@ then each position is struck:
   same lines, in order, and the server exits 0;
 - EPIPE or ENOSPC on stdout: what the app got is a prefix of that transcript; the server
   closes every session and exits 1 (a reader that went away never keeps it running);
-- EIO on stdin is its end: every session opened gets its ``closed`` and the server exits 0.
+- EIO on stdin is its end: every session opened gets its ``closed`` and the server exits 0;
+- on the Unix-socket transport, one connection whose writes fail (EPIPE, ENOSPC, at each
+  of its writes) loses its sessions, and the other connection's run to their ends as if
+  nothing happened, the server still serving.
 
 The same faults on the agent's own pipes (the child-process transport's writes to the
 agent and reads of it) are in test_faults_io_agent.py.
@@ -217,7 +220,7 @@ class Run:
         self.io = FaultyIO(cap)
         self.io.write_plan = plan.get("write", {})
         self.io.read_plan = plan.get("read", {})
-        loop = VirtualLoop(self.io, grace=0.05 if tty else 0.0)
+        loop = VirtualLoop(self.io, grace=0.5 if tty else 0.0)
         runtime = Runtime(loop, mock_script=SCRIPT)
         app = app_class(loop, tty)
         self.io.write_fds = {app.out_w}
@@ -372,3 +375,142 @@ def test_a_fault_at_every_read(frontend: str, at: int, fault: str, monkeypatch: 
     else:
         dones = [line for line in run.lines if line["kind"] == "done"]
         assert len(dones) <= 4 and all(d["exit_code"] in (0, 1) for d in dones), run.lines
+
+
+# -- one Unix-socket connection's faults cost no other connection -------------------------------
+
+
+class SocketApp(P1App):
+    """A P1App on a Unix-socket connection: one descriptor both ways; EOF is a half-close."""
+
+    def __init__(self, loop: VirtualLoop, path: str) -> None:
+        import socket
+
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.loop = loop
+        self.in_w = self.out_r = self.sock.fileno()
+        self.raw = bytearray()
+        self.lines = []
+        self.sent = {}
+        self.ended = False
+        self.next_id = 0
+        self.closed = 0
+        self.hung_up = False  # the server closed this connection
+        self.sock.setblocking(False)
+        loop.add_reader(self.out_r, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            data = self.sock.recv(1 << 20)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.hung_up = True
+            self.loop.remove_reader(self.out_r)
+            return
+        self.raw += data
+        while b"\n" in self.raw:
+            line, _, rest = bytes(self.raw).partition(b"\n")
+            self.raw = bytearray(rest)
+            if line.strip():
+                obj = json.loads(line)
+                self.lines.append(obj)
+                self.react(obj)
+
+    def write(self, obj: dict[str, Any]) -> None:
+        if not self.ended and not self.hung_up:
+            try:
+                self.sock.send(json.dumps(obj).encode() + b"\n")  # small: the socket takes it at once
+            except OSError:
+                self.hung_up = True  # the server hung up this connection meanwhile
+
+    def end(self) -> None:
+        import socket
+
+        if not self.ended:
+            self.ended = True
+            self.sock.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.loop.forget(self.out_r)
+        self.sock.close()
+
+
+class UnixRun:
+    """Two connections to one Unix-socket server; faults strike the first one's writes."""
+
+    def __init__(self, plan: dict[int, str], tmp_path: Path) -> None:
+        from agentproto.unix import UnixServer
+
+        self.io = FaultyIO()
+        self.io.write_plan = plan
+        loop = VirtualLoop(self.io)
+        runtime = Runtime(loop, mock_script=SCRIPT)
+        io_ = self.io
+
+        class Server(UnixServer):
+            def _serve(self, sock: Any) -> None:
+                super()._serve(sock)
+                if self.accepted == 1:
+                    io_.write_fds.add(sock.fileno())  # before its hello is flushed
+
+            def _finished(self, conn: P1Connection) -> None:
+                # Its descriptor is closed next, and its number may be the next connection's.
+                io_.write_fds.discard(conn.in_fd)
+                io_.broken.pop(conn.in_fd, None)
+                super()._finished(conn)
+
+        path = str(tmp_path / "ap.sock")
+        server = Server(runtime, path)
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            server.start()
+            first = SocketApp(loop, path)
+            loop.call_soon(lambda: None)
+            run_for_loop(loop, lambda: server.accepted >= 1)
+            second = SocketApp(loop, path)
+            run_for_loop(loop, lambda: (first.ended or first.hung_up) and second.ended and not server.conns, 3600)
+            self.server_running = server.listener is not None
+            server.shutdown()
+            server.close_listener()
+        self.first, self.second = first.lines, second.lines
+        self.first_sent, self.second_sent = first.sent, second.sent
+        self.sessions = dict(runtime.sessions)
+        self.stderr = stderr.getvalue()
+        first.close()
+        second.close()
+        loop.close()
+
+
+def run_for_loop(loop: VirtualLoop, until: Callable[[], bool], seconds: float = 60.0) -> None:
+    from tests.faults import run_for
+
+    run_for(loop, seconds, until)
+    assert until(), "the server never got there"
+
+
+UNIX_WRITES = 7
+
+
+def test_the_fault_free_unix_run(tmp_path: Path) -> None:
+    run = UnixRun({}, tmp_path)
+    check_p1(run.first, run.first_sent, complete=True, eof=True)
+    check_p1(run.second, run.second_sent, complete=True, eof=True)
+    assert run.io.writes == UNIX_WRITES
+
+
+@pytest.mark.parametrize("fault", ["epipe", "enospc"])
+@pytest.mark.parametrize("at", range(UNIX_WRITES))
+def test_a_failed_connection_costs_no_other(at: int, fault: str, tmp_path: Path) -> None:
+    run = UnixRun({at: fault}, tmp_path)
+    assert run.io.injected == [(fault, at)]
+    assert "Traceback" not in run.stderr, run.stderr
+    assert run.server_running, "one connection's failure ended the server"
+    assert not run.sessions, f"sessions left open: {list(run.sessions)}"
+    check_p1(run.first, run.first_sent, complete=False, eof=False)
+    # The other connection's two sessions ran to their ends as if nothing happened.
+    check_p1(run.second, run.second_sent, complete=True, eof=True)
+    assert sum("closed" in line for line in run.second) == P1App.SESSIONS
