@@ -73,6 +73,13 @@ def rss_kb(pid: int) -> int:
     return _status_kb(pid, "VmRSS")
 
 
+def cpu_seconds(pid: int) -> float:
+    """The process's user + system CPU time so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # -- protocol 1: many sessions through one sidecar ---------------------------------------------
 
 
@@ -200,10 +207,12 @@ def concurrent_sessions(mock: str, sessions: int, events: int, directory: str) -
                 if obj.get("id") in opens:
                     ids.append(obj["ok"]["id"])
         opened_kb = rss_kb(sc.proc.pid)
+        cpu = cpu_seconds(sc.proc.pid)
         start = time.perf_counter()
         sc.send(*({"cmd": "prompt", "session": sid, "text": "go"} for sid in ids))
         raw = read_until(sc, b'"TurnEnded"', sessions)
         seconds = time.perf_counter() - start
+        cpu = cpu_seconds(sc.proc.pid) - cpu
         peak = peak_rss_kb(sc.proc.pid)
         count = check_sessions(raw, ids, events)
         sc.send(*({"cmd": "close", "session": sid} for sid in ids))
@@ -214,7 +223,7 @@ def concurrent_sessions(mock: str, sessions: int, events: int, directory: str) -
         status = sc.close()
     if status != 0:
         raise Lost(f"the sidecar exited {status}")
-    return {"events": count, "seconds": seconds, "rss_kb": peak, "opened_kb": opened_kb}
+    return {"events": count, "seconds": seconds, "rss_kb": peak, "opened_kb": opened_kb, "cpu": cpu}
 
 
 def one_at_a_time(mock: str, sessions: int, events: int, directory: str) -> dict[str, Any]:
@@ -222,6 +231,7 @@ def one_at_a_time(mock: str, sessions: int, events: int, directory: str) -> dict
     sc = Sidecar(mock)
     count = 0
     seconds = 0.0
+    cpu = cpu_seconds(sc.proc.pid)  # over the whole run (the clock ticks too coarsely per turn)
     try:
         for _ in range(sessions):
             (open_id,) = sc.send({"cmd": "open", "agent": "mock", "dir": directory})
@@ -239,12 +249,13 @@ def one_at_a_time(mock: str, sessions: int, events: int, directory: str) -> dict
             done = False
             while not done:
                 done = any(obj.get("closed") == sid for obj in sc.lines())
+        cpu = cpu_seconds(sc.proc.pid) - cpu
         rss = peak_rss_kb(sc.proc.pid)
     finally:
         status = sc.close()
     if status != 0:
         raise Lost(f"the sidecar exited {status}")
-    return {"events": count, "seconds": seconds, "rss_kb": rss}
+    return {"events": count, "seconds": seconds, "rss_kb": rss, "cpu": cpu}
 
 
 # -- HTTP: many clients at once ----------------------------------------------------------------
@@ -405,6 +416,10 @@ def main() -> int:
     print(
         f"  baseline, the same turns one session at a time: {rate(single) / 1000:.1f}k events/s "
         f"(peak RSS {single['rss_kb'] / 1024:.1f} MB); ratio {rate(many) / rate(single):.2f}x"
+    )
+    print(
+        f"  the sidecar's CPU per event: {many['cpu'] / many['events'] * 1e6:.1f} us concurrent, "
+        f"{single['cpu'] / single['events'] * 1e6:.1f} us one at a time (its opens and closes included)"
     )
     print(
         f"{args.clients} concurrent HTTP clients x {args.http_events} events (one batch each): {http_many['events']:,} events "
