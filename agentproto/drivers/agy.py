@@ -2,11 +2,11 @@
 
 agy reads one ``user`` line per turn on stdin and answers with ``step_update`` lines and
 one ``result``; it has no control channel. So everything a session is given at open goes
-in a plugin, in a 0700 directory of the session's own passed as ``--add-dir``: the
-instructions and notes as rules files, the app's tools (the listener's MCP endpoint) and
-``mcp_servers`` in ``mcp_config.json``, the app's hooks in ``hooks.json`` as ``curl``
-commands that post to the listener. Attached images are saved there too (agy takes text
-blocks only). The pure mappings are in ``agy_mapping.py``.
+in a plugin, in a 0700 directory of the session's own passed as ``--add-dir``
+(``agy_plugin.py``): the instructions and notes as rules files, the app's tools (the
+listener's MCP endpoint) and ``mcp_servers`` in ``mcp_config.json``, the app's hooks in
+``hooks.json`` as ``curl`` commands that post to the listener. Attached images are saved
+there too (agy takes text blocks only). The pure mappings are in ``agy_mapping.py``.
 
 Rules of this file:
 - A ``result`` ends the turn whose line it answers, in the order the lines were written,
@@ -22,48 +22,33 @@ Rules of this file:
 from __future__ import annotations
 
 import json
-import mimetypes
 import os
-import re
-import shutil
 import signal
-import stat
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from agentproto import private
 from agentproto.drivers.agy_mapping import (
     HOOK_EVENTS,
-    HOOK_MARGIN,
-    NOTES_FRONT_MATTER,
-    PLUGIN,
     SIGNED_IN,
     add_usage,
     body_of,
     build_argv,
     context_usage,
     conversation_of,
-    curl_config,
     details,
-    file_note,
-    hooks_config,
-    image_note,
     login_methods,
-    mcp_config,
     parse_models,
-    rules_file,
     server_names,
-    shell_quote,
     signed_out,
     startup_error,
     stop_reason,
     tool_error,
     tool_snapshot,
     turn_usage,
-    unreadable_note,
     user_message,
 )
+from agentproto.drivers.agy_plugin import SessionDir
 from agentproto.drivers.base import APP_SERVER, Host, Launch, LineDriver
 from agentproto.drivers.fields import obj, objects, text
 from agentproto.drivers.process import run_capture
@@ -76,8 +61,6 @@ HANDSHAKE_TIMEOUT = 60.0
 CLOSE_GRACE = 2.0
 #: How long agy may take to exit once asked (SIGINT, EOF) before it is killed.
 EXIT_GRACE = 5.0
-#: The largest attached image saved for agy to view.
-MAX_IMAGE = 32 * 1024 * 1024
 
 
 def handshake_timeout() -> float:
@@ -119,8 +102,7 @@ class AgyDriver(LineDriver):
         self.spawned_model: str | None = None  # the --model of the current process
         self.initialized = False  # the current process wrote its init
         self.restart = False  # the current process was asked to exit; a new one follows
-        self.dir: str | None = None
-        self.images = 0
+        self.dir: SessionDir | None = None
         self.outbox: deque[tuple[str, dict[str, Any]]] = deque()
         #: The turn of each line written to the current process, until its result (None:
         #: a turn the engine has ended already).
@@ -132,17 +114,17 @@ class AgyDriver(LineDriver):
         self.startup_failure: AgentError | None = None
         self.timer: Timer | None = None
         self.servers = server_names([APP_SERVER] + [str(s["name"]) for s in launch.mcp_servers])
-        self._rules: list[tuple[str, bytes]] = []
 
     # -- lifecycle
     def open(self) -> None:
         self._check_launch()
+        directory = SessionDir(self.launch)  # checks what agy would take wrongly
         if self.launch.throwaway:
             self._probe()  # probe: the version and the models, no conversation
             return
-        self.dir = private.session_dir("agy")
+        directory.create(self.host.tools_url, self.host.hook_url)
+        self.dir = directory
         try:
-            self._write_plugin()
             self._spawn()
         except BaseException:
             self._remove_dir()
@@ -166,54 +148,16 @@ class AgyDriver(LineDriver):
             )
         if launch.config_home:
             refuse("config_home: agy keeps its state under ~/.gemini/antigravity-cli and takes no other place")
-        mcp_config(launch.mcp_servers, None)  # a transport agy lacks is refused here
-        self._rules = []
-        if launch.instructions:
-            self._rules.append(("AGENTS.md", rules_file("instructions", launch.instructions)))
-        if launch.notes:
-            self._rules.append(("notes.md", rules_file("notes", launch.notes, NOTES_FRONT_MATTER)))
-        if launch.hooks and self._curl() is None:
-            refuse("hooks: agy's hooks post to agentproto through curl, which is not on PATH")
-
-    def _curl(self) -> str | None:
-        return shutil.which("curl", path=self.launch.child_env().get("PATH"))
-
-    def _write_plugin(self) -> None:
-        """The session's plugin (seed 003): every file 0600 in the session's 0700 directory;
-        those holding the listener's token (mcp_config.json, the hooks' curl configs) too."""
-        assert self.dir is not None
-        launch, host = self.launch, self.host
-        root = os.path.join(self.dir, ".agents", "plugins", PLUGIN)
-        os.makedirs(os.path.join(root, "rules"), mode=0o700)
-        private.write_private(os.path.join(root, "plugin.json"), json.dumps({"name": PLUGIN}))
-        for name, data in self._rules:
-            private.write_private(os.path.join(root, "rules", name), data)
-        servers = mcp_config(launch.mcp_servers, host.tools_url)
-        if servers["mcpServers"]:
-            private.write_private(os.path.join(root, "mcp_config.json"), json.dumps(servers, indent=2))
-        commands: dict[str, str] = {}
-        curl = self._curl() if launch.hooks else None
-        timeout = launch.hook_timeout + HOOK_MARGIN
-        for event in launch.hooks:
-            url = host.hook_url(event)
-            if url is None or curl is None:
-                continue
-            if not commands:
-                os.mkdir(os.path.join(root, "hooks"), 0o700)
-            config = os.path.join(root, "hooks", f"{event}.curl")
-            private.write_private(config, curl_config(url, timeout))
-            commands[event] = f"{shell_quote(curl)} -K {shell_quote(config)}"
-        if commands:
-            private.write_private(os.path.join(root, "hooks.json"), json.dumps(hooks_config(commands, timeout)))
 
     def _remove_dir(self) -> None:
-        private.remove_tree(self.dir)
-        self.dir = None
+        if self.dir is not None:
+            self.dir.remove()
+            self.dir = None
 
     def _spawn(self) -> None:
-        assert self.dir is not None
+        assert self.dir is not None and self.dir.path is not None
         conversation = self.conversation if self.used else None
-        argv = build_argv(self.launch.executable, self.dir, self.model, conversation, self.launch.args)
+        argv = build_argv(self.launch.executable, self.dir.path, self.model, conversation, self.launch.args)
         self.initialized = False
         self.restart = False
         self.startup_failure = None
@@ -368,7 +312,8 @@ class AgyDriver(LineDriver):
         self.turn = _Turn(turn_id)
         self.cancelling = False
         self.injected.clear()
-        self.outbox.append((turn_id, user_message(text, self.launch.reminder, self._attach(attachments))))
+        notes = self.dir.attach(attachments) if self.dir is not None else []
+        self.outbox.append((turn_id, user_message(text, self.launch.reminder, notes)))
         self._flush()
 
     def _flush(self) -> None:
@@ -417,52 +362,6 @@ class AgyDriver(LineDriver):
                 message = step.get("userMessage")
                 if isinstance(message, str) and message:
                     self.injected.append(message)
-
-    def _attach(self, attachments: list[str]) -> list[str]:
-        """A text block per attachment: images saved under the session's images/ (agy
-        rejects image blocks and views files), other files by their path."""
-        notes = []
-        for path in attachments:
-            full = os.path.abspath(os.path.join(self.launch.dir, path))
-            if not (mimetypes.guess_type(full)[0] or "").startswith("image/"):
-                notes.append(file_note(full))
-                continue
-            try:
-                notes.append(image_note(full, self._save_image(full)))
-            except OSError as exc:
-                notes.append(unreadable_note(full, exc.strerror or str(exc)))
-        return notes
-
-    def _save_image(self, path: str) -> str:
-        if self.dir is None:
-            raise private.UnsafePath("the session has no directory")
-        # Non-blocking: a FIFO named as an attachment must not stall the loop.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise private.UnsafePath("it is not a regular file")
-            if info.st_size > MAX_IMAGE:
-                raise private.UnsafePath(f"it is larger than {MAX_IMAGE:,} bytes")
-            chunks, size = [], 0
-            while size <= MAX_IMAGE:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-        finally:
-            os.close(fd)
-        if size > MAX_IMAGE:
-            raise private.UnsafePath(f"it is larger than {MAX_IMAGE:,} bytes")
-        images = os.path.join(self.dir, "images")
-        if self.images == 0:
-            os.makedirs(images, mode=0o700, exist_ok=True)
-        self.images += 1
-        name = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(path))[-100:]
-        target = os.path.join(images, f"{self.images}-{name}")
-        private.write_private(target, b"".join(chunks))
-        return target
 
     # -- settings
     def validate_config(self, option: dict[str, Any], value: Any) -> str | None:
