@@ -317,6 +317,7 @@ def test_images_are_saved_in_the_session_directory_and_named_in_text(world: Worl
     png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
     (world.work / "cat.png").write_bytes(png)
     (world.work / "notes.txt").write_text("plain")
+    os.mkfifo(world.work / "pipe.png")  # named as an image, but a FIFO: refused, never read
     info = world.open(reminder="Keep it short.")
     events = world.turn(info["id"], script({"text": "user: {user}"}), attachments=["cat.png", "notes.txt"])
     (saved,) = (Path(world.session_dirs()[0]) / "images").iterdir()
@@ -330,11 +331,12 @@ def test_images_are_saved_in_the_session_directory_and_named_in_text(world: Worl
     assert stop_of(events) == {"Completed": {"source": "Protocol"}}
     # The model views the file the text block names (agy would fail an image block).
     view = {"name": "view_file", "parameters": {"AbsolutePath": str(saved)}}
-    events = world.turn(info["id"], script({"text": "look: {user}", "tools": [view]}), attachments=["missing.png"])
+    events = world.turn(info["id"], script({"text": "look: {user}", "tools": [view]}), attachments=["missing.png", "pipe.png"])
     tools = of(events, "ToolUpdated")
     assert tools[0]["kind"] == "Read" and tools[0]["input"] == {"Path": str(saved)}
     assert tools[-1]["status"] == "Completed"
     assert f"[Attachment {world.work / 'missing.png'} could not be attached: No such file or directory]" in said(events)
+    assert f"[Attachment {world.work / 'pipe.png'} could not be attached: it is not a regular file]" in said(events)
     world.close(info["id"])
 
 
@@ -490,6 +492,36 @@ def test_model_switch_restarts_on_the_same_conversation(world: World) -> None:
     assert said(world.turn(session, script("model {model}"))) == "model gemini-3.1-pro-low\n"
     assert world.sc.ok({"cmd": "info", "session": session})["configuration"]["options"]["model"] == "gemini-3.1-pro-low"
     world.close(session)
+
+
+def test_a_model_set_while_a_new_process_starts_applies_before_the_next_turn(tmp_path: Path) -> None:
+    # A restarted agy that takes a while to write its init: the model is set (and a prompt
+    # sent) while it starts. The prompt must not run on the model that process started with.
+    slow = tmp_path / "slow-restart-agy"
+    slow.write_text('#!/bin/sh\ncase " $* " in *" --conversation "*) sleep 1.5 ;; esac\n'
+                    f'exec {sys.executable} {FAKE} "$@"\n')
+    slow.chmod(0o755)
+    world = World(tmp_path, AGENTPROTO_AGY_BIN=str(slow))
+    try:
+        session = world.open()["id"]
+        world.turn(session, "first")
+        world.sc.ok({"cmd": "prompt", "session": session, "text": script({"text": "slow", "delay": 5})})
+        world.until(session, lambda e: kind_name(e["kind"]) == "StatusChanged")
+        world.sc.ok({"cmd": "cancel", "session": session})
+        assert stop_of(world.sc.events(session, "TurnEnded")) == "Cancelled"
+        deadline = time.monotonic() + 10
+        while not [c for c in cmdlines(world.processes()).values() if b"slow-restart-agy" in c]:
+            assert time.monotonic() < deadline, "the new process never started"
+            time.sleep(0.02)
+        reply = world.sc.send({"cmd": "configure", "session": session, "option": "model", "value": "gemini-3-flash"})
+        assert said(world.turn(session, script("model {model}"))) == "model gemini-3-flash\n"
+        assert "ok" in world.sc.reply(reply)
+        world.close(session)
+        wait_gone(world)
+    finally:
+        world.sc.close()
+        for pid in world.processes():
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_resume_keeps_history_and_fork_is_unsupported(world: World) -> None:

@@ -388,7 +388,9 @@ class AgyDriver(LineDriver):
     def _maybe_switch(self) -> None:
         if self.state != "open" or self.restart or not self.initialized or self.transport is None:
             return
-        if not self.model or self.model == self.running_model or self.turn is not None or self.written:
+        # Once nothing is in flight in this process: a turn whose line still waits in the
+        # outbox runs on the new model.
+        if not self.model or self.model == self.running_model or self.written:
             return
         transport = self.transport
         self._leave(transport.close_stdin)  # agy ends at EOF
@@ -449,8 +451,8 @@ class AgyDriver(LineDriver):
             self.state = "open"
             self.host.opened(details(None, SIGNED_IN, self.running_model, []), resume_token=self.conversation)
         self._settle_switches()
+        self._maybe_switch()  # asked for while this process was starting: before any turn
         self._flush()
-        self._maybe_switch()
 
     def _on_step(self, msg: dict[str, Any]) -> None:
         body = body_of(msg)
