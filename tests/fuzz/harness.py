@@ -85,7 +85,16 @@ def regression(name: str, *inputs: Any) -> None:
 
 def load() -> dict[str, Target]:
     """Every target (importing the modules registers them)."""
-    from fuzz import targets_drivers, targets_http, targets_mock, targets_ops, targets_rpc, targets_schema, targets_wire  # noqa: F401
+    from fuzz import (  # noqa: F401
+        targets_agy,
+        targets_drivers,
+        targets_http,
+        targets_mock,
+        targets_ops,
+        targets_rpc,
+        targets_schema,
+        targets_wire,
+    )
 
     return TARGETS
 
