@@ -51,22 +51,41 @@ def _fail(message: str) -> int:
     return EXIT_FAILED
 
 
+class _Sidecar:
+    """One command's runtime with what comes with it: the ``--record`` file (its header
+    naming the frontend and the mock script). ``close`` lets each go in order once the
+    frontend is done."""
+
+    def __init__(self, args: argparse.Namespace, frontend: str) -> None:
+        loop = Loop()
+        self.recorder: "Recorder | None" = None
+        if args.record:
+            from agentproto.record import Recorder
+
+            self.recorder = Recorder(args.record, loop=loop, frontend=frontend, mock=args.mock)
+        self.runtime = Runtime(
+            loop, mock_script=_load_mock(args.mock), stall_timeout=args.stall_timeout, recorder=self.recorder
+        )
+
+    def close(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
+        self.runtime.loop.close()
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.transport != "stdio":
         return _serve_transport(args)
-    script = _load_mock(args.mock)
-    loop = Loop()
-    runtime = Runtime(loop, mock_script=script, stall_timeout=args.stall_timeout)
-
-    recorder = _recorder(args)
+    sidecar = _Sidecar(args, "serve")
+    runtime, recorder = sidecar.runtime, sidecar.recorder
 
     def make(output: Output, finished: Callable[[], None]) -> P1Connection:
         return P1Connection(runtime, sys.stdin.fileno(), output, lambda _conn: finished(), recorder=recorder)
 
     try:
-        return run_stdio(loop, make)
+        return run_stdio(runtime.loop, make)
     finally:
-        loop.close()
+        sidecar.close()
 
 
 def _serve_transport(args: argparse.Namespace) -> int:
@@ -92,8 +111,8 @@ def _serve_transport(args: argparse.Namespace) -> int:
             log(str(exc))
             return EXIT_USAGE
         token = _auth_token(args.auth_token)
-    runtime = Runtime(Loop(), mock_script=_load_mock(args.mock), stall_timeout=args.stall_timeout)
-    recorder = _recorder(args)
+    sidecar = _Sidecar(args, args.transport)
+    runtime, recorder = sidecar.runtime, sidecar.recorder
     try:
         if args.transport == "unix":
             from agentproto.unix import run_unix
@@ -109,7 +128,7 @@ def _serve_transport(args: argparse.Namespace) -> int:
             from agentproto.mcp_stdio import McpStdio as server  # type: ignore[assignment]
         return _run_stdio_frontend(runtime, server, recorder)
     finally:
-        runtime.loop.close()
+        sidecar.close()
 
 
 def _auth_token(flag: str | None) -> str | None:
@@ -127,6 +146,9 @@ def _auth_token(flag: str | None) -> str | None:
     if problem is not None:
         log(f"{source}: the token {problem}")  # never the token itself
         raise SystemExit(EXIT_USAGE)
+    from agentproto import redact
+
+    redact.SECRETS.add(token)  # a request that echoes it is recorded without it
     return token
 
 
@@ -134,20 +156,11 @@ def cmd_agent(args: argparse.Namespace) -> int:
     """``agent``: the ops loop on stdio; with --single-shot, one request from all of stdin."""
     from agentproto.ops_stdio import OpsStream, SingleShot
 
-    runtime = Runtime(Loop(), mock_script=_load_mock(args.mock), stall_timeout=args.stall_timeout)
-    recorder = _recorder(args)
+    sidecar = _Sidecar(args, "single-shot" if args.single_shot else "agent")
     try:
-        return _run_stdio_frontend(runtime, SingleShot if args.single_shot else OpsStream, recorder)
+        return _run_stdio_frontend(sidecar.runtime, SingleShot if args.single_shot else OpsStream, sidecar.recorder)
     finally:
-        runtime.loop.close()
-
-
-def _recorder(args: argparse.Namespace) -> "Recorder | None":
-    if not args.record:
-        return None
-    from agentproto.record import Recorder
-
-    return Recorder(args.record)
+        sidecar.close()
 
 
 def _run_stdio_frontend(runtime: Runtime, server: Any, recorder: "Recorder | None") -> int:
@@ -213,9 +226,18 @@ def cmd_chat(args: argparse.Namespace) -> int:
     return Chat(agent, interactive=sys.stdin.isatty(), mock_script=_load_mock(args.mock), tools=tools).run()
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    from agentproto.replay import main as replay_main
+
+    return replay_main(args.path, update=args.update)
+
+
 def _record_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--record", metavar="PATH", help="append one NDJSON line per request/response pair to PATH (best effort)"
+        "--record",
+        metavar="PATH",
+        help="append this run to PATH (ops: request/response pairs; protocol 1: every line in and out; "
+        "every session's agent wire), secrets redacted, best effort; `replay PATH` checks it",
     )
 
 
@@ -232,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--record", dest="top_record", metavar="PATH", help="with --single-shot: append the pair to PATH"
     )
+    parser.add_argument("--replay", dest="top_replay", metavar="PATH", help="replay a recording (as `replay PATH`)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="speak protocol 1 (anyagent's sidecar protocol) on stdin/stdout")
@@ -291,6 +314,15 @@ def build_parser() -> argparse.ArgumentParser:
         "and a command line is visible to every local user",
     )
     bridge.set_defaults(func=cmd_mcp_bridge)
+
+    replay = sub.add_parser(
+        "replay", help="re-run a recording (--record) and check every response: exit 0 same, 1 drift, 2 bad file"
+    )
+    replay.add_argument("path", metavar="PATH")
+    replay.add_argument(
+        "--update", action="store_true", help="rewrite the recorded responses from this run (keeps the agent wire)"
+    )
+    replay.set_defaults(func=cmd_replay)
     return parser
 
 
@@ -307,6 +339,8 @@ def cmd_mcp_bridge(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.top_replay and not getattr(args, "func", None):
+        args.func, args.path, args.update = cmd_replay, args.top_replay, False
     if args.single_shot and not getattr(args, "func", None):
         args.func, args.mock, args.record, args.stall_timeout = cmd_agent, args.top_mock, args.top_record, 60.0
     if not getattr(args, "func", None):

@@ -137,6 +137,7 @@ class Session:
         #: Its open requests (session_requests.py), and the app's own tools and hooks.
         self.requests = Requests(self)
         self.app = self.requests.app
+        self.transport: LineTransport | None = None  # the agent's, once spawned
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -208,7 +209,8 @@ class Session:
 
     def spawn(self, spawn: "Spawn") -> "LineTransport":
         """Start this session's agent through the runtime's transport factory."""
-        return self.context.transport_factory(self.loop, spawn, self.launch.record_wire)
+        self.transport = self.context.transport_factory(self.loop, spawn, self.launch.wire)
+        return self.transport
 
     def opened(self, details: dict[str, Any], **info: Any) -> None:
         if self.state != "opening":

@@ -29,7 +29,7 @@ from agentproto.httpcore import Request, authorized, is_loopback
 from agentproto.httpserver import HttpServer, Refusal, Response
 from agentproto.listen import bind_tcp, tcp_address
 from agentproto.ops import EXIT_OK, EXIT_PROTOCOL, OpsContext, OpsHub, protocol_error
-from agentproto.record import Recorder
+from agentproto.record import Sink as Recorder
 from agentproto.runtime import Runtime
 from agentproto.stdio import watch_lifetime
 from agentproto.wire import encode
@@ -93,6 +93,9 @@ class OpsHttp:
 
     def handle(self, request: Request, response: Response) -> None:
         route = (request.method, request.path.rstrip("/") or "/")
+        if self.recorder is not None and route[0] == "POST":
+            # Replay runs the pairs that follow with one default session per POST, as here.
+            self.recorder.note("post", path=route[1])
         if route == ("GET", "/v1/agent/version"):
             response.json(200, {"agentproto": __version__, "protocol": PROTOCOL, "contract": CONTRACT})
         elif route == ("POST", "/v1/agent"):

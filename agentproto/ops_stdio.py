@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from agentproto.engine import Session
 from agentproto.ops import EXIT_PROTOCOL, OpsContext, OpsHub
-from agentproto.record import Recorder
+from agentproto.record import Sink as Recorder
 from agentproto.runtime import Runtime
 from agentproto.serve import INPUT_PAUSE_LINES
 from agentproto.stdio import Job, Pipeline

@@ -17,13 +17,12 @@ Rules of this file:
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import tempfile
 from typing import TYPE_CHECKING, Any, Callable
 
-from agentproto import apptools
+from agentproto import apptools, redact
 from agentproto.answers import hands_off_answer, request_id_of
 from agentproto.drivers import catalog
 from agentproto.drivers.base import Launch
@@ -36,6 +35,7 @@ from agentproto.loop import Loop
 
 if TYPE_CHECKING:
     from agentproto.listener import Listener
+    from agentproto.record import Sink as RecordSink
 
 #: The optional ``open`` fields only some drivers honour (``Driver.open_fields``).
 OPEN_FIELDS = ("notes", "reminder")
@@ -90,15 +90,18 @@ class Runtime:
         mock_script: dict[str, Any] | None = None,
         stall_timeout: float = 60.0,
         transport_factory: TransportFactory = process_transport,
+        recorder: "RecordSink | None" = None,
     ) -> None:
         self.loop = loop
         self.mock_script = mock_script
         self.stall_timeout = stall_timeout
         self.sessions: dict[str, Session] = {}
         self.closed_ids: set[str] = set()
-        self._session_ids = itertools.count(1)
+        self._last_id = 0
         #: How sessions start their agents (replay and fault injection replace it).
         self.transport_factory = transport_factory
+        #: The frontend's ``--record``: every session's agent wire is recorded into it too.
+        self.recorder = recorder
         #: The loopback listener of the sessions' own tools and hooks, opened on first use.
         self.listener: Listener | None = None
         self.context = Context(loop, stall_timeout, self._forget, transport_factory, self._listen)
@@ -106,6 +109,21 @@ class Runtime:
     def _forget(self, session: Session) -> None:
         if self.sessions.pop(session.id, None) is not None:
             self.closed_ids.add(session.id)
+        if session.launch.wire is not None:
+            session.launch.wire.close()
+
+    # -- the seams replay replaces (replay.py) ------------------------------------------
+
+    def resolve(self, agent: Any, session_id: str | None) -> tuple[AgentSpec, dict[str, Any]]:
+        """The spec and AgentInstallation of an AgentRef (``NotInstalled`` if missing), for
+        the session about to be ``session_id`` (None: no session, plan_usage)."""
+        return catalog.resolve_ref(agent)
+
+    def made_up(self, session_id: str, purpose: str) -> str:
+        """An id a session's driver makes up itself (see ``Launch.new_id``)."""
+        from agentproto.drivers.base import fresh_id
+
+        return fresh_id(purpose)
 
     def _listen(self, served: apptools.AppTools) -> apptools.Registration:
         if self.listener is None:
@@ -119,9 +137,9 @@ class Runtime:
     # -- launch -----------------------------------------------------------------------
 
     def _launch(
-        self, args: dict[str, Any], throwaway: bool = False, tools_disabled: bool = False
+        self, args: dict[str, Any], throwaway: bool = False, tools_disabled: bool = False, session_id: str | None = None
     ) -> tuple[AgentSpec, Launch]:
-        spec, installation = catalog.resolve_ref(args["agent"])
+        spec, installation = self.resolve(args["agent"], session_id)
         directory = args.get("dir") or tempfile.gettempdir()
         if not os.path.isdir(directory):
             raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"dir is not a directory: {directory}")
@@ -163,22 +181,27 @@ class Runtime:
     def open(
         self, args: dict[str, Any], sink: Sink, done: Done, throwaway: bool = False, tools_disabled: bool = False
     ) -> Session | None:
+        session_id = f"s{self._last_id + 1}"
         try:
-            spec, launch = self._launch(args, throwaway, tools_disabled)
+            spec, launch = self._launch(args, throwaway, tools_disabled, session_id)
             driver_class = spec.driver_class()
             for name in OPEN_FIELDS:
                 if args.get(name) and name not in driver_class.open_fields:
                     why = f"{name}: {launch.agent_id} cannot take it"
                     raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, why)
+            self._wire(session_id, launch)
         except AgentError as error:
             done(None, error)
             return None
-        session = Session(self.context, f"s{next(self._session_ids)}", launch, sink)
+        self._last_id += 1
+        session = Session(self.context, session_id, launch, sink)
         session.open_done = done
         self.sessions[session.id] = session
         try:
             session.driver = driver_class(session, launch)
             session.serve_app()  # the driver configures its agent with the tools' URL
+            if session.tools_url is not None:
+                redact.SECRETS.learn_url(session.tools_url)  # its token must never reach a record
             session.driver.open()
         except AgentError as error:
             session.driver_gone = True
@@ -191,6 +214,31 @@ class Runtime:
             # whatever its driver started is killed) instead of lingering as "opening".
             session.open_failed(AgentError.internal(f"open {launch.agent_id}"))
         return session
+
+    def _wire(self, session_id: str, launch: Launch) -> None:
+        """Record the session's agent wire (``--record``, ``record_wire``), and the ids its
+        driver makes up with it."""
+        launch.new_id = lambda purpose: self.made_up(session_id, purpose)
+        if self.recorder is None and not launch.record_wire:
+            return
+        from agentproto import record
+
+        try:
+            wire = record.session_wire(self.loop, session_id, self.recorder, launch.record_wire)
+        except OSError as exc:
+            why = f"record_wire: {launch.record_wire}: {exc.strerror or exc}"
+            raise AgentError.detail(Kind.INVALID_CONFIGURATION, why) from None
+        if wire is None:
+            return
+        launch.wire = wire
+        wire.launch(launch.installation, launch.env, launch.mcp_servers)
+
+        def new_id(purpose: str) -> str:
+            value = self.made_up(session_id, purpose)
+            wire.made_up(purpose, value)
+            return value
+
+        launch.new_id = new_id
 
     # -- runtime commands -------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from agentproto.streams import LineReader, Output
 from agentproto.wire import DEFAULT_MAX_LINE, AgentError, FrameError, TooLong, encode, parse_command
 
 if TYPE_CHECKING:
-    from agentproto.record import Recorder
+    from agentproto.record import Sink as Recorder
 
 #: anyagent's clients check the hello's ``anyagent`` member; this is the anyagent release
 #: whose protocol 1 agentproto speaks.
@@ -109,6 +109,8 @@ class P1Connection:
         if self.eof:
             return
         self.eof = True
+        if self.recorder is not None:
+            self.recorder.note("eof", **self.record_tags)  # replay ends the app's input here too
         self.reader.close()
         if self.in_fd != self.output.fd:  # a socket is its own output: keep its writer
             self.loop.forget(self.in_fd)

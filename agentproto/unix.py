@@ -29,7 +29,7 @@ EXIT_OK, EXIT_PROTOCOL = 0, 2
 class UnixServer:
     """``serve --transport unix``: one independent protocol 1 loop per accepted connection."""
 
-    def __init__(self, runtime: Runtime, path: str, recorder: "record.Recorder | None" = None) -> None:
+    def __init__(self, runtime: Runtime, path: str, recorder: "record.Sink | None" = None) -> None:
         self.runtime = runtime
         self.accepted = 0
         self.loop = runtime.loop
@@ -95,7 +95,7 @@ class UnixServer:
             unlink_unix(self.path, self.identity)
 
 
-def run_unix(runtime: Runtime, path: str, recorder: "record.Recorder | None" = None) -> int:
+def run_unix(runtime: Runtime, path: str, recorder: "record.Sink | None" = None) -> int:
     if not hasattr(socket, "AF_UNIX"):
         refusal = {"kind": "error", "message": "Unix sockets are not supported on this platform"}
         sys.stdout.write(json.dumps(refusal) + "\n")

@@ -16,6 +16,7 @@ NOT_CORE = {
     "test_claude_client.py": "the pinned Claude Code CLI (npm)",
     "test_codex.py": "the pinned Codex CLI (npm)",
     "test_acp_real.py": "the pinned ACP agents (npm)",
+    "test_replay_real.py": "the pinned Claude Code and Codex CLIs (npm)",
     "test_anyagent_compat.py": "anyagent-py (a CPython 3.11 wheel)",
     "test_typegen.py": "json-schema-to-typescript and tsc (npm)",
 }
@@ -26,3 +27,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.name not in NOT_CORE:
             item.add_marker(pytest.mark.core)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_secret_in_any_record(tmp_path_factory: pytest.TempPathFactory):
+    """Every record the suite writes (any file in the run's temp dirs that holds a record
+    header) and every committed recording: none may hold a secret the suite used."""
+    import os
+
+    # Every sidecar of the run keeps its observations in the run's temp dir, not the user's.
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    from pathlib import Path
+
+    from suite_secrets import ALL
+
+    roots = [tmp_path_factory.getbasetemp(), Path(__file__).resolve().parent.parent / "fixtures" / "recordings"]
+    leaks = []
+    for root in roots:
+        for path in (p for p in root.rglob("*") if p.is_file()):
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            if '"recording": 1' not in text:
+                continue  # not a record
+            leaks += [f"{path}: {secret}" for secret in ALL if secret in text]
+    assert not leaks, "secrets in records:\n" + "\n".join(leaks)

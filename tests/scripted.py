@@ -19,6 +19,7 @@ import sys
 from typing import Any, Callable
 
 from agentproto.drivers.transport import Spawn
+from agentproto.record import Wire
 from agentproto.engine import Session
 from agentproto.loop import Loop
 from agentproto.runtime import Runtime, Scope
@@ -40,7 +41,7 @@ def encode(line: Any) -> bytes:
 class ScriptedTransport:
     """The agent's end of a driver's line conversation, held by a test."""
 
-    def __init__(self, loop: Loop, spawn: Spawn, record_wire: str | None, auto_exit: bool = True) -> None:
+    def __init__(self, loop: Loop, spawn: Spawn, record_wire: "Wire | None", auto_exit: bool = True) -> None:
         self.loop = loop
         self.spawn = spawn
         #: Exit as soon as the driver shuts the agent down or kills it (a replay says
@@ -168,7 +169,7 @@ class Conversation:
         #: anywhere while a driver handles one agent line).
         self.raise_on: Callable[[dict[str, Any]], bool] | None = None
 
-    def _factory(self, loop: Loop, spawn: Spawn, record_wire: str | None) -> ScriptedTransport:
+    def _factory(self, loop: Loop, spawn: Spawn, record_wire: "Wire | None") -> ScriptedTransport:
         transport = ScriptedTransport(loop, spawn, record_wire, self.auto_exit)
         self.transports.append(transport)
         return transport

@@ -611,7 +611,7 @@ def test_record_wire_keeps_the_acp_conversation(sidecar: Sidecar, workdir: Path,
     session = open_session(sidecar, workdir, record_wire=str(record))["id"]
     turn(sidecar, session, "chunks")
     close(sidecar, session)
-    entries = [json.loads(line) for line in record.read_text().splitlines()]
+    entries = [json.loads(line) for line in record.read_text().splitlines() if '"line"' in line]
     sent = [json.loads(e["line"]).get("method") for e in entries if e["dir"] == "to_agent"]
     assert sent[:3] == ["initialize", "session/new", "session/prompt"]
     assert any('"agent_message_chunk"' in e["line"] for e in entries if e["dir"] == "from_agent")

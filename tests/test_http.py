@@ -321,7 +321,10 @@ def test_record_pairs_for_post_and_each_batch_line(tmp_path):
         s.post(b'{"op": "explain", "code": "BadFrame"}\n\n{"op": "nope"}\n', "/v1/agent/batch")
     finally:
         s.stop()
-    pairs = [json.loads(line) for line in record.read_text().splitlines()]
+    records = [json.loads(line) for line in record.read_text().splitlines()]
+    assert records[0]["frontend"] == "http"  # the run's header, then each POST's marker and its pairs
+    assert [r["path"] for r in records if r.get("dir") == "post"] == ["/v1/agent", "/v1/agent/batch"]
+    pairs = [r for r in records if "request" in r]
     assert [p["request"] for p in pairs] == ['{"op": "capabilities"}', '{"op": "explain", "code": "BadFrame"}', '{"op": "nope"}']
     assert all(p["response"].endswith('"exit_code":0}\n') for p in pairs[:2])
     assert pairs[2]["response"].endswith('{"kind":"done","exit_code":2}\n')

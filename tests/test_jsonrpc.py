@@ -194,7 +194,7 @@ def test_record(tmp_path):
         assert p.wait(15) == 0
     finally:
         p.stop()
-    pairs = [json.loads(line) for line in record.read_text().splitlines()]
+    pairs = [json.loads(line) for line in record.read_text().splitlines()][1:]  # after the header
     assert json.loads(pairs[0]["request"])["method"] == "capabilities"
     assert json.loads(pairs[0]["response"])["result"]["op"] == "capabilities"
     assert pairs[1]["request"] == "oops" and json.loads(pairs[1]["response"])["error"]["code"] == -32700

@@ -280,7 +280,10 @@ def test_record_appends_one_pair_per_request(tmp_path):
         assert p.wait() == 0
     finally:
         p.stop()
-    pairs = [json.loads(line) for line in record.read_text().splitlines()]
+    records = [json.loads(line) for line in record.read_text().splitlines()]
+    # This run's header follows what was there; then the pairs.
+    assert records[1]["recording"] == 1 and records[1]["frontend"] == "agent"
+    pairs = [records[0], *records[2:]]
     assert pairs[0] == {"request": "earlier", "response": "kept"}
     assert pairs[1]["request"] == '{"op": "capabilities"}'
     assert pairs[1]["response"].endswith('{"kind":"done","exit_code":0}\n')

@@ -181,7 +181,8 @@ def test_record_file_is_owner_only_even_with_umask_0(tmp_path: Path) -> None:
     assert mode(record) == 0o600
     # Protocol 1 records its transcript: the hello out, then each command in (record.py).
     entries = [json.loads(line) for line in record.read_text().splitlines()]
-    assert entries[1]["dir"] == "in" and entries[1]["line"].startswith('{"id"')
+    assert entries[0]["recording"] == 1  # the run's header first
+    assert entries[2]["dir"] == "in" and entries[2]["line"].startswith('{"id"')
 
 
 # -- record_wire ---------------------------------------------------------------------------
@@ -217,5 +218,6 @@ def test_record_wire_file_is_owner_only_even_with_umask_0(tmp_path: Path) -> Non
     finally:
         sc.close()
     assert mode(record) == 0o600
-    sent = [json.loads(json.loads(line)["line"]).get("method") for line in record.read_text().splitlines()]
+    records = [json.loads(line) for line in record.read_text().splitlines()]
+    sent = [json.loads(r["line"]).get("method") for r in records if r.get("dir") == "to_agent"]
     assert sent[0] == "initialize"

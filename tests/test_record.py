@@ -28,9 +28,14 @@ def test_serve_records_every_line_in_and_out_in_order(tmp_path: Path) -> None:
         sidecar.drain()
         assert sidecar.close() == 0
         seen = sidecar.seen
-    entries = [json.loads(line) for line in record.read_text().splitlines()]
+    records = [json.loads(line) for line in record.read_text().splitlines()]
+    header, records = records[0], records[1:]
+    assert header["recording"] == 1 and header["frontend"] == "serve" and header["mock"]["path"] == script("turn")
+    # The app's lines, and (besides them) its mock session's launch and the input's end.
+    entries = [entry for entry in records if entry["dir"] in ("in", "out")]
     assert all(set(entry) == {"t", "dir", "line"} for entry in entries)
-    times = [entry["t"] for entry in entries]
+    assert [entry["dir"] for entry in records if entry not in entries] == ["launch", "eof"]
+    times = [entry["t"] for entry in records]
     assert times == sorted(times) and all(isinstance(t, int) for t in times)
     ins = [entry["line"] for entry in entries if entry["dir"] == "in"]
     outs = [json.loads(entry["line"]) for entry in entries if entry["dir"] == "out"]
@@ -54,11 +59,11 @@ def test_a_too_long_line_is_recorded_by_its_head_and_size(tmp_path: Path) -> Non
         input=line, capture_output=True, env=base_env(), cwd=str(ROOT), timeout=60,
     )
     assert done.returncode == 0
-    entries = [json.loads(raw) for raw in record.read_text().splitlines()]
+    entries = [json.loads(raw) for raw in record.read_text().splitlines()][1:]  # after the header
     too_long = [entry for entry in entries if entry["dir"] == "in"]
     assert len(too_long) == 1 and too_long[0]["too_long"] > 8 * 1024 * 1024
     assert too_long[0]["line"].startswith('{"id": 3') and len(too_long[0]["line"]) <= 256
-    assert json.loads(entries[-1]["line"])["error"]["kind"] == "BadFrame"
+    assert json.loads([e for e in entries if e["dir"] == "out"][-1]["line"])["error"]["kind"] == "BadFrame"
 
 
 def test_the_record_file_is_private_and_appended(tmp_path: Path) -> None:

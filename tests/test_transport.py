@@ -17,12 +17,13 @@ import pytest
 from agentproto.drivers.process import ProcessTransport, group_alive, run_capture
 from agentproto.drivers.transport import Spawn
 from agentproto.loop import Loop, SystemIO
+from agentproto.record import Recorder, Wire
 
 
 class Agent:
     """One child run through a ProcessTransport, and what it reported."""
 
-    def __init__(self, code: str, loop: Loop | None = None, record_wire: str | None = None, **spawn: Any) -> None:
+    def __init__(self, code: str, loop: Loop | None = None, record_wire: Wire | None = None, **spawn: Any) -> None:
         self.loop = loop or Loop()
         self.lines: list[bytes] = []
         self.exits: list[tuple[str | None, str]] = []
@@ -241,16 +242,31 @@ def test_pipe_size_widens_the_agents_stdout(agents):
     assert agent.exits[0][0] == "SIGKILL"
 
 
-def test_record_wire_appends_both_directions(agents, tmp_path):
+def test_the_wire_records_everything_that_passes_in_order(agents, tmp_path):
     wire = tmp_path / "wire.jsonl"
-    agent = agents("import sys\nfor line in sys.stdin: print('got ' + line.strip(), flush=True)", record_wire=str(wire))
+    recorder = Recorder(str(wire))
+    # Two lines in one read, then one more in another: each read keeps its own number.
+    code = """
+        import sys, time
+        sys.stdin.readline()
+        sys.stdout.write('a\\nb\\n'); sys.stdout.flush(); time.sleep(0.3)
+        print('c', flush=True); sys.stdin.read(); sys.stderr.write('bye')
+    """
+    agent = agents(code, record_wire=Wire("s1", [recorder]))
     agent.transport.write(b"ping\n")
-    agent.run(until=lambda: bool(agent.lines))
+    agent.run(until=lambda: len(agent.lines) == 3)
     agent.transport.close_stdin()
     agent.run()
+    recorder.close()
     entries = [json.loads(line) for line in wire.read_text().splitlines()]
-    assert [(e["dir"], e["line"]) for e in entries] == [("to_agent", "ping"), ("from_agent", "got ping")]
-    assert all(isinstance(e["t"], int) for e in entries)
+    assert all(isinstance(e["t"], int) and e["session"] == "s1" for e in entries)
+    assert entries[0]["dir"] == "spawn" and entries[0]["argv"] == agent.transport.argv
+    lines = [(e["dir"], e["line"], e.get("read")) for e in entries if "line" in e]
+    first = lines[1][2]
+    assert lines == [("to_agent", "ping", None), ("from_agent", "a", first), ("from_agent", "b", first),
+                     ("from_agent", "c", first + 1)]
+    rest = [(e["dir"], e.get("action"), e.get("status"), e.get("stderr")) for e in entries if "line" not in e][1:]
+    assert rest == [("control", "close_stdin", None, None), ("exit", None, "0", "bye")]
 
 
 def test_an_executable_that_cannot_start_raises_and_leaves_nothing(tmp_path):

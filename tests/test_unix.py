@@ -213,6 +213,9 @@ def test_record_keeps_each_connections_transcript(sock_path, tmp_path):
     finally:
         server.stop()
     entries = [json.loads(line) for line in record.read_text().splitlines()]
+    assert entries[0]["frontend"] == "unix"  # the header; each connection's input ends with its eof
+    assert sorted(e["conn"] for e in entries if e.get("dir") == "eof") == [1, 2]
+    entries = [e for e in entries if "line" in e]
     by_conn: dict[int, list[Any]] = {}
     for entry in entries:
         by_conn.setdefault(entry["conn"], []).append((entry["dir"], entry["line"]))

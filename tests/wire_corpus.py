@@ -50,6 +50,7 @@ from agentproto.drivers.process import process_transport
 from agentproto.drivers.transport import LineTransport, Spawn
 from agentproto.errors import AgentError
 from agentproto.loop import Loop
+from agentproto.record import Wire
 from tests.scripted import NEVER_RUN, Conversation
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -226,7 +227,7 @@ def replay(case: Case, directory: str) -> tuple[list[Any], list[dict[str, Any]]]
 class Recording:
     """The child-process transport with every exchange noted on a timeline."""
 
-    def __init__(self, loop: Loop, spawn: Spawn, record_wire: str | None, timeline: list[dict[str, Any]]) -> None:
+    def __init__(self, loop: Loop, spawn: Spawn, record_wire: "Wire | None", timeline: list[dict[str, Any]]) -> None:
         self.loop = loop
         self.spawn = spawn
         self.timeline = timeline
@@ -298,7 +299,7 @@ class Capture(Conversation):
         self.env = env
         self.tools_url: str | None = None
 
-    def _factory(self, loop: Loop, spawn: Spawn, record_wire: str | None) -> LineTransport:  # type: ignore[override]
+    def _factory(self, loop: Loop, spawn: Spawn, record_wire: "Wire | None") -> LineTransport:  # type: ignore[override]
         recording = Recording(loop, spawn, record_wire, self.timeline)
         self.recordings.append(recording)
         return recording

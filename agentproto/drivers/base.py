@@ -55,6 +55,14 @@ from agentproto.wire import Record
 if TYPE_CHECKING:
     from agentproto.drivers.transport import LineTransport, Spawn
     from agentproto.loop import Loop
+    from agentproto.record import Wire
+
+
+def fresh_id(purpose: str) -> str:
+    """A new id (a UUID4): ``Launch.new_id``'s default."""
+    import uuid  # not at start-up: most sessions never make an id up
+
+    return str(uuid.uuid4())
 
 
 class Launch(Record):
@@ -100,6 +108,12 @@ class Launch(Record):
     #: Seconds a tool call (a hook) waits for the app's answer.
     tool_timeout: float = TOOL_TIMEOUT
     hook_timeout: float = HOOK_TIMEOUT
+    #: Where the session's agent wire is recorded (``--record``, ``record_wire``), if anywhere.
+    wire: "Wire | None" = None
+    #: Every id a driver makes up itself (Claude's session id, a message id the agent did
+    #: not give) comes from here, named by its purpose: a recording keeps them, and replay
+    #: hands the recorded ones back, so a replayed driver writes what it wrote then.
+    new_id: Callable[[str], str] = fresh_id
 
     def child_env(self) -> dict[str, str]:
         """The sidecar's environment with the session's ``env`` over it (its values win)."""

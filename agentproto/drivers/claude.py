@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -74,7 +73,7 @@ class ClaudeDriver(LineDriver):
         self._init: dict[str, Any] | None = None
         self._version: Any = False  # False until get_binary_version answered
         self._handshake: Timer | None = None
-        self.stream = MessageStream(host)
+        self.stream = MessageStream(host, launch.new_id)
         self.control = ControlChannel(host, self.send, self.stream)
         #: What each message type of the CLI's goes to.
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
@@ -108,7 +107,7 @@ class ClaudeDriver(LineDriver):
             self.session_id = launch.resume
             new_id = None
         else:
-            self.session_id = new_id = str(uuid.uuid4())
+            self.session_id = new_id = launch.new_id("session")
         env = launch.child_env()
         env.pop("CLAUDECODE", None)  # a parent Claude Code must not make the child think it is nested
         if launch.config_home:

@@ -13,8 +13,7 @@ Rules of this file:
 
 from __future__ import annotations
 
-import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto.drivers.claude_mapping import result_text, tool_snapshot
 from agentproto.drivers.fields import obj, objects, opt_integer, opt_text, text
@@ -45,8 +44,10 @@ class _Message:
 class MessageStream:
     """One session's message state: the messages and tools of the running turn."""
 
-    def __init__(self, host: "Host") -> None:
+    def __init__(self, host: "Host", new_id: Callable[[str], str]) -> None:
         self.host = host
+        #: Message ids the CLI did not give are made up through the launch (recorded, replayed).
+        self.new_id = new_id
         self.messages: dict[str, _Message] = {}
         self.tools: dict[str, dict[str, Any]] = {}
         self.parents: dict[str, str] = {}  # tool id -> the subagent tool it runs under
@@ -160,7 +161,7 @@ class MessageStream:
             if msg["error"] == "authentication_failed":
                 self.auth_failed = result_text(message.get("content")) or "authentication failed"
             return
-        message_id = text(message.get("id")) or text(msg.get("uuid")) or str(uuid.uuid4())
+        message_id = text(message.get("id")) or text(msg.get("uuid")) or self.new_id("message")
         state = self.messages.get(message_id)
         streamed = state is not None
         if state is None:
@@ -242,6 +243,6 @@ class MessageStream:
 
     def _user_message(self, msg: dict[str, Any], body: str, parent: str) -> None:
         """User-role content of a subagent (its prompt from the parent agent): whole at once."""
-        message_id = text(msg.get("uuid")) or str(uuid.uuid4())
+        message_id = text(msg.get("uuid")) or self.new_id("message")
         self.emit({"UserMessage": {"message_id": message_id, "text": body}}, parent)
         self.emit({"MessageEnded": {"message_id": message_id}}, parent)

@@ -12,8 +12,9 @@ Rules of this file:
 - ``shutdown`` runs: close stdin, wait, SIGTERM the group, wait, SIGKILL the group.
 - An agent whose output ends, or whose input refuses a write, while it runs is shut down
   the same way: it can never finish a turn then, and would hang its session forever.
-- ``record_wire`` appends every line both ways to a private file (one recorder call per
-  line or write).
+- With a session's ``record.Wire`` (``--record``, ``record_wire``), everything that passes is
+  recorded as it passes: the spawn, each line both ways (the agent's with the number of
+  the read it came in), each shutdown step, and the exit.
 """
 
 from __future__ import annotations
@@ -23,40 +24,20 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from agentproto import private
 from agentproto.drivers.transport import LineTransport, Spawn, TransportFactory
-from agentproto.errors import AgentError, Kind
 from agentproto.streams import Reader
 from agentproto.wire import LineFramer, TooLong
 
 if TYPE_CHECKING:
     from agentproto.loop import Loop, Timer
+    from agentproto.record import Wire
 
 
-class WireRecorder:
-    """Appends each raw line exchanged with an agent to a file (``record_wire``)."""
-
-    def __init__(self, path: str) -> None:
-        try:
-            self._file = private.open_append(path)  # 0600, never through a planted symlink
-        except OSError as exc:
-            raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"record_wire: {path}: {exc.strerror or exc}") from None
-
-    def record(self, direction: str, line: bytes) -> None:
-        entry = {"t": time.time_ns(), "dir": direction, "line": line.decode("utf-8", "replace")}
-        self._file.write(json.dumps(entry) + "\n")
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def process_transport(loop: "Loop", spawn: Spawn, record_wire: str | None = None) -> LineTransport:
+def process_transport(loop: "Loop", spawn: Spawn, wire: "Wire | None" = None) -> LineTransport:
     """The default ``TransportFactory``: the agent as a child process."""
-    return ProcessTransport(loop, spawn, record_wire)
+    return ProcessTransport(loop, spawn, wire)
 
 
 def describe_status(returncode: int | None) -> str | None:
@@ -91,7 +72,7 @@ class ProcessTransport:
     #: never finish a turn now, so it is shut down after this grace (it may be exiting).
     GONE_GRACE = 2.0
 
-    def __init__(self, loop: "Loop", spawn: Spawn, record_wire: str | None = None) -> None:
+    def __init__(self, loop: "Loop", spawn: Spawn, wire: "Wire | None" = None) -> None:
         self.loop = loop
         self.spawn = spawn
         self.argv = spawn.argv
@@ -105,23 +86,20 @@ class ProcessTransport:
         self._group_check: "Timer | None" = None
         self._timers: list["Timer"] = []
         self._gone = False
-        # Opened before the child starts: a bad record_wire path starts nothing.
-        self._recorder = WireRecorder(record_wire) if record_wire else None
-        try:
-            self.proc = subprocess.Popen(
-                spawn.argv,
-                cwd=spawn.cwd,
-                env=spawn.env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                close_fds=True,
-            )
-        except BaseException:
-            if self._recorder is not None:
-                self._recorder.close()
-            raise
+        self._wire = wire
+        self._read_no = 0  # the number of the read being delivered (for the wire's record)
+        self.proc = subprocess.Popen(
+            spawn.argv,
+            cwd=spawn.cwd,
+            env=spawn.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+        )
+        if wire is not None:
+            wire.spawned(spawn.argv, spawn.cwd)
         self.pid: int | None = self.proc.pid  # start_new_session: it leads its own group
         self.pgid = self.proc.pid
         assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
@@ -143,8 +121,8 @@ class ProcessTransport:
         fd = self._stdin_fd
         if fd is None:
             return
-        if self._recorder is not None:
-            self._recorder.record("to_agent", data.rstrip(b"\n"))
+        if self._wire is not None:
+            self._wire.to_agent(data)
         if self._unwritten:
             self._unwritten += data
             return
@@ -205,6 +183,11 @@ class ProcessTransport:
             self.shutdown(self.GONE_GRACE)
 
     def close_stdin(self) -> None:
+        if self._wire is not None:
+            self._wire.control("close_stdin")
+        self._end_input()
+
+    def _end_input(self) -> None:
         if self._unwritten:
             self._close_when_written = True
         else:
@@ -213,10 +196,12 @@ class ProcessTransport:
     # -- from the agent --------------------------------------------------------------
 
     def _read(self, data: bytes) -> None:
-        # The relay's hot path: a plain line goes straight to the driver.
+        # The relay's hot path: a plain line goes straight to the driver (recorded, it goes
+        # through _deliver, which records it with the number of its read).
         on_line = self.spawn.on_line
-        plain = self._recorder is None
+        plain = self._wire is None
         reader = self._stdout
+        self._read_no = 0  # numbered by its first whole line (a read may bring none)
         for line in self._framer.feed(data):
             if plain and type(line) is bytes:
                 on_line(line)
@@ -230,11 +215,14 @@ class ProcessTransport:
             if self.spawn.on_too_long is not None:
                 self.spawn.on_too_long(line.size)
             return
-        if self._recorder is not None:
-            self._recorder.record("from_agent", line)
+        if self._wire is not None:
+            if not self._read_no:
+                self._read_no = self._wire.new_read()
+            self._wire.from_agent(line, self._read_no)
         self.spawn.on_line(line)
 
     def _stdout_ended(self) -> None:
+        self._read_no = 0
         for line in self._framer.close():
             self._deliver(line)
         # Its output is over (closed, or a read failed): it can never say a turn ended.
@@ -321,9 +309,10 @@ class ProcessTransport:
                     stream.close()
                 except OSError:
                     pass
-        if self._recorder is not None:
-            self._recorder.close()
-        self.spawn.on_exit(describe_status(self._returncode), self.stderr_tail)
+        status = describe_status(self._returncode)
+        if self._wire is not None:
+            self._wire.exited(status, self.stderr_tail)
+        self.spawn.on_exit(status, self.stderr_tail)
 
     def _signal_group(self, signum: int) -> None:
         try:
@@ -332,6 +321,8 @@ class ProcessTransport:
             pass
 
     def signal(self, signum: int) -> None:
+        if self._wire is not None:
+            self._wire.control("signal", signum=signum)
         if self._returncode is None:
             try:
                 os.kill(self.pgid, signum)
@@ -339,16 +330,23 @@ class ProcessTransport:
                 pass
 
     def shutdown(self, grace: float = 3.0) -> None:
-        self.close_stdin()
+        if self._wire is not None:
+            self._wire.control("shutdown")
+        self._end_input()
         if self._returncode is None:
             self._timers.append(self.loop.call_later(grace, self._terminate))
 
     def _terminate(self) -> None:
         if self._returncode is None:
             self._signal_group(signal.SIGTERM)
-            self._timers.append(self.loop.call_later(self.TERM_GRACE, self.kill))
+            self._timers.append(self.loop.call_later(self.TERM_GRACE, self._kill))
 
     def kill(self) -> None:
+        if self._wire is not None:
+            self._wire.control("kill")
+        self._kill()
+
+    def _kill(self) -> None:
         self._drop_stdin()
         self._signal_group(signal.SIGKILL)
 

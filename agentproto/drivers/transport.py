@@ -30,6 +30,7 @@ from agentproto.wire import Record
 
 if TYPE_CHECKING:
     from agentproto.loop import Loop
+    from agentproto.record import Wire
 
 #: An agent line may be long (a file's content in a tool result), but not endless.
 MAX_AGENT_LINE = 64 * 1024 * 1024
@@ -92,5 +93,7 @@ class LineTransport(Protocol):
     def stderr_tail(self) -> str: ...
 
 
-TransportFactory = Callable[["Loop", Spawn, "str | None"], LineTransport]
-"""Starts a ``Spawn`` on a loop; the third argument is the session's ``record_wire`` path."""
+TransportFactory = Callable[["Loop", Spawn, "Wire | None"], LineTransport]
+"""Starts a ``Spawn`` on a loop. The third argument is the session's ``record.Wire`` (None
+when nothing records it): a transport records what passes through it there, and the
+replay transport knows by its ``session`` which recorded conversation to play."""

@@ -1,0 +1,557 @@
+"""``python -m agentproto replay PATH`` (and ``--replay PATH``): a recording, run again.
+
+Each run of the file (one per header: record.py) is replayed against a fresh runtime
+rebuilt from its header (the same mock script, the same frontend), in-process, through
+the frontend's own code: protocol 1 connections (serve, unix), the ops loop, single-shot,
+JSON-RPC, MCP, HTTP's handler. The app's recorded inputs are fed to it in their recorded
+order (replay_check.py's timeline); what it records live goes to the checker here instead
+of a file and is compared, normalized, with what was recorded. Sessions whose agent wire
+was recorded get the replay transport (replay_transport.py): no agent runs. Mock sessions
+replay live (the mock is deterministic).
+
+Exit: 0 every response matched; 1 at least one drifted (stderr names, for each request
+that drifted, its first differing line, recorded vs live); 2 the file cannot be read or
+holds a line that is not a valid record (its number and why).
+
+``replay --update PATH`` rewrites the file from the live run (the recorded agent wire,
+that is every line the agents sent, is kept; what agentproto wrote is the live run's).
+
+Rules of this file:
+- Nothing the recording names is written to: ``record_wire`` paths in replayed requests
+  are ignored, and the recording's temp paths are moved into a fresh temp directory.
+- Waiting is bounded: an input whose expectations never come is given after
+  ``STALL`` seconds of a quiet loop (the drift is reported, the replay goes on).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+from typing import Any
+
+from agentproto import __version__, private
+from agentproto.drivers import catalog
+from agentproto.drivers.catalog import AgentSpec
+from agentproto.drivers.process import process_transport
+from agentproto.drivers.transport import LineTransport, Spawn
+from agentproto.errors import log
+from agentproto.loop import Loop
+from agentproto.record import Recorder, Wire
+from agentproto.replay_check import (
+    EXPECTED_DIRS,
+    Expected,
+    Input,
+    Invalid,
+    Normalizer,
+    Run,
+    Timeline,
+    build,
+    first_difference,
+    read_runs,
+)
+from agentproto.replay_transport import ReplayTransport
+from agentproto.runtime import Runtime
+
+EXIT_OK, EXIT_DRIFT, EXIT_INVALID = 0, 1, 2
+#: Seconds of a loop with nothing to do before replay stops waiting for a record.
+STALL = 3.0
+SLICE = 0.02
+
+
+class ReplayRuntime(Runtime):
+    """A runtime whose agents are the recording's: sessions with a recorded wire resolve to
+    the recorded installation (nothing needs to be installed) and get the recorded ids."""
+
+    def __init__(self, loop: Loop, timeline: Timeline, checker: "Checker", **kwargs: Any) -> None:
+        self.timeline = timeline
+        self.transports: dict[str, ReplayTransport] = {}
+        self.live_transports: list[LineTransport] = []
+        super().__init__(loop, transport_factory=self._transport, recorder=checker, **kwargs)
+
+    def resolve(self, agent: Any, session_id: str | None) -> tuple[AgentSpec, dict[str, Any]]:
+        recorded = self.timeline.installations.get(session_id or "")
+        if recorded is None or session_id not in self.timeline.wired:
+            return super().resolve(agent, session_id)
+        # The spec from the reference, at a path that surely exists; the installation as
+        # it was recorded (the executable need not exist here: it never runs).
+        if isinstance(agent, dict) and "acp" in agent:
+            here: Any = {"acp": {**agent["acp"], "path": sys.executable}}
+        else:
+            here = {"id": agent["id"] if isinstance(agent, dict) else agent, "path": sys.executable}
+        spec, _ = catalog.resolve_ref(here)
+        return spec, dict(recorded)
+
+    def _launch(self, args: dict[str, Any], *rest: Any) -> tuple[AgentSpec, Any]:
+        spec, launch = super()._launch(args, *rest)
+        launch.record_wire = None  # a replay writes nothing the recording names
+        return spec, launch
+
+    def made_up(self, session_id: str, purpose: str) -> str:
+        recorded = self.timeline.ids.get((session_id, purpose))
+        return recorded.pop(0) if recorded else super().made_up(session_id, purpose)
+
+    def _transport(self, loop: Loop, spawn: Spawn, wire: Wire | None) -> LineTransport:
+        if wire is not None and wire.session in self.timeline.wired:
+            transport = ReplayTransport(loop, spawn, wire)
+            self.transports[wire.session] = transport
+            return transport
+        live = process_transport(loop, spawn, wire)  # no recorded wire: the agent runs
+        self.live_transports.append(live)
+        return live
+
+
+class Checker:
+    """The recorder of the live run (record.Sink): each record is compared with the next
+    expectation of its stream; with ``update``, every record also goes to the new file."""
+
+    def __init__(self, timeline: Timeline, normalizer: Normalizer, drifts: list[str], label: str,
+                 update: Recorder | None) -> None:  # fmt: skip
+        self.timeline = timeline
+        self.normalizer = normalizer
+        self.drifts = drifts
+        self.label = label
+        self.update = update
+        self.cursor: dict[tuple[Any, ...], int] = dict.fromkeys(timeline.streams, 0)
+        self.drifted: set[tuple[Any, ...]] = set()
+        self.progress = 0
+
+    # record.Sink
+    def pair(self, request: bytes | str, response: bytes | str) -> None:
+        if self.update is not None:
+            self.update.pair(request, response)
+        self._live(("pairs",), _text(response), _text(request))
+
+    def line(self, direction: str, line: bytes | str, **tags: Any) -> None:
+        if self.update is not None:
+            self.update.line(direction, line, **tags)
+        if direction == "out":
+            self._live(("conn", tags.get("conn")), _text(line), None)
+        elif direction == "to_agent":
+            self._live(("wire", tags["session"]), _text(line), None)
+        else:
+            self.progress += 1
+
+    def note(self, direction: str, **fields: Any) -> None:
+        if self.update is not None:
+            self.update.note(direction, **fields)
+        if direction in EXPECTED_DIRS:
+            body = {k: v for k, v in fields.items() if k != "session"}
+            if direction == "spawn":
+                text = json.dumps({"argv": body["argv"], "cwd": body.get("cwd")})
+            else:
+                text = json.dumps(body, sort_keys=True)
+            self._live(("wire", fields["session"]), text, None)
+        else:
+            self.progress += 1
+
+    # comparing
+    def _live(self, stream: tuple[Any, ...], text: str, request: str | None) -> None:
+        self.progress += 1
+        expected = self.timeline.streams.get(stream, [])
+        index = self.cursor.get(stream, 0)
+        self.cursor[stream] = index + 1
+        if stream in self.drifted:
+            return
+        live = self.normalizer.live_side(text)
+        if index >= len(expected):
+            self.drifted.add(stream)
+            where = f"request {request}" if request is not None else _name(stream)
+            self._drift(f"{where}: a record the recording does not have\n  live:     {_cut(live)}")
+            return
+        want = expected[index]
+        if want.text != live:
+            self.drifted.add(stream)
+            number, recorded_line, live_line = first_difference(want.text, live)
+            what = f"line {number} of its response differs" if stream == ("pairs",) else f"{_name(stream)} differs"
+            self._drift(f"request {want.request}: {what} (recorded at line {want.lineno})\n"
+                        f"  recorded: {_cut(recorded_line)}\n  live:     {_cut(live_line)}")  # fmt: skip
+
+    def _drift(self, text: str) -> None:
+        self.drifts.append(f"{self.label}: {text}")
+
+    def met_before(self, position: float) -> bool:
+        """Whether every expectation recorded before ``position`` has its live record."""
+        for stream, expected in self.timeline.streams.items():
+            index = self.cursor.get(stream, 0)
+            if index < len(expected) and expected[index].position < position:
+                return False
+        return True
+
+    def missing(self) -> list[Expected]:
+        left = []
+        for stream, expected in self.timeline.streams.items():
+            index = self.cursor.get(stream, 0)
+            if index < len(expected) and stream not in self.drifted:
+                left.append(expected[index])
+        return left
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _cut(text: str, limit: int = 400) -> str:
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
+def _name(stream: tuple[Any, ...]) -> str:
+    if stream[0] == "conn":
+        return "a line out" if stream[1] is None else f"a line out on connection {stream[1]}"
+    if stream[0] == "wire":
+        return f"what the driver of {stream[1]} wrote to its agent"
+    return "a response"
+
+
+class _Writer:
+    """Bytes to a non-blocking socket on the loop, then (optionally) its write side shut."""
+
+    def __init__(self, loop: Loop, sock: socket.socket) -> None:
+        self.loop = loop
+        self.sock = sock
+        self.pending = bytearray()
+        self.shut = False
+        self.watching = False
+
+    def send(self, data: bytes) -> None:
+        self.pending += data
+        self._flush()
+
+    def end(self) -> None:
+        self.shut = True
+        self._flush()
+
+    def _flush(self) -> None:
+        while self.pending:
+            try:
+                sent = self.sock.send(self.pending)
+            except BlockingIOError:
+                break
+            except OSError:
+                self.pending.clear()
+                break
+            del self.pending[:sent]
+        if self.pending and not self.watching:
+            self.watching = True
+            self.loop.add_writer(self.sock, self._flush)
+        elif not self.pending:
+            if self.watching:
+                self.watching = False
+                self.loop.remove_writer(self.sock)
+            if self.shut:
+                try:
+                    self.sock.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+
+
+class _FakeResponse:
+    """What OpsHttp's handler writes to, without HTTP: the lines are recorded by it."""
+
+    gone = False
+
+    def stream(self, status: int, content_type: str, headers: Any = None, close: bool = False) -> None:
+        pass
+
+    def json(self, status: int, body: Any, headers: Any = None, close: bool = False) -> None:
+        pass
+
+    def write(self, data: bytes, session: Any = None) -> None:
+        if session is not None:
+            session.delivered(1)
+
+    def end(self) -> None:
+        pass
+
+
+class _Request:
+    def __init__(self, path: str, body: bytes) -> None:
+        self.method, self.path, self.target, self.version = "POST", path, path, "HTTP/1.1"
+        self.headers: dict[str, str] = {}
+        self.body = body
+
+
+class Frontend:
+    """The run's frontend, in-process: its own class over socket pairs (or HTTP's handler)."""
+
+    def __init__(self, name: str, runtime: Runtime, checker: Checker) -> None:
+        self.name = name
+        self.runtime = runtime
+        self.loop = runtime.loop
+        self.checker = checker
+        self.sockets: list[socket.socket] = []
+        self.writers: dict[Any, _Writer] = {}
+        self.http: Any = None
+
+    def _pair(self) -> tuple[int, _Writer]:
+        ours, theirs = socket.socketpair()
+        for sock in (ours, theirs):
+            sock.setblocking(False)
+            self.sockets.append(sock)
+        # Drain what the frontend writes (the checker has it already, from its recorder).
+        self.loop.add_reader(ours, lambda: _discard(ours))
+        return theirs.fileno(), _Writer(self.loop, ours)
+
+    def connect(self, conn: Any) -> None:
+        from agentproto.streams import Output
+
+        fd, writer = self._pair()
+        self.writers[conn] = writer
+        output = Output(self.loop, fd, lambda _exc: None)
+        if self.name in ("serve", "unix"):
+            from agentproto.serve import P1Connection
+
+            tags = {"conn": conn} if conn is not None else None
+            P1Connection(self.runtime, fd, output, lambda _c: None, recorder=self.checker, record_tags=tags).start()
+            return
+        server_class = _ops_server(self.name)
+        server_class(self.runtime, fd, output, lambda: None, self.checker).start()
+
+    def give(self, item: Input) -> None:
+        body = item.body
+        if item.kind == "connect":
+            if self.name != "http":
+                self.connect(body["conn"])
+        elif item.kind == "in":
+            self._writer(body["conn"]).send(_line(body["line"], body.get("too_long")))
+        elif item.kind == "eof":
+            if self.name != "http":
+                self._writer(body["conn"]).end()
+        elif item.kind == "request":
+            writer = self._writer(None)
+            writer.send(body["raw"].encode("utf-8", "surrogatepass") + (b"" if self.name == "single-shot" else b"\n"))
+            if self.name == "single-shot":
+                writer.end()
+        elif item.kind == "post":
+            if self.http is None:
+                from agentproto.http_ops import OpsHttp
+
+                self.http = OpsHttp(self.runtime, None, self.checker)
+            payload = "\n".join(body["raws"]).encode("utf-8", "surrogatepass")
+            self.http.handle(_Request(body["path"], payload), _FakeResponse())
+
+    def _writer(self, conn: Any) -> _Writer:
+        if conn not in self.writers:
+            self.connect(conn)
+        return self.writers[conn]
+
+    def close(self) -> None:
+        for sock in self.sockets:
+            self.loop.forget(sock)
+            sock.close()
+
+
+def _line(text: str, too_long: int | None) -> bytes:
+    raw = text.encode("utf-8", "surrogatepass")
+    if too_long:  # the recording kept the head: a line past the limit all the same
+        raw += b" " * (too_long - len(raw) + 1)
+    return raw + b"\n"
+
+
+def _discard(sock: socket.socket) -> None:
+    try:
+        while sock.recv(1 << 16):
+            pass
+    except (BlockingIOError, OSError):
+        pass
+
+
+def _ops_server(name: str) -> Any:
+    if name == "jsonrpc":
+        from agentproto.jsonrpc_server import JsonRpcServer
+
+        return JsonRpcServer
+    if name == "mcp":
+        from agentproto.mcp_stdio import McpStdio
+
+        return McpStdio
+    from agentproto.ops_stdio import OpsStream, SingleShot
+
+    return SingleShot if name == "single-shot" else OpsStream
+
+
+# -- one run ------------------------------------------------------------------------------------
+
+
+def _mock_script(header: dict[str, Any] | None) -> dict[str, Any] | None:
+    mock = (header or {}).get("mock")
+    if not mock:
+        return None
+    from agentproto.drivers.mock import ScriptError, load_script
+
+    text: str | None = None
+    if mock.get("script") is not None:
+        text = json.dumps(mock["script"])
+    elif mock.get("path"):
+        try:
+            with open(mock["path"], encoding="utf-8") as f:
+                text = f.read()
+        except OSError as exc:
+            raise Invalid(0, f"the mock script {mock['path']} cannot be read: {exc.strerror}") from None
+    if text is None:
+        raise Invalid(0, "the header names a mock script without its content or path")
+    try:
+        return load_script(text)
+    except ScriptError as exc:
+        raise Invalid(0, f"the recorded mock script does not load: {exc}") from None
+
+
+def replay_run(run: Run, label: str, drifts: list[str], update: Recorder | None) -> None:
+    header = run.header or {}
+    root = tempfile.mkdtemp(prefix="replay-")
+    try:
+        normalizer = Normalizer(header.get("tmpdir"), tempfile.gettempdir(), root, header.get("agentproto"))
+        timeline = build(run, normalizer)
+        _make_dirs(timeline, root)
+        loop = Loop()
+        checker = Checker(timeline, normalizer, drifts, label, update)
+        runtime = ReplayRuntime(loop, timeline, checker, mock_script=_mock_script(run.header),
+                                stall_timeout=float(header.get("stall_timeout") or 60.0))  # fmt: skip
+        frontend = Frontend(run.frontend, runtime, checker)
+        try:
+            _drive(loop, timeline, checker, frontend, runtime)
+        finally:
+            for transport in runtime.transports.values():
+                transport.abandon()
+            runtime.close_all()
+            deadline = loop.time() + 2.0
+            loop.call_later(2.0, lambda: None)
+            loop.run(until=lambda: not runtime.sessions or loop.time() > deadline)
+            for live in runtime.live_transports:
+                live.kill()
+            frontend.close()
+            loop.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _make_dirs(timeline: Timeline, root: str) -> None:
+    """The recording's directories (``dir`` of its requests), made inside the replay's root."""
+    for item in timeline.inputs:
+        for raw in [item.body.get("line"), item.body.get("raw"), *item.body.get("raws", [])]:
+            if not isinstance(raw, str) or root not in raw:
+                continue
+            try:
+                request = json.loads(raw)
+            except ValueError:
+                continue
+            for value in _dirs(request):
+                if value.startswith(root):
+                    os.makedirs(value, exist_ok=True)
+
+
+def _dirs(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        found = [v for k, v in value.items() if k in ("dir", "config_home") and isinstance(v, str)]
+        for inner in value.values():
+            found += _dirs(inner)
+        return found
+    if isinstance(value, list):
+        return [d for inner in value for d in _dirs(inner)]
+    return []
+
+
+def _drive(loop: Loop, timeline: Timeline, checker: Checker, frontend: Frontend, runtime: ReplayRuntime) -> None:
+    pending = list(timeline.inputs)
+    quiet_since = loop.time()
+    seen = -1
+    while True:
+        while pending and checker.met_before(pending[0].position):
+            _give(pending.pop(0), frontend, runtime)
+        if not pending and not checker.missing():
+            break
+        _run_slice(loop, checker, seen)
+        if checker.progress != seen:
+            seen, quiet_since = checker.progress, loop.time()
+            continue
+        if loop.time() - quiet_since < STALL:
+            continue
+        # Nothing happens: the live run will not give what comes next in the recording.
+        if pending:
+            _give(pending.pop(0), frontend, runtime)
+            quiet_since = loop.time()
+            continue
+        for want in checker.missing():
+            checker._drift(f"request {want.request}: {_stream_name(want)} never came (recorded at line {want.lineno})\n"
+                           f"  recorded: {_cut(want.text.split(chr(10))[0])}")  # fmt: skip
+        break
+    # What the live run still writes now, unasked, is drift too.
+    end = loop.time() + 0.2
+    loop.call_later(0.2, lambda: None)
+    loop.run(until=lambda: loop.time() >= end)
+
+
+def _run_slice(loop: Loop, checker: Checker, seen: int) -> None:
+    """Run the loop until the live run records something, or for ``SLICE`` seconds."""
+    end = loop.time() + SLICE
+    loop.call_later(SLICE, lambda: None)  # wake up: progress may be nothing but time
+    loop.run(until=lambda: checker.progress != seen or loop.time() >= end)
+
+
+def _stream_name(want: Expected) -> str:
+    return "its response" if want.stream == ("pairs",) else _name(want.stream)
+
+
+def _give(item: Input, frontend: Frontend, runtime: ReplayRuntime) -> None:
+    if item.kind in ("read", "exit"):
+        transport = runtime.transports.get(item.body["session"])
+        if transport is None:
+            return  # the driver never spawned it: its expectations report the drift
+        if item.kind == "read":
+            transport.feed([line.encode("utf-8", "surrogatepass") for line in item.body["lines"]])
+        else:
+            transport.exit(item.body["status"], item.body["stderr"])
+        return
+    frontend.give(item)
+
+
+# -- the command --------------------------------------------------------------------------------
+
+
+def replay_file(path: str, update: bool = False) -> tuple[int, list[str]]:
+    """Replay ``path``: (exit code, the drift reports or the reason it is invalid)."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8")
+    except OSError as exc:
+        return EXIT_INVALID, [f"{path}: cannot read it: {exc.strerror or exc}"]
+    except UnicodeDecodeError as exc:
+        return EXIT_INVALID, [f"{path}: not UTF-8 text (at byte {exc.start})"]
+    try:
+        runs = read_runs(text)
+        scripts = [_mock_script(run.header) for run in runs]
+    except Invalid as exc:
+        return EXIT_INVALID, [f"{path}: {exc}"]
+    del scripts  # checked up front: a bad header is exit 2 before anything runs
+    drifts: list[str] = []
+    writer = None
+    temp = f"{path}.replay-{os.getpid()}"
+    if update:
+        writer = Recorder(temp)
+    try:
+        for number, run in enumerate(runs, 1):
+            if writer is not None and run.header is not None:
+                writer.header = {**run.header, "agentproto": __version__}  # written before the run's first record
+            replay_run(run, f"{path} (run {number})" if len(runs) > 1 else path, drifts, writer)
+    finally:
+        private.cleanup()
+        if writer is not None:
+            writer.close()
+    if writer is not None:
+        os.replace(temp, path)
+        return EXIT_OK, []
+    return (EXIT_DRIFT if drifts else EXIT_OK), drifts
+
+
+def main(path: str, update: bool = False) -> int:
+    code, messages = replay_file(path, update)
+    for message in messages:
+        log(("drift: " if code == EXIT_DRIFT else "") + message)
+    if code == EXIT_OK:
+        log(f"{path}: updated from a live run" if update else f"{path}: every response matched")
+    elif code == EXIT_DRIFT:
+        log(f"{path}: {len(messages)} drift(s)")
+    return code
