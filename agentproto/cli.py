@@ -53,21 +53,41 @@ def _fail(message: str) -> int:
 
 class _Sidecar:
     """One command's runtime with what comes with it: the ``--record`` file (its header
-    naming the frontend and the mock script). ``close`` lets each go in order once the
-    frontend is done."""
+    naming the frontend and the mock script), the observations database, the control
+    socket. ``close`` lets each go in order once the frontend is done."""
 
     def __init__(self, args: argparse.Namespace, frontend: str) -> None:
+        from agentproto.observations import Observer, db_path
+
         loop = Loop()
         self.recorder: "Recorder | None" = None
         if args.record:
             from agentproto.record import Recorder
 
             self.recorder = Recorder(args.record, loop=loop, frontend=frontend, mock=args.mock)
+        self.observer = Observer(loop, db_path(getattr(args, "db", None)))
         self.runtime = Runtime(
-            loop, mock_script=_load_mock(args.mock), stall_timeout=args.stall_timeout, recorder=self.recorder
+            loop,
+            mock_script=_load_mock(args.mock),
+            stall_timeout=args.stall_timeout,
+            recorder=self.recorder,
+            observer=self.observer,
         )
+        self.control = None
+        control = getattr(args, "control", None) or os.environ.get("AGENTPROTO_CONTROL")
+        if control:
+            from agentproto.control import start_control
+
+            try:
+                self.control = start_control(self.runtime, control)
+            except OSError as exc:
+                log(f"--control {control}: {exc.strerror or exc}")
+                raise SystemExit(EXIT_USAGE) from None
 
     def close(self) -> None:
+        if self.control is not None:
+            self.control.close()
+        self.observer.close()
         if self.recorder is not None:
             self.recorder.close()
         self.runtime.loop.close()
@@ -232,13 +252,29 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return replay_main(args.path, update=args.update)
 
 
-def _record_option(parser: argparse.ArgumentParser) -> None:
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from agentproto.control import main as inspect_main
+
+    request = {key: getattr(args, key) for key in ("view", "sock", "agent", "since", "by", "top", "db")}
+    request["sock"] = request["sock"] or os.environ.get("AGENTPROTO_CONTROL")
+    return inspect_main(request, args.format or ("table" if sys.stdout.isatty() else "json"))
+
+
+def _record_option(parser: argparse.ArgumentParser, control: bool = True) -> None:
     parser.add_argument(
         "--record",
         metavar="PATH",
         help="append this run to PATH (ops: request/response pairs; protocol 1: every line in and out; "
         "every session's agent wire), secrets redacted, best effort; `replay PATH` checks it",
     )
+    parser.add_argument(
+        "--db", metavar="PATH", help="the observations database (default: AGENTPROTO_DB, else "
+        "$XDG_STATE_HOME/agentproto/observations.db; off disables it)"
+    )  # fmt: skip
+    if control:
+        parser.add_argument(
+            "--control", metavar="PATH", help="answer inspect on a 0600 Unix socket at PATH (or AGENTPROTO_CONTROL)"
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -323,6 +359,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--update", action="store_true", help="rewrite the recorded responses from this run (keeps the agent wire)"
     )
     replay.set_defaults(func=cmd_replay)
+
+    inspect = sub.add_parser(
+        "inspect", help="a running sidecar's live sessions (--sock), or what turns cost (--view cost)"
+    )
+    inspect.add_argument("--view", choices=("agents", "cost"), default="agents")
+    inspect.add_argument("--sock", metavar="PATH", help="a sidecar's control socket (default: AGENTPROTO_CONTROL)")
+    inspect.add_argument("--agent", metavar="SESSION", help="one session's full snapshot")
+    inspect.add_argument("--since", default="24h", help="cost window: 30m, 24h, 7d, or an ISO date (default 24h)")
+    inspect.add_argument("--by", choices=("agent", "model", "day", "session"), default="agent")
+    inspect.add_argument("--top", type=int, metavar="N", help="also list the N most expensive turns")
+    inspect.add_argument(
+        "--db", metavar="PATH", help="the observations database (default: AGENTPROTO_DB, else the XDG state dir)"
+    )
+    inspect.add_argument("--format", choices=("table", "json"), help="default: table on a terminal, else json")
+    inspect.set_defaults(func=cmd_inspect)
     return parser
 
 

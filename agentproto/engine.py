@@ -39,6 +39,7 @@ from agentproto.wire import event_kind_name, system_time
 
 if TYPE_CHECKING:
     from agentproto.drivers.transport import LineTransport, Spawn, TransportFactory
+    from agentproto.observations import Observer
 
 ENGINE_OWNED = frozenset({"TurnStarted", "TurnEnded", "RequestClosed", "SessionUpdated", "StatusChanged"})
 _NOW = object()  # _send's default turn: the one running as it is sent (held events keep theirs)
@@ -73,7 +74,7 @@ class Context:
     """What every session of one runtime shares, handed to each: the engine never imports the
     runtime. (Not a dataclass: defining one costs more start-up time than this module's rest.)"""
 
-    __slots__ = ("loop", "stall_timeout", "forget", "transport_factory", "listen")
+    __slots__ = ("loop", "stall_timeout", "forget", "transport_factory", "listen", "observer")
 
     def __init__(
         self,
@@ -82,6 +83,7 @@ class Context:
         forget: Callable[[Session], None],
         transport_factory: TransportFactory,
         listen: Listen | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self.loop = loop
         #: Seconds a session may have events waiting unwritten before it fails ConsumerLagged.
@@ -93,6 +95,8 @@ class Context:
         self.transport_factory = transport_factory
         #: Serves a session's tools and hooks on the loopback listener (opened on first use).
         self.listen = listen
+        #: Told of every ended turn and ContextUsage report (observations.py: inspect's figures).
+        self.observer = observer
 
 
 class Session:
@@ -137,7 +141,8 @@ class Session:
         #: Its open requests (session_requests.py), and the app's own tools and hooks.
         self.requests = Requests(self)
         self.app = self.requests.app
-        self.transport: LineTransport | None = None  # the agent's, once spawned
+        self.created = self.loop.time()
+        self.transport: LineTransport | None = None  # the agent's, once spawned (inspect shows its pid)
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -281,6 +286,8 @@ class Session:
                     return
         elif name == "MessageEnded" and turn is not None:
             turn.messages.pop(kind[name]["message_id"], None)
+        elif name == "ContextUsage" and self.context.observer is not None:
+            self.context.observer.context_usage(self, kind[name])
         self._send(kind, extensions, parent_tool_id)
         if name == "RequestOpened":
             self._refresh_status()
@@ -372,7 +379,7 @@ class Session:
 
     def _start_turn(self, origin: Any, acked: bool) -> Turn:
         self.turn_counter += 1
-        turn = Turn(f"t{self.turn_counter}", origin, acked)
+        turn = Turn(f"t{self.turn_counter}", origin, acked, self.loop.time())
         self.turn = turn
         self._send({"TurnStarted": {"origin": origin}})
         self._refresh_status()
@@ -398,6 +405,8 @@ class Session:
             self._send({"MessageEnded": {"message_id": message_id}})
         self._send({"TurnEnded": {"stop": stop, "background": list(turn.tools), "usage": usage}})
         self.turn = None
+        if self.context.observer is not None:
+            self.context.observer.turn_ended(self, turn, stop, usage)
         steer, self.pending_steer = self.pending_steer, None
         if steer is not None:
             self.queue.appendleft(steer)

@@ -42,6 +42,7 @@ TOOL_OPS = (
     "info",
     "close",
     "explain",
+    "inspect",
 )
 INSTRUCTIONS = (
     "agentproto drives coding agents (Claude Code, Codex, Gemini, ACP agents) for you. "

@@ -41,7 +41,7 @@ from agentproto.wire import (
 EXIT_OK, EXIT_FAILED, EXIT_PROTOCOL = 0, 1, 2
 
 #: Every op, in the order ``capabilities`` lists them.
-OPERATIONS: tuple[str, ...] = ("capabilities", *COMMAND_NAMES, "explain", "halt")
+OPERATIONS: tuple[str, ...] = ("capabilities", *COMMAND_NAMES, "explain", "inspect", "halt")
 #: Ops that name a session (``session`` may be left out: the default session is used).
 SESSION_OPS = frozenset(name for name, (required, _) in COMMANDS.items() if "session" in required)
 TRANSPORTS = ("stdio", "agent", "single-shot", "unix", "http", "jsonrpc", "mcp")
@@ -61,12 +61,26 @@ def _own_checks() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     def string(value: Any) -> str | None:
         return None if isinstance(value, str) else "a string"
 
-    return {"capabilities": ({}, {}), "explain": ({"code": string}, {}), "halt": ({}, {})}
+    def count(value: Any) -> str | None:
+        return None if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else "a whole number >= 0"
+
+    def session_id(value: Any) -> str | None:
+        return None if isinstance(value, (str, int)) and not isinstance(value, bool) else "a session id"
+
+    # Types here (a protocol error); the values (a view, a span...) in inspect.check_args.
+    inspect_keys: dict[str, Any] = dict.fromkeys(("view", "sock", "since", "by", "db", "format"), string)
+    inspect_keys.update(top=count, agent=session_id)
+    return {
+        "capabilities": ({}, {}),
+        "explain": ({"code": string}, {}),
+        "inspect": ({}, inspect_keys),
+        "halt": ({}, {}),
+    }
 
 
 #: name -> (required checks, optional checks): protocol 1's table plus the ops-only ops.
 CHECKS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {**COMMANDS, **_own_checks()}
-assert tuple(CHECKS) == tuple(COMMANDS) + ("capabilities", "explain", "halt")
+assert tuple(CHECKS) == tuple(COMMANDS) + ("capabilities", "explain", "inspect", "halt")
 
 
 def decode_request(raw: bytes) -> Any:
@@ -315,6 +329,10 @@ class _Run:
                 self.fail(AgentError.detail(Kind.INVALID_REQUEST, f"unknown error code {args['code']}; known: {known}"))
             else:
                 self.result(True, code=kind, text=explain(kind))
+        elif op == "inspect":
+            from agentproto.control import run_inspect
+
+            run_inspect(ctx.runtime, args, self._inspected)
         elif op == "halt":
             ctx.halted = True
             self.result(True)
@@ -322,6 +340,17 @@ class _Run:
             self._session_op()
         else:
             self.ctx.runtime.execute(op, args, self.hub, self.hub.scope, self._done, on_event=self.generate_event)
+
+    def _inspected(self, view: Any, error: AgentError | None) -> None:
+        if error is not None:
+            self.fail(error)
+            return
+        from agentproto.inspect import render
+
+        # The seed's inspect: the payload in the result, and streamed as log lines too.
+        for text in render(view, self.args.get("format") or "json"):
+            self.line({"kind": "log", "stream": "stdout", "text": text})
+        self.result(True, **view)
 
     def _done(self, value: Any, error: AgentError | None) -> None:
         if error is not None:

@@ -40,6 +40,7 @@ from agentproto.drivers.process import process_transport
 from agentproto.drivers.transport import LineTransport, Spawn
 from agentproto.errors import log
 from agentproto.loop import Loop
+from agentproto.observations import Observer
 from agentproto.record import Recorder, Wire
 from agentproto.replay_check import (
     EXPECTED_DIRS,
@@ -70,7 +71,8 @@ class ReplayRuntime(Runtime):
         self.timeline = timeline
         self.transports: dict[str, ReplayTransport] = {}
         self.live_transports: list[LineTransport] = []
-        super().__init__(loop, transport_factory=self._transport, recorder=checker, **kwargs)
+        observer = Observer(loop, None)  # a replay adds no rows to anyone's database
+        super().__init__(loop, transport_factory=self._transport, recorder=checker, observer=observer, **kwargs)
 
     def resolve(self, agent: Any, session_id: str | None) -> tuple[AgentSpec, dict[str, Any]]:
         recorded = self.timeline.installations.get(session_id or "")
@@ -167,8 +169,12 @@ class Checker:
             self.drifted.add(stream)
             number, recorded_line, live_line = first_difference(want.text, live)
             what = f"line {number} of its response differs" if stream == ("pairs",) else f"{_name(stream)} differs"
-            self._drift(f"request {want.request}: {what} (recorded at line {want.lineno})\n"
-                        f"  recorded: {_cut(recorded_line)}\n  live:     {_cut(live_line)}")  # fmt: skip
+            at = next((i for i, (a, b) in enumerate(zip(recorded_line, live_line)) if a != b), None)
+            if at is None:
+                at = min(len(recorded_line), len(live_line))
+            where = f", at character {at + 1}" if len(recorded_line) > CUT or len(live_line) > CUT else ""
+            self._drift(f"request {_cut(want.request)}: {what} (recorded at line {want.lineno}{where})\n"
+                        f"  recorded: {_around(recorded_line, at)}\n  live:     {_around(live_line, at)}")  # fmt: skip
 
     def _drift(self, text: str) -> None:
         self.drifts.append(f"{self.label}: {text}")
@@ -194,8 +200,19 @@ def _text(value: bytes | str) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
-def _cut(text: str, limit: int = 400) -> str:
+CUT = 400
+
+
+def _cut(text: str, limit: int = CUT) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
+def _around(text: str, at: int) -> str:
+    """A long line shown around character ``at`` (where it first differs)."""
+    if len(text) <= CUT:
+        return text
+    start = max(0, at - CUT // 3)
+    return ("…" if start else "") + text[start : start + CUT] + ("…" if start + CUT < len(text) else "")
 
 
 def _name(stream: tuple[Any, ...]) -> str:

@@ -32,6 +32,7 @@ from agentproto.drivers.transport import TransportFactory
 from agentproto.engine import Context, Done, Session, Sink
 from agentproto.errors import AgentError, Kind
 from agentproto.loop import Loop
+from agentproto.observations import Observer
 
 if TYPE_CHECKING:
     from agentproto.listener import Listener
@@ -91,6 +92,7 @@ class Runtime:
         stall_timeout: float = 60.0,
         transport_factory: TransportFactory = process_transport,
         recorder: "RecordSink | None" = None,
+        observer: Observer | None = None,
     ) -> None:
         self.loop = loop
         self.mock_script = mock_script
@@ -102,9 +104,11 @@ class Runtime:
         self.transport_factory = transport_factory
         #: The frontend's ``--record``: every session's agent wire is recorded into it too.
         self.recorder = recorder
+        #: Every session's figures for inspect, and the observations database's rows.
+        self.observer = observer if observer is not None else Observer(loop, None)
         #: The loopback listener of the sessions' own tools and hooks, opened on first use.
         self.listener: Listener | None = None
-        self.context = Context(loop, stall_timeout, self._forget, transport_factory, self._listen)
+        self.context = Context(loop, stall_timeout, self._forget, transport_factory, self._listen, self.observer)
 
     def _forget(self, session: Session) -> None:
         if self.sessions.pop(session.id, None) is not None:

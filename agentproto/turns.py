@@ -25,11 +25,13 @@ Done = Callable[[Any, "AgentError | None"], None]
 
 
 class Turn:
-    __slots__ = ("id", "origin", "acked", "messages", "tools", "requests", "cancel_timer", "quiet")
+    __slots__ = ("id", "origin", "acked", "messages", "tools", "requests", "cancel_timer", "quiet", "started")
 
-    def __init__(self, turn_id: str, origin: Any, acked: bool) -> None:
+    def __init__(self, turn_id: str, origin: Any, acked: bool, started: float = 0.0) -> None:
         self.id = turn_id
         self.origin = origin
+        #: When it started, by the loop's clock (its duration goes to the observations).
+        self.started = started
         #: The agent accepted this turn; content reported before that is the last turn's.
         self.acked = acked
         #: Messages not yet ended (the engine adds and ends them itself: the hot path).

@@ -45,6 +45,8 @@ DESCRIPTIONS = {
     "info": "The session's SessionInfo.",
     "close": "Close the session.",
     "explain": "Long-form help for an error kind (`code`): what it means and what to do.",
+    "inspect": "A sidecar's live sessions (`view` agents, this process or the control socket `sock`), or what "
+    "turns cost (`view` cost, from the observations database), also streamed as `log` lines in `format`.",
     "halt": "End the interactive loop.",
 }
 
@@ -69,10 +71,100 @@ SUCCESS: dict[str, tuple[dict, list[str]]] = {
     "answer": (_TURN_OUTCOME, ["session_id"]),
     "info": ({"session": {"$ref": "#/definitions/SessionInfo"}}, ["session"]),
     "explain": ({"code": {"type": "string"}, "text": {"type": "string"}}, ["code", "text"]),
+    "inspect": ({"$ref": "#/definitions/InspectView"}, []),
     "halt": ({}, []),
 }
 for _name in ("dequeue", "configure", "rollback", "compact", "cancel", "close"):
     SUCCESS[_name] = (_SESSION_ID, ["session_id"])
+
+
+INSPECT_KEYS = {
+    "view": {"description": "agents (default): the live sessions; cost: the observations database.", "type": "string", "enum": ["agents", "cost"]},
+    "sock": {"description": "agents: a running sidecar's control socket (serve --control PATH); default: this process.", "type": "string"},
+    "agent": {"description": "agents: one session's full snapshot (its id).", "type": ["string", "integer"]},
+    "since": {"description": "cost: the window, a span back from now (30m, 24h, 7d) or an ISO date; default 24h.", "type": "string"},
+    "by": {"description": "cost: group by agent (default), model, day or session.", "type": "string", "enum": ["agent", "model", "day", "session", "provider"]},
+    "top": {"description": "cost: also list the N most expensive turns.", "type": "integer", "minimum": 0},
+    "db": {"description": "cost: the observations database; default: this server's (AGENTPROTO_DB, the XDG state dir).", "type": "string"},
+    "format": {"description": "How the log lines render the view: json (default) or table (80 columns).", "type": "string", "enum": ["json", "table"]},
+}
+_TOKENS = {
+    "type": "object",
+    "properties": {k: {"type": "integer", "minimum": 0} for k in ("input", "output", "cached_input")},
+    "required": ["input", "output", "cached_input"],
+}
+_SESSION_ROW = {
+    "description": "One live session.",
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "agent": {"type": "string"},
+        "model": {"type": ["string", "null"]},
+        "status": {"type": "string"},
+        "turns": {"type": "integer", "minimum": 0},
+        "tokens": _TOKENS,
+        "cost_usd": {"description": "The agent's running total, when it reports one.", "type": ["number", "null"]},
+        "open_requests": {"type": "integer", "minimum": 0},
+        "age_s": {"type": "number", "minimum": 0},
+        "pid": {"description": "The agent's process (and group) id; null when no process carries it.", "type": ["integer", "null"]},
+        "info": {"$ref": "#/definitions/SessionInfo"},
+    },
+    "required": ["id", "agent", "model", "status", "turns", "tokens", "cost_usd", "open_requests", "age_s", "pid"],
+}
+_FIGURES = {
+    "turns": {"type": "integer", "minimum": 0},
+    "input_tokens": {"type": "integer", "minimum": 0},
+    "output_tokens": {"type": "integer", "minimum": 0},
+    "cached_input_tokens": {"type": "integer", "minimum": 0},
+    "cost_usd": {"description": "null: no turn in it reported a cost.", "type": ["number", "null"]},
+    "duration_ms": {"type": "integer", "minimum": 0},
+}
+_TURN_ROW = {
+    "description": "One ended turn (a row of the observations database; never prompt or output text).",
+    "type": "object",
+    "properties": {
+        "ended_at": {"type": "string", "description": "ISO 8601, UTC."},
+        "agent": {"type": "string"},
+        "model": {"type": ["string", "null"]},
+        "run": {"type": "string", "description": "The sidecar process that ran it."},
+        "session": {"type": "string"},
+        "turn": {"type": "string"},
+        **{k: v for k, v in _FIGURES.items() if k != "turns"},
+        "stop": {"type": "string", "description": "The StopReason's name."},
+    },
+    "required": ["ended_at", "agent", "model", "run", "session", "turn", "input_tokens", "output_tokens",
+                 "cached_input_tokens", "cost_usd", "duration_ms", "stop"],
+}
+INSPECT_DEFINITIONS = {
+    "InspectView": {"description": "What `inspect` answers (its result's members).", "oneOf": [
+        {"$ref": "#/definitions/InspectAgents"}, {"$ref": "#/definitions/InspectCost"}]},
+    "InspectAgents": {
+        "description": "view agents: the live sessions (`agents`), or one (`agent`, with its SessionInfo).",
+        "type": "object",
+        "properties": {
+            "view": {"type": "string", "const": "agents"},
+            "pid": {"type": "integer", "description": "The sidecar's process id."},
+            "agents": {"type": "array", "items": _SESSION_ROW},
+            "agent": _SESSION_ROW,
+        },
+        "required": ["view", "pid"],
+    },
+    "InspectCost": {
+        "description": "view cost: the ended turns since `since`, grouped `by`, with totals (and `top`).",
+        "type": "object",
+        "properties": {
+            "view": {"type": "string", "const": "cost"},
+            "db": {"type": "string"},
+            "since": {"type": "string", "description": "ISO 8601, UTC."},
+            "by": {"type": "string", "enum": ["agent", "model", "day", "session"]},
+            "groups": {"type": "array", "items": {"type": "object", "properties": {"key": {"type": "string"}, **_FIGURES},
+                                                  "required": ["key", *_FIGURES]}},
+            "total": {"type": "object", "properties": _FIGURES, "required": list(_FIGURES)},
+            "top": {"type": "array", "items": _TURN_ROW},
+        },
+        "required": ["view", "db", "since", "by", "groups", "total"],
+    },
+}
 
 
 def _line(kind: str, props: dict, required: list[str], description: str) -> dict:
@@ -102,6 +194,8 @@ def requests(frame: dict) -> list[dict]:
         elif op == "explain":
             props = {"code": {"description": "An error kind, e.g. NotInstalled.", "type": "string"}}
             required = ["code"]
+        elif op == "inspect":
+            props, required = copy.deepcopy(INSPECT_KEYS), []
         else:
             props, required = {}, []
         out.append(
@@ -160,6 +254,7 @@ def results() -> list[dict]:
 
 def build_extra(frame: dict) -> dict:
     definitions = {
+        **INSPECT_DEFINITIONS,
         "OpsRequest": {
             "description": "One ops request: `op` and the protocol 1 command's fields (no `id`). Unknown keys are ignored.",
             "oneOf": requests(frame),

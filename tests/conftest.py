@@ -17,6 +17,7 @@ NOT_CORE = {
     "test_codex.py": "the pinned Codex CLI (npm)",
     "test_acp_real.py": "the pinned ACP agents (npm)",
     "test_replay_real.py": "the pinned Claude Code and Codex CLIs (npm)",
+    "test_observations_real.py": "the pinned Claude Code and Codex CLIs (npm)",
     "test_anyagent_compat.py": "anyagent-py (a CPython 3.11 wheel)",
     "test_typegen.py": "json-schema-to-typescript and tsc (npm)",
 }

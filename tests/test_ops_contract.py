@@ -119,10 +119,11 @@ def test_every_advertised_operation_validates_when_run(tmp_path):
             "info": {"op": "info"},
             "close": {"op": "close"},
             "explain": {"op": "explain", "code": "BadFrame"},
+            "inspect": {"op": "inspect"},
             "halt": {"op": "halt"},
         }
         order = ["capabilities", "discover", "probe", "plan_usage", "generate", "open", "prompt", "answer",
-                 "configure", "cancel", "rollback", "dequeue", "compact", "info", "close", "explain", "halt"]
+                 "configure", "cancel", "rollback", "dequeue", "compact", "info", "close", "explain", "inspect", "halt"]
         assert sorted(order) == sorted(advertised) == sorted(requests)
         outcomes = {}
         for op in order:

@@ -77,7 +77,7 @@ def test_an_edited_recording_is_drift_naming_request_and_line(path: Path, tmp_pa
     recs, request = _edit_first_expectation(records(path))
     done = replay(write(tmp_path / path.name, recs))
     assert done.returncode == 1, done.stderr
-    assert "drift:" in done.stderr and f"request {request}" in done.stderr
+    assert "drift:" in done.stderr and f"request {request[:300]}" in done.stderr  # long ones are cut
     assert "recorded: " in done.stderr and '"edited":true' in done.stderr.split("recorded: ", 1)[1].split("\n")[0]
     live = done.stderr.split("live:     ", 1)[1].split("\n")[0]
     assert '"edited"' not in live

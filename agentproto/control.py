@@ -1,0 +1,306 @@
+"""The control socket (``serve --control PATH``, ``AGENTPROTO_CONTROL``) and the ``inspect`` op.
+
+A running sidecar answers ``inspect`` on a Unix socket of its own, so another process
+(``python -m agentproto inspect --sock PATH``, or any framing's ``inspect`` op with
+``sock``) can see its live sessions and what they cost. The socket speaks the ops
+framing, one request per line, and answers only ``inspect``: anything else is a protocol
+error (done 2) and nothing else of the sidecar is reachable through it.
+
+Rules of this file:
+- The socket is created 0600 (listen.bind_unix), replaces only a stale socket, and is
+  removed at exit only if it is still ours. Each connection is bounded like any ops
+  connection (its lines, its output), and a client that never reads costs only itself.
+- Asking another sidecar never blocks the loop: a non-blocking connect and exchange on
+  the loop, with a deadline (``ASK_TIMEOUT``); a dead or missing socket is an error reply
+  naming the path, never a hang.
+- ``sock`` is not followed through a control socket (no proxy chains): the control
+  socket answers about its own process.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from typing import TYPE_CHECKING, Any, Callable
+
+from agentproto import inspect
+from agentproto.errors import AgentError, Kind, error_from_body, log
+from agentproto.listen import accept_ready, bind_unix, hang_up, unlink_unix
+from agentproto.streams import LineReader, Output, Reader
+from agentproto.wire import TooLong, decode_json_line, encode
+
+if TYPE_CHECKING:
+    from agentproto.loop import Loop, Timer
+    from agentproto.runtime import Runtime
+
+CONTROL_ENV = "AGENTPROTO_CONTROL"
+ASK_TIMEOUT = 10.0
+#: A control request is small: a longer line is refused without being kept.
+MAX_REQUEST = 64 * 1024
+#: What an answer may hold (a sidecar with thousands of sessions still fits).
+MAX_ANSWER = 16 * 1024 * 1024
+
+Done = Callable[[Any, "AgentError | None"], None]
+
+
+# -- the inspect op ---------------------------------------------------------------------------
+
+
+def run_inspect(runtime: "Runtime", args: dict[str, Any], done: Done, follow_sock: bool = True) -> None:
+    """Answer one ``inspect`` request: ``done(view, None)`` or ``done(None, error)``."""
+    try:
+        checked = inspect.check_args(args)
+        if checked["sock"] and follow_sock:
+            request = {k: v for k, v in checked.items() if k != "sock" and v is not None}
+            ask(runtime.loop, checked["sock"], {**request, "op": "inspect"}, done)
+            return
+        if checked["view"] == "agents":
+            view = inspect.agents_view(runtime, checked["agent"])
+        else:
+            db = checked["db"] if checked["db"] is not None else runtime.observer.path
+            runtime.observer.flush()  # this process's own turns are in the view at once
+            view = inspect.cost_view(db, checked["since"], checked["by"], checked["top"])
+    except AgentError as error:
+        done(None, error)
+        return
+    done(view, None)
+
+
+# -- the client -------------------------------------------------------------------------------
+
+
+def ask(loop: "Loop", path: str, request: dict[str, Any], done: Done) -> None:
+    """Send ``request`` to the control socket at ``path`` and hand its result's view to
+    ``done`` (or the error it answered, or why it could not be asked)."""
+    _Ask(loop, path, request, done).start()
+
+
+class _Ask:
+    def __init__(self, loop: "Loop", path: str, request: dict[str, Any], done: Done) -> None:
+        self.loop = loop
+        self.path = path
+        self.data = encode(request)
+        self.done_cb = done
+        self.received = bytearray()
+        self.finished = False
+        self.sock: socket.socket | None = None
+        self.reader: Reader | None = None
+        self.timer: Timer | None = None
+
+    def _fail(self, why: str) -> None:
+        self._finish(None, AgentError.detail(Kind.INVALID_CONFIGURATION, f"inspect: control socket {self.path}: {why}"))
+
+    def start(self) -> None:
+        self.timer = self.loop.call_later(ASK_TIMEOUT, lambda: self._fail(f"no answer within {ASK_TIMEOUT:g} s"))
+        try:
+            sock = self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            code = sock.connect_ex(self.path)
+        except OSError as exc:
+            why = exc.strerror or str(exc)  # ``exc`` is unbound once the except block ends
+            self.loop.call_soon(lambda: self._fail(why))
+            return
+        if code not in (0, errno.EINPROGRESS, errno.EAGAIN):
+            self.loop.call_soon(lambda: self._fail(os.strerror(code)))
+            return
+        self.loop.add_writer(sock, self._send)
+
+    def _send(self) -> None:
+        assert self.sock is not None
+        try:
+            sent = self.loop.io.write(self.sock.fileno(), self.data)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._fail(exc.strerror or str(exc))
+            return
+        self.data = self.data[sent:]
+        if self.data:
+            return
+        self.loop.remove_writer(self.sock)
+        self.reader = Reader(self.loop, self.sock.fileno(), self._data, self._eof)
+        self.reader.start()
+
+    def _data(self, data: bytes) -> None:
+        self.received += data
+        if len(self.received) > MAX_ANSWER:
+            self._fail(f"an answer over {MAX_ANSWER} bytes")
+            return
+        for line in bytes(self.received).split(b"\n")[:-1]:
+            try:
+                obj = decode_json_line(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and obj.get("kind") == "done":
+                self._answered()
+                return
+
+    def _eof(self) -> None:
+        if not self.finished:
+            self._answered()
+
+    def _answered(self) -> None:
+        result: dict[str, Any] | None = None
+        protocol: str | None = None
+        for line in bytes(self.received).split(b"\n"):
+            try:
+                obj = decode_json_line(line) if line.strip() else None
+            except ValueError:
+                continue
+            if isinstance(obj, dict) and obj.get("kind") == "result":
+                result = obj
+            elif isinstance(obj, dict) and obj.get("kind") == "error":
+                protocol = str(obj.get("message"))
+        if result is None:
+            self._fail(protocol or "it closed without an answer")
+        elif not result.get("ok"):
+            error = result.get("error")
+            self._finish(None, error_from_body(error if isinstance(error, dict) else {"message": "refused"}))
+        else:
+            self._finish({k: v for k, v in result.items() if k not in ("kind", "op", "ok")}, None)
+
+    def _finish(self, view: Any, error: AgentError | None) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.reader is not None:
+            self.reader.close()
+        if self.sock is not None:
+            self.loop.forget(self.sock)
+            self.sock.close()
+        self.done_cb(view, error)
+
+
+# -- the server -------------------------------------------------------------------------------
+
+
+class ControlServer:
+    """The control socket of one runtime."""
+
+    def __init__(self, runtime: "Runtime", path: str) -> None:
+        self.runtime = runtime
+        self.loop = runtime.loop
+        self.path = path
+        self.listener: socket.socket | None = None
+        self.identity: tuple[int, int] | None = None
+        self.conns: dict[int, "_ControlConn"] = {}
+
+    def start(self) -> None:
+        """Listen (OSError: the path is taken by something that is not a stale socket)."""
+        self.listener, self.identity = bind_unix(self.path)
+        self.loop.add_reader(self.listener, lambda: accept_ready(self.listener, self._serve) if self.listener else None)
+
+    def _serve(self, sock: socket.socket) -> None:
+        conn = _ControlConn(self, sock)
+        self.conns[sock.fileno()] = conn
+        conn.start()
+
+    def close(self) -> None:
+        for conn in list(self.conns.values()):
+            conn.hang_up()
+        if self.listener is not None:
+            self.loop.forget(self.listener)
+            self.listener.close()
+            self.listener = None
+            unlink_unix(self.path, self.identity)
+
+
+class _ControlConn:
+    def __init__(self, server: ControlServer, sock: socket.socket) -> None:
+        self.server = server
+        self.sock = sock
+        self.fd = sock.fileno()
+        loop = server.loop
+        self.output = Output(loop, self.fd, lambda _exc: self.hang_up())
+        self.reader = LineReader(loop, self.fd, self._line, self._eof, lambda: len(self.output) > 64, MAX_REQUEST)
+        self.gone = False
+
+    def start(self) -> None:
+        self.reader.start()
+
+    def _send(self, obj: dict[str, Any]) -> None:
+        self.output.send(encode(obj))
+
+    def _line(self, raw: bytes | TooLong) -> None:
+        if isinstance(raw, TooLong):
+            self._refuse(f"request too long: more than {MAX_REQUEST} bytes; discarded")
+            return
+        if not raw.strip():
+            return
+        try:
+            obj = decode_json_line(raw)
+        except ValueError as exc:
+            self._refuse(f"malformed JSON: {str(exc).removeprefix('not JSON: ')}")
+            return
+        if not isinstance(obj, dict) or obj.get("op") != "inspect":
+            self._refuse("the control socket answers only inspect")
+            return
+
+        def answered(view: Any, error: AgentError | None) -> None:
+            if self.gone:
+                return
+            if error is not None:
+                self._send({"kind": "result", "op": "inspect", "ok": False, "error": error.body()})
+                self._send({"kind": "done", "exit_code": 1})
+            else:
+                self._send({"kind": "result", "op": "inspect", "ok": True, **view})
+                self._send({"kind": "done", "exit_code": 0})
+
+        run_inspect(self.server.runtime, obj, answered, follow_sock=False)
+
+    def _refuse(self, message: str) -> None:
+        self._send({"kind": "error", "message": message})
+        self._send({"kind": "done", "exit_code": 2})
+
+    def _eof(self) -> None:
+        if not self.output.queue or self.output.failed:
+            self.hang_up()
+        else:
+            self.output.on_drained = self.hang_up
+
+    def hang_up(self) -> None:
+        if self.gone:
+            return
+        self.gone = True
+        self.reader.close()
+        self.server.conns.pop(self.fd, None)
+        hang_up(self.server.loop, self.sock, self.output)
+
+
+def start_control(runtime: "Runtime", path: str | None) -> ControlServer | None:
+    """The control socket at ``path`` (None: none); OSError when it cannot listen."""
+    if not path:
+        return None
+    server = ControlServer(runtime, path)
+    server.start()
+    log(f"control socket on {path}")
+    return server
+
+
+def main(request: dict[str, Any], fmt: str) -> int:
+    """``python -m agentproto inspect``: one view, printed; 0, or 1 when it was refused."""
+    import sys
+
+    from agentproto.loop import Loop
+    from agentproto.observations import Observer, db_path
+    from agentproto.runtime import Runtime
+
+    loop = Loop()
+    runtime = Runtime(loop, observer=Observer(loop, db_path(request.get("db"))))
+    answers: list[tuple[Any, AgentError | None]] = []
+    try:
+        run_inspect(runtime, {k: v for k, v in request.items() if v is not None}, lambda v, e: answers.append((v, e)))
+        loop.run(until=lambda: bool(answers))
+    finally:
+        loop.close()
+    view, error = answers[0]
+    if error is not None:
+        log(error.message)
+        return 1
+    if not request.get("sock") and view["view"] == "agents" and not view.get("agents") and "agent" not in view:
+        log("inspect: no control socket given (--sock PATH or AGENTPROTO_CONTROL): these are this process's sessions")
+    sys.stdout.write("".join(line + "\n" for line in inspect.render(view, fmt)))
+    return 0

@@ -1,0 +1,241 @@
+"""``inspect``: the live sessions of a running sidecar through its control socket, from
+another process; what turns cost, from the observations database (one row per ended
+turn, never a prompt or an answer); the op on every framing; the table at 80 columns; the
+database off, unwritable and locked."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ops_support import Proc, check_ops_line, done_of, result_of, single_shot, write_script
+from sidecar import ROOT, Sidecar, base_env
+
+from agentproto.inspect import aligned, parse_since, render
+
+PROMPT = "a prompt that must never be stored"
+ANSWER = "an answer that must never be stored"
+
+
+def costly_script(tmp_path: Path) -> str:
+    """Two turns on a mock with a model option; each reports usage and a running cost."""
+
+    def turn(used: int, total: float, usage: dict[str, int]) -> list[Any]:
+        return [
+            {"Emit": {"TextDelta": {"message_id": f"m{used}", "text": ANSWER}}},
+            {"Emit": {"ContextUsage": {"used_tokens": used, "window_tokens": 1000, "cost_usd": total}}},
+            {"Usage": usage},
+            {"End": {"Completed": {"source": "Protocol"}}},
+        ]
+
+    options = [{"id": "model", "name": "Model", "category": None, "live": True, "current": "sonnet",
+                "kind": {"Select": {"choices": [{"value": "sonnet", "label": "S", "description": None}]}}}]  # fmt: skip
+    turns = [
+        turn(100, 0.10, {"input_tokens": 120, "cached_input_tokens": 20, "output_tokens": 30}),
+        turn(200, 0.25, {"input_tokens": 300, "cached_input_tokens": 100, "output_tokens": 45}),
+    ]
+    return write_script(tmp_path, "costly", turns, options=options)
+
+
+def inspect_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agentproto", "inspect", *args], capture_output=True, text=True,
+                          env=base_env(env), cwd=str(ROOT), timeout=60)  # fmt: skip
+
+
+def test_inspect_a_running_server_through_its_control_socket(tmp_path: Path) -> None:
+    control = tmp_path / "control.sock"
+    db = tmp_path / "obs.db"
+    agent = {"acp": {"name": "acp-test", "path": str(ROOT / "tests" / "acp_test_agent.py"), "args": []}}
+    with Sidecar(["--mock", costly_script(tmp_path), "--control", str(control), "--db", str(db)]) as sc:
+        assert stat.S_IMODE(os.lstat(control).st_mode) == 0o600
+        mock = sc.open(dir=str(tmp_path))
+        sc.ok({"cmd": "prompt", "session": mock, "text": PROMPT})
+        sc.events(mock, until="TurnEnded")
+        acp = sc.open(agent, dir=str(tmp_path))
+        done = inspect_cli("--sock", str(control), "--format", "json")
+        assert done.returncode == 0, done.stderr
+        view = json.loads(done.stdout)
+        assert view["view"] == "agents" and view["pid"] == sc.proc.pid
+        rows = {row["id"]: row for row in view["agents"]}
+        assert set(rows) == {mock, acp}
+        row = rows[mock]
+        assert (row["agent"], row["model"], row["status"], row["turns"]) == ("mock", "sonnet", "Idle", 1)
+        assert row["tokens"] == {"input": 120, "output": 30, "cached_input": 20} and row["cost_usd"] == 0.10
+        assert row["open_requests"] == 0 and row["pid"] is None and row["age_s"] >= 0
+        acp_pid = rows[acp]["pid"]
+        assert isinstance(acp_pid, int) and os.path.exists(f"/proc/{acp_pid}")  # the agent's own process
+        one = json.loads(inspect_cli("--sock", str(control), "--agent", mock, "--format", "json").stdout)
+        assert one["agent"]["info"]["id"] == mock and one["agent"]["tokens"]["input"] == 120
+        table = inspect_cli("--sock", str(control), "--format", "table").stdout.splitlines()
+        assert table[0].split()[:3] == ["SESSION", "AGENT", "MODEL"] and len(table) == 3
+        # AGENTPROTO_CONTROL names the socket too.
+        assert json.loads(inspect_cli(env={"AGENTPROTO_CONTROL": str(control)}).stdout)["pid"] == sc.proc.pid
+        # The socket answers inspect only.
+        import socket
+
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(str(control))
+            sock.sendall(b'{"op": "open", "agent": "mock", "dir": "/"}\n{"op": "inspect", "view": "nope"}\n')
+            reader = sock.makefile("rb")
+            lines = [json.loads(reader.readline()) for _ in range(4)]
+        assert lines[:2] == [{"kind": "error", "message": "the control socket answers only inspect"},
+                             {"kind": "done", "exit_code": 2}]  # fmt: skip
+        assert lines[2]["ok"] is False and "view" in lines[2]["error"]["message"] and lines[3]["exit_code"] == 1
+    assert not control.exists()  # removed at exit
+
+
+def test_inspect_a_dead_socket_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    started = time.monotonic()
+    done = inspect_cli("--sock", str(tmp_path / "nobody.sock"))
+    assert done.returncode == 1 and "nobody.sock" in done.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_cost_rows_are_per_turn_with_the_running_cost_differenced(tmp_path: Path) -> None:
+    db = tmp_path / "obs.db"
+    with Sidecar(["--mock", costly_script(tmp_path), "--db", str(db)]) as sc:
+        session = sc.open(dir=str(tmp_path))
+        for _ in range(2):
+            sc.ok({"cmd": "prompt", "session": session, "text": PROMPT})
+            sc.events(session, until="TurnEnded")
+    assert stat.S_IMODE(os.stat(db).st_mode) == 0o600
+    rows = sqlite3.connect(db).execute(
+        "SELECT agent, model, session, turn, input_tokens, output_tokens, cached_input_tokens, cost_usd, stop FROM turns"
+    ).fetchall()
+    assert [r[:7] for r in rows] == [("mock", "sonnet", "s1", "t1", 120, 30, 20), ("mock", "sonnet", "s1", "t2", 300, 45, 100)]
+    assert [r[7] for r in rows] == pytest.approx([0.10, 0.15]) and {r[8] for r in rows} == {"Completed"}
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("obs.db*"))
+    assert PROMPT.encode() not in raw and ANSWER.encode() not in raw
+    done = inspect_cli("--view", "cost", "--db", str(db), "--top", "1", "--format", "json")
+    view = json.loads(done.stdout)
+    assert view["total"]["turns"] == 2 and view["total"]["cost_usd"] == pytest.approx(0.25)
+    assert view["total"]["input_tokens"] == 420 and view["groups"][0]["key"] == "mock"
+    assert view["top"][0]["turn"] == "t2" and view["top"][0]["cost_usd"] == pytest.approx(0.15)
+    for by, key in (("model", "sonnet"), ("day", time.strftime("%Y-%m-%d", time.gmtime()))):
+        assert json.loads(inspect_cli("--view", "cost", "--db", str(db), "--by", by).stdout)["groups"][0]["key"] == key
+    by_session = json.loads(inspect_cli("--view", "cost", "--db", str(db), "--by", "session").stdout)
+    assert by_session["groups"][0]["key"].endswith("/s1") and by_session["groups"][0]["turns"] == 2
+    assert json.loads(inspect_cli("--view", "cost", "--db", str(db), "--since", "2999-01-01").stdout)["total"]["turns"] == 0
+    table = inspect_cli("--view", "cost", "--db", str(db), "--top", "2", "--format", "table").stdout.splitlines()
+    assert all(len(line) <= 80 for line in table) and any(line.startswith("TOTAL") for line in table)
+
+
+def test_the_inspect_op_on_every_framing(tmp_path: Path) -> None:
+    # The ops loop: the payload in the result, also streamed as log lines.
+    p = Proc(["agent", "--db", "off"])
+    try:
+        p.request({"op": "open", "agent": "mock", "dir": str(tmp_path)})
+        lines = p.request({"op": "inspect", "format": "table"})
+        result = result_of(lines)
+        assert result["view"] == "agents" and [r["id"] for r in result["agents"]] == ["s1"]
+        logs = [line["text"] for line in lines if line["kind"] == "log"]
+        assert logs[0].startswith("SESSION") and "s1" in logs[1]
+        refused = p.request({"op": "inspect", "view": "cost"})
+        assert done_of(refused) == 1 and "off" in result_of(refused)["error"]["message"]
+        bad = p.request({"op": "inspect", "top": "many"})
+        assert done_of(bad) == 2 and bad[0]["message"].startswith("invalid `top`")
+    finally:
+        p.stop()
+    # --single-shot
+    code, lines = single_shot('{"op": "inspect", "view": "agents"}')
+    assert code == 0 and result_of(lines)["agents"] == []
+    # JSON-RPC: the method, its result the view.
+    rpc = Proc(["serve", "--transport", "jsonrpc"])
+    try:
+        rpc.send({"jsonrpc": "2.0", "id": 1, "method": "inspect", "params": {}})
+        answer = rpc.line()
+        while "id" not in answer:  # the log lines come first, as notifications
+            assert answer["method"] == "log"
+            answer = rpc.line()
+        assert answer["result"]["view"] == "agents" and answer["result"]["ok"] is True
+    finally:
+        rpc.stop()
+    # MCP: the agentproto_inspect tool.
+    mcp = Proc(["serve", "--transport", "mcp"])
+    try:
+        mcp.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        tools = {tool["name"] for tool in mcp.line()["result"]["tools"]}
+        assert "agentproto_inspect" in tools
+    finally:
+        mcp.stop()
+
+
+def test_the_database_off_and_unwritable_cost_nothing_but_a_line(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with Sidecar(["--mock", costly_script(tmp_path)], env={"AGENTPROTO_DB": "off", "XDG_STATE_HOME": str(state)}) as sc:
+        session = sc.open(dir=str(tmp_path))
+        sc.ok({"cmd": "prompt", "session": session, "text": "x"})
+        sc.events(session, until="TurnEnded")
+    assert not state.exists()
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "obs.db").mkdir()  # a directory where the file should be
+    with Sidecar(["--mock", costly_script(tmp_path), "--db", str(blocked / "obs.db")]) as sc:
+        session = sc.open(dir=str(tmp_path))
+        for _ in range(2):
+            sc.ok({"cmd": "prompt", "session": session, "text": "x"})
+            events = sc.events(session, until="TurnEnded")
+            assert events[-1]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
+        sc.close_stdin()
+        sc.drain()
+        assert sc.close() == 0
+    assert sc.stderr.decode().count("observations") == 1
+
+
+def test_a_locked_database_delays_rows_never_a_turn(tmp_path: Path) -> None:
+    db = tmp_path / "obs.db"
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.executescript("PRAGMA journal_mode=WAL;")
+    from agentproto.observations import SCHEMA
+
+    holder.executescript(SCHEMA)
+    holder.execute("BEGIN EXCLUSIVE")
+    with Sidecar(["--mock", costly_script(tmp_path), "--db", str(db)]) as sc:
+        session = sc.open(dir=str(tmp_path))
+        sc.ok({"cmd": "prompt", "session": session, "text": "x"})
+        sc.events(session, until="TurnEnded")
+        deadline = time.monotonic() + 10
+        while b"locked" not in sc.stderr and time.monotonic() < deadline:
+            sc.ok({"cmd": "info", "session": session})  # the session goes on meanwhile
+            time.sleep(0.2)
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert sc.stderr.count(b"observations") == 1 and b"locked" in sc.stderr
+    # Kept, and written once the lock was gone (at the latest as the sidecar ended).
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM turns").fetchone() == (1,)
+
+
+def test_since_takes_spans_and_iso_dates() -> None:
+    now = 1_800_000_000.0
+    assert parse_since("30m", now) == now - 1800 and parse_since("24h", now) == now - 86400
+    assert parse_since("7d", now) == now - 7 * 86400 and parse_since("90s", now) == now - 90
+    utc = datetime.timezone.utc
+    assert parse_since("2027-01-15", now) == datetime.datetime(2027, 1, 15, tzinfo=utc).timestamp()
+    assert parse_since("2027-01-15T10:00:00+02:00", now) == datetime.datetime(2027, 1, 15, 8, tzinfo=utc).timestamp()
+    from agentproto.errors import AgentError
+
+    with pytest.raises(AgentError):
+        parse_since("yesterday", now)
+
+
+def test_the_table_is_aligned_within_80_columns() -> None:
+    rows = [["s" + str(i), "claude-with-a-very-long-agent-name-indeed", "model-" * 6, "Working", "12",
+             "1,234,567", "89,012", "1", "3h04m", "123456"] for i in range(3)]  # fmt: skip
+    header = ("SESSION", "AGENT", "MODEL", "STATUS", "TURNS", "IN", "OUT", "REQ", "AGE", "PID")
+    lines = aligned(header, rows, {4, 5, 6, 7, 8, 9})
+    assert all(len(line) <= 80 for line in lines)
+    starts = {line.index("Working") for line in lines[1:]}
+    assert len(starts) == 1  # columns line up
+    view = {"view": "agents", "pid": 1, "agents": []}
+    assert render(view, "table") == ["no live sessions"] and json.loads(render(view, "json")[0]) == view
+    for line in (render(view, "json")):
+        check_ops_line({"kind": "log", "stream": "stdout", "text": line})
