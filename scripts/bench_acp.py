@@ -17,6 +17,8 @@ serve process's): on a shared machine the wall figures wander, the CPU ones much
 
     python scripts/bench_acp.py            # N = 1,000 and 100,000, 3 runs each
     python scripts/bench_acp.py -n 5000 --runs 5
+    python scripts/bench_acp.py --record   # also serve --record (app lines and agent wire
+                                           # into a file), against serve without it
 """
 
 from __future__ import annotations
@@ -162,12 +164,14 @@ def floor_run(n: int) -> tuple[float, int, float | None]:
     return elapsed, chunks, cpu
 
 
-def serve_run(n: int) -> tuple[float, int, float | None]:
+def serve_run(n: int, record: str | None = None) -> tuple[float, int, float | None]:
     """The same agent behind ``agentproto serve``; every chunk must arrive as a TextDelta."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["AGENTPROTO_DB"] = "off"
+    extra = ["--record", record] if record else []
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agentproto", "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+        [sys.executable, "-m", "agentproto", "serve", *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
     )
     assert proc.stdin and proc.stdout
     reader = lines(proc.stdout.fileno())
@@ -222,10 +226,13 @@ def main() -> int:
     parser.add_argument("--agent", action="store_true", help="run as the benchmark's ACP agent")
     parser.add_argument("-n", type=int, action="append", help="chunks per turn (repeatable)")
     parser.add_argument("--runs", type=int, default=3, help="runs per size; the best is reported")
+    parser.add_argument("--record", action="store_true", help="also run serve --record, against serve without it")
     args = parser.parse_args()
     if args.agent:
         return run_agent()
     sizes = args.n or [1_000, 100_000]
+    if args.record:
+        return record_main(sizes, args.runs)
     print(
         f"{'N':>9} {'floor chunks/s':>15} {'serve chunks/s':>15} {'ratio':>6}"
         f" {'floor cpu s':>12} {'serve cpu s':>12} {'cpu ratio':>9}  lost"
@@ -250,6 +257,28 @@ def main() -> int:
             f"{n:>9,} {floor_rate:>15,.0f} {serve_rate:>15,.0f} {serve_rate / floor_rate:>6.0%}"
             f" {floor_cpu:>12.3f} {serve_cpu:>12.3f} {cpu_ratio}  {lost}"
         )
+    return 0
+
+
+def record_main(sizes: list[int], runs: int) -> int:
+    """serve with and without --record, interleaved run by run (same machine, same moment)."""
+    import tempfile
+
+    print(f"{'N':>9} {'serve chunks/s':>15} {'+record chunks/s':>17} {'ratio':>6} {'serve cpu s':>12}"
+          f" {'+record cpu s':>14} {'record MB':>10}")  # fmt: skip
+    for n in sizes:
+        plain = recorded = plain_cpu = recorded_cpu = float("inf")
+        size = 0
+        for _ in range(runs):
+            elapsed, _, cpu = serve_run(n)
+            plain, plain_cpu = min(plain, elapsed), min(plain_cpu, cpu or float("inf"))
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "bench.ndjson")
+                elapsed, _, cpu = serve_run(n, path)
+                size = os.path.getsize(path)
+            recorded, recorded_cpu = min(recorded, elapsed), min(recorded_cpu, cpu or float("inf"))
+        print(f"{n:>9,} {n / plain:>15,.0f} {n / recorded:>17,.0f} {plain / recorded:>6.0%} {plain_cpu:>12.3f}"
+              f" {recorded_cpu:>14.3f} {size / 1e6:>10.1f}")  # fmt: skip
     return 0
 
 
