@@ -204,8 +204,9 @@ class Runtime:
         try:
             session.driver = driver_class(session, launch)
             session.serve_app()  # the driver configures its agent with the tools' URL
-            if session.tools_url is not None:
-                redact.SECRETS.learn_url(session.tools_url)  # its token must never reach a record
+            for url in (session.tools_url, *(session.hook_url(event) for event in launch.hooks)):
+                if url is not None:
+                    redact.SECRETS.learn_url(url)  # its token must never reach a record
             session.driver.open()
         except AgentError as error:
             session.driver_gone = True

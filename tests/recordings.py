@@ -62,6 +62,25 @@ def mock_serve(out: Path, root: str) -> None:
         sc.drain()
 
 
+LOOKUP = {"name": "lookup", "description": "Look a word up",
+          "input_schema": {"type": "object", "properties": {"word": {"type": "string"}}}}  # fmt: skip
+
+
+def mock_tools(out: Path, root: str) -> None:
+    """Protocol 1 with the app's own tool: the mock calls it through the listener, the app
+    answers; the session's tools_url (its token) is redacted."""
+    with Sidecar(["--mock", script("tools"), "--record", str(out)], reference=False) as sc:  # ToolCall is ours
+        session = sc.open(dir=_work(root), tools=[LOOKUP])
+        sc.ok({"cmd": "prompt", "session": session, "text": "look it up"})
+        opened = next(e for e in sc.events(session, until="RequestOpened", timeout=30) if "RequestOpened" in e["kind"])
+        call = opened["kind"]["RequestOpened"]["ToolCall"]
+        result = {"ToolResult": {"content": [{"type": "text", "text": "a program that acts"}], "is_error": False}}
+        sc.ok({"cmd": "answer", "session": session, "request": call["id"], "answer": result})
+        sc.events(session, until="TurnEnded", timeout=30)
+        sc.close_stdin()
+        sc.drain()
+
+
 def mock_ops(out: Path, root: str) -> None:
     """The ops loop: open, a prompt that waits for an answer, the answer, explain, close."""
     p = Proc(["agent", "--mock", script("turn"), "--record", str(out)])
@@ -227,6 +246,7 @@ def codex(out: Path, root: str, executable: str | None = None) -> None:
 
 SCENARIOS: dict[str, Callable[[Path, str], None]] = {
     "mock-serve": mock_serve,
+    "mock-tools": mock_tools,
     "mock-ops": mock_ops,
     "single-shot": single_shot,
     "jsonrpc": jsonrpc,

@@ -94,6 +94,19 @@ def test_serve_records_no_key_a_mock_echoes(tmp_path: Path) -> None:
     assert text.count(REDACTED) >= 2  # the request's env, the prompt, the echoed delta
 
 
+def test_the_listener_token_of_tools_url_never_reaches_a_record(tmp_path: Path) -> None:
+    from tests.recordings import LOOKUP
+
+    record = tmp_path / "serve.ndjson"
+    with Sidecar(["--mock", script("tools"), "--record", str(record)], reference=False) as sc:
+        info = sc.ok({"cmd": "open", "agent": "mock", "dir": str(tmp_path), "tools": [LOOKUP]}, 30)
+        token = info["tools_url"].split("/")[3]
+        assert len(token) >= 16
+        sc.ok({"cmd": "info", "session": info["id"]})
+    text = records(record)
+    assert token not in text and "/[redacted]/mcp/agentproto" in text
+
+
 def test_mcp_server_headers_and_env_never_reach_the_agent_wire(tmp_path: Path) -> None:
     record = tmp_path / "serve.ndjson"
     wire = tmp_path / "wire.ndjson"
