@@ -17,12 +17,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ops_support import Proc, check_ops_line, done_of, result_of, single_shot, write_script
+from ops_support import Proc, check_ops_line, done_of, result_of, single_shot, validator, write_script
 from sidecar import ROOT, Sidecar, base_env
 
 from agentproto.inspect import aligned, parse_since, render
 
 PROMPT = "a prompt that must never be stored"
+VIEWS = {"agents": validator("InspectAgents"), "cost": validator("InspectCost")}
+
+
+def in_schema(view: dict[str, Any]) -> dict[str, Any]:
+    """``view``, checked against schema.json's definition of its kind (the --format json contract)."""
+    errors = list(VIEWS[view["view"]].iter_errors(view))
+    assert not errors, f"{errors[0].message}: {json.dumps(view)[:500]}"
+    return view
 ANSWER = "an answer that must never be stored"
 
 
@@ -63,7 +71,7 @@ def test_inspect_a_running_server_through_its_control_socket(tmp_path: Path) -> 
         acp = sc.open(agent, dir=str(tmp_path))
         done = inspect_cli("--sock", str(control), "--format", "json")
         assert done.returncode == 0, done.stderr
-        view = json.loads(done.stdout)
+        view = in_schema(json.loads(done.stdout))
         assert view["view"] == "agents" and view["pid"] == sc.proc.pid
         rows = {row["id"]: row for row in view["agents"]}
         assert set(rows) == {mock, acp}
@@ -73,7 +81,7 @@ def test_inspect_a_running_server_through_its_control_socket(tmp_path: Path) -> 
         assert row["open_requests"] == 0 and row["pid"] is None and row["age_s"] >= 0
         acp_pid = rows[acp]["pid"]
         assert isinstance(acp_pid, int) and os.path.exists(f"/proc/{acp_pid}")  # the agent's own process
-        one = json.loads(inspect_cli("--sock", str(control), "--agent", mock, "--format", "json").stdout)
+        one = in_schema(json.loads(inspect_cli("--sock", str(control), "--agent", mock, "--format", "json").stdout))
         assert one["agent"]["info"]["id"] == mock and one["agent"]["tokens"]["input"] == 120
         table = inspect_cli("--sock", str(control), "--format", "table").stdout.splitlines()
         assert table[0].split()[:3] == ["SESSION", "AGENT", "MODEL"] and len(table) == 3
@@ -116,7 +124,7 @@ def test_cost_rows_are_per_turn_with_the_running_cost_differenced(tmp_path: Path
     raw = b"".join(p.read_bytes() for p in tmp_path.glob("obs.db*"))
     assert PROMPT.encode() not in raw and ANSWER.encode() not in raw
     done = inspect_cli("--view", "cost", "--db", str(db), "--top", "1", "--format", "json")
-    view = json.loads(done.stdout)
+    view = in_schema(json.loads(done.stdout))
     assert view["total"]["turns"] == 2 and view["total"]["cost_usd"] == pytest.approx(0.25)
     assert view["total"]["input_tokens"] == 420 and view["groups"][0]["key"] == "mock"
     assert view["top"][0]["turn"] == "t2" and view["top"][0]["cost_usd"] == pytest.approx(0.15)
