@@ -64,6 +64,7 @@ def _enum(*names: str) -> Check:
     def check(value: Any) -> str | None:
         return None if value in names else expected
 
+    check.shows_value = True  # type: ignore[attr-defined]  # a refused name is quoted back
     return check
 
 
@@ -74,6 +75,7 @@ def _opt(check: Check) -> Check:
         problem = check(value)
         return None if problem is None else problem + " or null"
 
+    optional.shows_value = getattr(check, "shows_value", False)  # type: ignore[attr-defined]
     return optional
 
 

@@ -18,7 +18,6 @@ Rules of this file:
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from typing import Any, Callable, Protocol
 
@@ -97,8 +96,10 @@ def parse_request(obj: Any, default_session: str | None = None) -> tuple[str, di
     op = obj.get("op")
     if op is None:
         raise OpsError("missing required `op`")
-    if not isinstance(op, str) or op not in CHECKS:
-        raise OpsError(f"unknown op: {op if isinstance(op, str) else json.dumps(op)}")
+    if not isinstance(op, str):
+        raise OpsError(f"invalid `op`: must be a string (an op name), got {_type_name(op)}")
+    if op not in CHECKS:
+        raise OpsError(f"unknown op: {op}")
     required, optional = CHECKS[op]
     try:
         # The one validation loop (wire.py's); in this framing a null is "not given" and

@@ -321,8 +321,19 @@ def check_fields(
 def _checked(key: str, check: Check, value: Any) -> Any:
     problem = check(value)
     if problem is not None:
-        raise FieldError(key, problem, _type_name(value))
+        raise FieldError(key, problem, _got(check, value))
     return value
+
+
+def _got(check: Check, value: Any) -> str:
+    """What was received: its JSON type, and for a name one of a fixed set (an enum) the
+    name itself, so "got string \"Yolo\"" says which one. Other values are never quoted
+    back: a mistyped ``env`` or header may hold a secret."""
+    got = _type_name(value)
+    if getattr(check, "shows_value", False) and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        shown = json.dumps(value)
+        got += " " + (shown if len(shown) <= 66 else shown[:60] + '..."')
+    return got
 
 
 def command_from_object(obj: Any) -> Command:
@@ -337,11 +348,14 @@ def command_from_object(obj: Any) -> Command:
     name = obj.get("cmd")
     if name is None:
         raise FrameError(frame_id, "missing field `cmd`; valid commands: " + ", ".join(COMMAND_NAMES))
-    if not isinstance(name, str) or name not in COMMANDS:
-        shown = name if isinstance(name, str) else _type_name(name)
+    if not isinstance(name, str):
         raise FrameError(
-            frame_id, f"unknown command `{shown}`; valid commands: " + ", ".join(COMMAND_NAMES)
+            frame_id,
+            f"field `cmd` must be a string (a command name), got {_type_name(name)}; valid commands: "
+            + ", ".join(COMMAND_NAMES),
         )
+    if name not in COMMANDS:
+        raise FrameError(frame_id, f"unknown command `{name}`; valid commands: " + ", ".join(COMMAND_NAMES))
     required, optional = COMMANDS[name]
     try:
         args = check_fields(obj, required, optional)

@@ -55,14 +55,22 @@ def test_parse_request_messages():
         '{"op": "prompt", "text": "x"}': "missing required `session`",
         '{"op": "open", "dir": "."}': "missing required `agent`",
         '{"text": "x"}': "missing required `op`",
-        '{"op": 5}': "unknown op: 5",
+        '{"op": 5}': "invalid `op`: must be a string (an op name), got number",
+        '{"op": "nope"}': "unknown op: nope",
         '{"op": "answer", "session": "s1", "request": "r", "answer": {"Permission": "Maybe"}}': "invalid `answer`",
-        '{"op": "open", "agent": "mock", "dir": "/", "permission_mode": "Yolo"}': "invalid `permission_mode`",
+        '{"op": "open", "agent": "mock", "dir": "/", "permission_mode": "Yolo"}': "invalid `permission_mode`: must "
+        'be one of "Ask", "AcceptEdits", "AutoApprove" or null, got string "Yolo"',
+        '{"op": "rollback", "session": "s1", "turns": 1, "scope": "All"}': 'invalid `scope`: must be one of "Conversation", '
+        '"ConversationAndFiles", got string "All"',
+        # Only a name of a fixed set is quoted back: a mistyped value may be a secret.
+        '{"op": "open", "agent": "mock", "dir": "/", "env": "TOKEN=s3cret"}': "invalid `env`: must be an object of "
+        "strings or null, got string",
     }
     for text, message in cases.items():
         with pytest.raises(OpsError) as info:
             parse_request(json.loads(text))
         assert info.value.message.startswith(message), (text, info.value.message)
+        assert "s3cret" not in info.value.message
     assert parse_request({"op": "info"}, "s7") == ("info", {"session": "s7"})
     assert parse_request({"op": "info", "session": None}, "s7") == ("info", {"session": "s7"})
 
