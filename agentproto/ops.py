@@ -9,6 +9,8 @@ Rules of this file:
   never disagree. Unknown keys are ignored.
 - Every request ends with exactly one ``done``: 0 success, 1 a command that failed
   (``result`` with ``ok: false`` and the ErrorBody), 2 a protocol error (``error``).
+- A ``prompt`` (or ``answer``) streams its turn through ``TurnEnded`` and the
+  ``StatusChanged`` that follows it, then its ``result`` and ``done``.
 - Session-shaped ops take ``session`` or use the context's default session, set by the
   last successful ``open``. A session's events wait in its mailbox until a request on
   that session streams them, so a client that asks nothing loses nothing and never
@@ -483,6 +485,12 @@ class _Follower:
                 self.run.fail(error, **fields)
 
             self.run.hub.loop.call_soon(report)
+        elif not self.session.queue and self.session.pending_steer is None:
+            # The turn's StatusChanged Idle follows TurnEnded in the same tick: it is part
+            # of this prompt's answer, before its done (not a stale first line of the next
+            # request). A queued prompt's TurnStarted is not: that belongs to its own turn.
+            self.ending = True
+            self.run.hub.loop.call_soon(lambda: self.run.result(True, **fields))
         else:
             self.run.result(True, **fields)
 
