@@ -29,21 +29,28 @@ from agentproto.ops_stdio import LineServer, ResultOut
 from agentproto.wire import encode, event_kind_name
 
 TOOL_PREFIX = "agentproto_"
+#: Every op but ``halt``, which would stop the server under its host (the host ends it by
+#: closing its stdin). A test holds this to ``ops.OPERATIONS``.
 TOOL_OPS = (
     "capabilities",
     "discover",
     "probe",
+    "plan_usage",
     "generate",
     "open",
     "prompt",
     "answer",
     "cancel",
     "configure",
+    "rollback",
+    "dequeue",
+    "compact",
     "info",
     "close",
     "explain",
     "inspect",
 )
+NOT_TOOLS = ("halt",)
 INSTRUCTIONS = (
     "agentproto drives coding agents (Claude Code, Codex, Gemini, ACP agents) for you. "
     "agentproto_generate runs one hands-off turn and returns its text; for a conversation, "

@@ -14,7 +14,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from ops_support import ROOT, Proc, base_env, script
 
-from agentproto.ops import CHECKS
+from agentproto.ops import CHECKS, OPERATIONS
 from agentproto.mcp import VERSIONS as MCP_VERSIONS
 from agentproto.mcp_stdio import TOOL_OPS as MCP_TOOL_OPS
 
@@ -46,6 +46,9 @@ def test_sdk_lists_every_tool_with_its_op_request_schema():
 
     tools = run_sdk(body)
     assert [t.name for t in tools] == TOOLS
+    # Every op an MCP host can use is a tool; only halt (which would stop the server under
+    # its host) is not.
+    assert sorted(op for op in OPERATIONS if op != "halt") == sorted(t.name.removeprefix("agentproto_") for t in tools)
     for tool in tools:
         op = tool.name.removeprefix("agentproto_")
         schema = tool.input_schema if hasattr(tool, "input_schema") else tool.inputSchema
