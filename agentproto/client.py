@@ -33,6 +33,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -241,8 +242,39 @@ class Session:
                 raise
 
 
+def _remove(directory: str | None) -> None:
+    if directory is not None:
+        import shutil
+
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _check_options(command: str, options: dict[str, Any]) -> None:
+    """A keyword the command does not take is a ``TypeError`` naming it and the valid ones,
+    as Python's own is: a misspelt ``permision_mode`` must not be dropped on the floor."""
+    from agentproto.wire import COMMANDS
+
+    required, optional = COMMANDS[command]
+    valid = sorted({*required, *optional} - {"agent"})
+    unknown = [key for key in options if key not in valid]
+    if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], valid, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise TypeError(
+            f"{command}() got an unexpected keyword argument {unknown[0]!r}{hint}; it takes: {', '.join(valid)}"
+        )
+
+
+#: This interpreter running this agentproto, whatever the current directory holds: ``-I``
+#: keeps the directory (and PYTHON* variables, user site-packages) off ``sys.path``, so a
+#: stray ``agentproto/`` or ``inspect.py`` there cannot stand in for ours.
+_BOOT = "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); runpy.run_module('agentproto', run_name='__main__')"
+
+
 def _default_command() -> list[str]:
-    return [sys.executable, "-m", "agentproto"]
+    return [sys.executable, "-I", "-c", _BOOT, str(Path(__file__).resolve().parent.parent)]
 
 
 class Runtime:
@@ -262,25 +294,30 @@ class Runtime:
         self._reader = threading.Thread(target=self._read, name="agentproto-reader", daemon=True)
         self._stderr_tail = bytearray()
         self._stderr_reader = threading.Thread(target=self._read_stderr, name="agentproto-stderr", daemon=True)
+        self._script_dir: str | None = None
 
     @classmethod
     def start(
         cls,
         bin: str | None = None,
-        mock: str | None = None,
+        mock: str | dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
         args: list[str] | None = None,
         call_timeout: float | None = 120.0,
         start_timeout: float = 15.0,
     ) -> "Runtime":
-        """Spawn ``BIN serve [--mock SCRIPT]`` (default: this interpreter's agentproto)."""
+        """Spawn ``BIN serve [--mock SCRIPT]`` (default: this interpreter running this
+        agentproto, from any directory). ``mock`` is a mock script's path, or the script
+        itself (a dict), handed to the sidecar in a private file removed at ``close``."""
         argv = [bin] if bin else _default_command()
+        script_dir = None
+        if isinstance(mock, dict):
+            script_dir = tempfile.mkdtemp(prefix="agentproto-mock-")  # 0700: only we read it
+            with open(os.path.join(script_dir, "script.json"), "w", encoding="utf-8") as handle:
+                json.dump(mock, handle)
+            mock = os.path.join(script_dir, "script.json")
         argv += ["serve", *(["--mock", str(mock)] if mock else []), *(args or [])]
         child_env = dict(os.environ if env is None else env)
-        if not bin:
-            root = str(Path(__file__).resolve().parent.parent)
-            inherited = child_env.get("PYTHONPATH")
-            child_env["PYTHONPATH"] = root + (os.pathsep + inherited if inherited else "")
         try:
             # Its own process group: a terminal's Ctrl-C is the app's to handle (close()
             # ends the sidecar gracefully), and a failed start kills the whole group.
@@ -293,11 +330,17 @@ class Runtime:
                 start_new_session=True,
             )
         except OSError as exc:
+            _remove(script_dir)
             why = f"cannot start {argv[0]}: {exc.strerror}"
             raise AgentProtoError(Kind.SPAWN_FAILED, why, detail=str(exc)) from None
         runtime = cls(proc, call_timeout)
+        runtime._script_dir = script_dir
         runtime._stderr_reader.start()
-        runtime._check_hello(start_timeout)
+        try:
+            runtime._check_hello(start_timeout)
+        except AgentProtoError:
+            _remove(script_dir)
+            raise
         runtime._reader.start()
         return runtime
 
@@ -314,11 +357,28 @@ class Runtime:
         except (ValueError, KeyError, TypeError):
             ok = False
         if not ok:
+            if not line:
+                self._exited_before_hello()
             self._kill()
             shown = line[:200].decode("utf-8", "replace") if line else "(nothing)"
             why = f"not a protocol 1 sidecar: first line was {shown!r}"
             raise AgentProtoError(Kind.PROTOCOL_FAILED, why, detail=shown)
         self.hello = hello
+
+    def _exited_before_hello(self) -> None:
+        """Nothing on stdout: if the sidecar exited, its own last words on stderr say why
+        (``cannot read mock script …``), and they are the error's message."""
+        try:
+            status = self.proc.wait(2.0)
+        except subprocess.TimeoutExpired:
+            return  # still running, silent: not a sidecar (ProtocolFailed)
+        self._stderr_reader.join(2.0)
+        stderr = self._stderr_tail.decode("utf-8", "replace")
+        said = [line.strip() for line in stderr.splitlines() if line.strip()]
+        why = f"the sidecar exited (status {status}) before its hello"
+        if said:
+            why += f": {said[-1].removeprefix('agentproto: ')}"
+        raise AgentProtoError(Kind.PROCESS_EXITED, why, status=str(status), stderr=stderr)
 
     # -- reader thread
     def _read(self) -> None:
@@ -435,10 +495,12 @@ class Runtime:
         return report
 
     def probe(self, agent: Any, **options: Any) -> dict[str, Any]:
+        _check_options("probe", options)
         details: dict[str, Any] = self._call("probe", agent=agent, **options)
         return details
 
     def plan_usage(self, agent: Any, **options: Any) -> dict[str, Any]:
+        _check_options("plan_usage", options)
         usage: dict[str, Any] = self._call("plan_usage", agent=agent, **options)
         return usage
 
@@ -451,6 +513,7 @@ class Runtime:
         tools: list[dict[str, Any]] | None = None,
         **options: Any,
     ) -> str:
+        _check_options("generate", options)
         if tools is not None:
             options["tools"] = tools
         return str(self._call("generate", agent=agent, prompt=prompt, dir=dir or os.getcwd(), **options))
@@ -460,6 +523,7 @@ class Runtime:
     ) -> Session:
         """Open a session; ``tools`` are the app's own (each call a ``ToolCall`` request,
         answered with ``Session.answer_tool``)."""
+        _check_options("open", options)
         if tools is not None:
             options["tools"] = tools
 
@@ -487,6 +551,7 @@ class Runtime:
                 self._kill()
             if self._reader.is_alive():
                 self._reader.join(5)
+            _remove(self._script_dir)
         return self.proc.returncode
 
     def _kill(self) -> None:

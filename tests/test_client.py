@@ -40,8 +40,8 @@ def start() -> Iterator[Callable[..., Runtime]]:
     """``start(script_name_or_path=None, **kwargs)``: a Runtime closed at the end of the test."""
     started: list[Runtime] = []
 
-    def _start(mock: str | None = None, **kwargs: Any) -> Runtime:
-        if mock is not None and not os.path.isabs(mock):
+    def _start(mock: str | dict[str, Any] | None = None, **kwargs: Any) -> Runtime:
+        if isinstance(mock, str) and not os.path.isabs(mock):
             mock = script(mock)
         kwargs.setdefault("env", base_env())
         rt = Runtime.start(mock=mock, **kwargs)
@@ -117,11 +117,22 @@ def test_a_bad_hello_fails_start_and_leaves_no_process(tmp_path: Path, first_lin
 
 
 def test_cat_is_not_a_sidecar() -> None:
+    """cat exits at once, saying why on stderr: that is the error's message."""
     cat = shutil.which("cat")
     assert cat is not None
     with pytest.raises(AgentProtoError) as caught:
         Runtime.start(bin=cat, start_timeout=GUARD)
-    assert caught.value.kind == "ProtocolFailed" and "(nothing)" in caught.value.message
+    assert caught.value.kind == "ProcessExited" and caught.value.status == "1"
+    assert caught.value.message == f"the sidecar exited (status 1) before its hello: {cat}: serve: No such file or directory"
+
+
+def test_a_sidecar_that_cannot_start_says_why(tmp_path: Path) -> None:
+    """Its own one-line reason (``cannot read mock script``), not "first line was (nothing)"."""
+    with pytest.raises(AgentProtoError) as caught:
+        Runtime.start(mock=str(tmp_path / "missing.json"), start_timeout=GUARD)
+    assert caught.value.kind == "ProcessExited" and caught.value.status == "1"
+    assert caught.value.message.endswith(f"cannot read mock script {tmp_path / 'missing.json'}: No such file or directory")
+    assert "cannot read mock script" in caught.value.stderr
 
 
 def test_a_silent_bin_fails_start_after_the_timeout(tmp_path: Path) -> None:
@@ -509,3 +520,35 @@ def test_answer_tool_builds_the_tool_result(start: Callable[..., Runtime]) -> No
             assert event["kind"]["ToolUpdated"]["output"] == "ok\nmore"
         elif kind == "TurnEnded":
             break
+
+
+def test_a_misspelt_keyword_is_a_type_error_naming_it_and_the_valid_ones(start: Callable[..., Runtime]) -> None:
+    rt = start()
+    with pytest.raises(TypeError) as caught:
+        rt.open("mock", dir=".", permision_mode="Ask")
+    message = str(caught.value)
+    assert message.startswith("open() got an unexpected keyword argument 'permision_mode' (did you mean 'permission_mode'?)")
+    assert "permission_mode, record_wire" in message and "tools" in message
+    for call in (
+        lambda: rt.generate("mock", "x", dir=".", promt="y"),
+        lambda: rt.probe("mock", enviroment={}),
+        lambda: rt.plan_usage("mock", nonsense=1),
+    ):
+        with pytest.raises(TypeError):
+            call()
+    # Nothing was sent: the sidecar has no session, and the spelt-right call works.
+    session = rt.open("mock", dir=".", permission_mode="Ask")
+    assert session.id == "s1"
+
+
+def test_mock_may_be_the_script_itself(start: Callable[..., Runtime]) -> None:
+    rt = start({"turns": [[text("scripted"), END]]})
+    assert rt.generate("mock", "anything", dir=".") == "scripted"
+    where = rt._script_dir
+    assert where is not None and os.path.exists(where) and stat_mode(where) == 0o700
+    rt.close()
+    assert not os.path.exists(where)
+
+
+def stat_mode(path: str) -> int:
+    return os.stat(path).st_mode & 0o777
