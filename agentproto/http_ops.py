@@ -28,7 +28,7 @@ from agentproto.errors import log
 from agentproto.httpcore import Request, authorized, is_loopback
 from agentproto.httpserver import HttpServer, Refusal, Response
 from agentproto.listen import bind_tcp, tcp_address
-from agentproto.ops import EXIT_OK, EXIT_PROTOCOL, OpsContext, OpsHub, protocol_error
+from agentproto.ops import EXIT_FAILED, EXIT_OK, EXIT_PROTOCOL, OpsContext, OpsHub, protocol_error
 from agentproto.record import Sink as Recorder
 from agentproto.runtime import Runtime
 from agentproto.stdio import watch_lifetime
@@ -176,8 +176,8 @@ def run_http(runtime: Runtime, address: tuple[str, int], auth_token: str | None,
         log(str(exc))
         return EXIT_USAGE
     except OSError as exc:
-        log(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-        return EXIT_PROTOCOL
+        log(f"cannot listen on {host}:{port}: {exc.strerror or exc}")  # e.g. in use: exit 1, not usage
+        return EXIT_FAILED
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     log(f"listening on http://{shown}:{bound[1]}/")
     loop.run()

@@ -23,7 +23,7 @@ from agentproto.serve import P1Connection
 from agentproto.stdio import watch_lifetime, when_drained
 from agentproto.streams import Output
 
-EXIT_OK, EXIT_PROTOCOL = 0, 2
+EXIT_OK, EXIT_FAILED = 0, 1  # a socket that cannot be served is a failure, never a usage error
 
 
 class UnixServer:
@@ -99,14 +99,14 @@ def run_unix(runtime: Runtime, path: str, recorder: "record.Sink | None" = None)
     if not hasattr(socket, "AF_UNIX"):
         refusal = {"kind": "error", "message": "Unix sockets are not supported on this platform"}
         sys.stdout.write(json.dumps(refusal) + "\n")
-        return EXIT_PROTOCOL
+        return EXIT_FAILED
     server = UnixServer(runtime, path, recorder)
     watch_lifetime(runtime.loop, server.shutdown)  # before the banner: a client may act on it
     try:
         server.start()
     except OSError as exc:
         log(f"cannot listen on {path}: {exc.strerror or exc}")
-        return EXIT_PROTOCOL
+        return EXIT_FAILED
     try:
         runtime.loop.run()
     finally:

@@ -142,7 +142,7 @@ def test_anything_but_a_stale_socket_at_the_path_is_refused_and_left_alone(sock_
         refused = Proc(["serve", "--transport", "unix", "--listen", path], stdin=subprocess.DEVNULL)
         try:
             refused.banner(f"cannot listen on {path}: {path} exists and is not a socket; refusing to replace it")
-            assert refused.wait(15) == 2
+            assert refused.wait(15) == 1  # a failure, not a usage error
         finally:
             refused.stop()  # even when it (wrongly) listens
     assert open(sock_path).read() == "someone's file"
@@ -176,7 +176,7 @@ def test_a_live_socket_is_not_stolen(sock_path):
     server = start(sock_path, "--listen", sock_path)
     try:
         second = Proc(["serve", "--transport", "unix", "--listen", sock_path], stdin=subprocess.DEVNULL)
-        assert second.wait(15) == 2
+        assert second.wait(15) == 1  # in use: a failure (1), not a usage error (2)
         second.stop()
         Conn(sock_path).close()  # the first one still serves
     finally:
