@@ -7,7 +7,9 @@ modules only the other commands need are imported by those commands, so ``serve`
 starts with protocol 1's own.
 
 Exit codes: 0 success; 1 a failure at run time (a script that does not load, a turn that
-failed, stdout closed under us); 2 a usage error.
+failed, an address already in use, stdout closed under us: that one quietly, as Unix
+tools end); 2 a usage error, always one line naming the flag; 130 interrupted (Ctrl-C),
+128 + N for another signal N where a command reports one (chat).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import argparse
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from agentproto import __version__, private
 from agentproto.errors import log
@@ -29,7 +31,7 @@ from agentproto.streams import Output
 if TYPE_CHECKING:
     from agentproto.record import Recorder
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def _load_mock(path: str | None) -> dict[str, Any] | None:
@@ -110,9 +112,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def _serve_transport(args: argparse.Namespace) -> int:
     """``serve --transport unix|http|jsonrpc|mcp`` (unix.py, http_ops.py, jsonrpc_server.py, mcp_stdio.py)."""
-    if args.auth_token is not None and args.transport != "http":
-        log("--auth-token applies to --transport http only")
-        return EXIT_USAGE
     if args.transport == "unix":
         path = args.listen or args.socket
         if not path:
@@ -200,29 +199,10 @@ def cmd_schema(_args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _run_discover() -> dict[str, Any]:
-    loop = Loop()
-    runtime = Runtime(loop)
-    result: list[dict[str, Any]] = []
-    runtime.discover(lambda value, error: result.append(value))
-    loop.run(until=lambda: bool(result))
-    loop.close()
-    return result[0]
+def cmd_list(args: argparse.Namespace) -> int:
+    from agentproto.listing import run
 
-
-def cmd_list(_args: argparse.Namespace) -> int:
-    report = _run_discover()
-    rows = [("AGENT", "STATUS", "VERSION", "WHERE")]
-    for agent in report["agents"]:
-        rows.append((agent["id"], "installed", agent.get("version") or "?", agent["executable_path"]))
-    for agent in report["missing"]:
-        rows.append((agent["id"], "missing", "-", f"install: {agent['install_hint']}"))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    for row in rows:
-        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3])
-    for diagnostic in report["diagnostics"]:
-        log(diagnostic["message"])
-    return EXIT_OK
+    return run(args.json)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -243,7 +223,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
             return EXIT_FAILED
     from agentproto.chat import Chat
 
-    return Chat(agent, interactive=sys.stdin.isatty(), mock_script=_load_mock(args.mock), tools=tools).run()
+    script = _load_mock(args.mock)
+    return Chat(agent, sys.stdin.isatty(), script, tools, json_events=args.json, color=args.color).run()
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -277,27 +258,87 @@ def _record_option(parser: argparse.ArgumentParser, control: bool = True) -> Non
         )
 
 
+def _seconds(text: str) -> float:
+    """A ``--stall-timeout``: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text}")
+    return value
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line (what was wrong, and where to look), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
+def _sub(sub: Any, name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog="examples:\n" + examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
+EPILOG = """commands:
+  serve        speak protocol 1 (anyagent's sidecar protocol) on stdin/stdout, or another transport
+  agent        the ops framing: {"op": ...} requests answered by kind lines and a done line
+  list         the agents this machine has, their versions, and how to install the others
+  chat         chat with an agent in the terminal; from a pipe, one turn
+  schema       print the JSON Schema of every line
+  mcp-bridge   a stdio MCP server relayed to a session's tools_url
+  replay       re-run a recording made with --record, offline, and check every response
+  inspect      a running sidecar's live sessions, or what turns cost
+
+examples:
+  echo 'hello' | python3 -m agentproto chat mock
+  python3 -m agentproto serve --mock fixtures/mock-scripts/turn.json
+  echo '{"op":"capabilities"}' | python3 -m agentproto --single-shot
+
+Each command's --help has more. Exit codes: 0 success, 1 failure, 2 usage error,
+130 interrupted (Ctrl-C; 128 + the signal number for other signals)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="agentproto",
         description="One line-delimited JSON contract between programs and coding agents.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"agentproto {__version__}")
     parser.add_argument(
-        "--single-shot", action="store_true", help="the ops framing: read all of stdin as one request, answer, exit"
+        "--single-shot", dest="top_single_shot", action="store_true",
+        help="the ops framing: read all of stdin as one request, answer, exit",
     )
     parser.add_argument("--mock", dest="top_mock", metavar="SCRIPT", help="with --single-shot: play this mock script")
     parser.add_argument(
         "--record", dest="top_record", metavar="PATH", help="with --single-shot: append the pair to PATH"
     )
     parser.add_argument("--replay", dest="top_replay", metavar="PATH", help="replay a recording (as `replay PATH`)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
-    serve = sub.add_parser("serve", help="speak protocol 1 (anyagent's sidecar protocol) on stdin/stdout")
+    serve = _sub(
+        sub, "serve", "speak protocol 1 (anyagent's sidecar protocol) on stdin/stdout",
+        "Protocol 1 on stdin/stdout: one JSON command per line in; the hello, replies, events, session\n"
+        "errors and closed lines out. --transport serves the same operations another way.",
+        "  echo '{\"id\": 1, \"cmd\": \"discover\"}' | python3 -m agentproto serve\n"
+        "  python3 -m agentproto serve --mock fixtures/mock-scripts/turn.json\n"
+        "  python3 -m agentproto serve --transport unix --listen /tmp/agentproto.sock\n"
+        "  AGENTPROTO_AUTH_TOKEN=$(openssl rand -hex 16) python3 -m agentproto serve --transport http --port 8080\n"
+        "  python3 -m agentproto serve --transport mcp     # register it with an MCP host",
+    )
     serve.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
     serve.add_argument(
         "--stall-timeout",
-        type=float,
+        type=_seconds,
         default=60.0,
         metavar="SECONDS",
         help="close a session none of whose events could be written for this long (default 60)",
@@ -322,26 +363,69 @@ def build_parser() -> argparse.ArgumentParser:
     _record_option(serve)
     serve.set_defaults(func=cmd_serve)
 
-    agent = sub.add_parser("agent", help="the ops framing ({\"op\": ...} requests, kind lines, done) on stdin/stdout")
+    agent = _sub(
+        sub, "agent", "the ops framing ({\"op\": ...} requests, kind lines, done) on stdin/stdout",
+        "The ops framing: one {\"op\": NAME, ...} request per line, each answered by kind lines\n"
+        "(event, log, progress, result, error) and one {\"kind\": \"done\", \"exit_code\": N}.",
+        "  printf '%s\\n' '{\"op\":\"open\",\"agent\":\"mock\",\"dir\":\".\"}' '{\"op\":\"prompt\",\"text\":\"hi\"}' "
+        "| python3 -m agentproto agent\n"
+        "  echo '{\"op\":\"capabilities\"}' | python3 -m agentproto agent --single-shot",
+    )
     agent.add_argument("--single-shot", action="store_true", help="read all of stdin as one request, answer, exit")
     agent.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
-    agent.add_argument("--stall-timeout", type=float, default=60.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    agent.add_argument("--stall-timeout", type=_seconds, default=60.0, metavar="SECONDS", help=argparse.SUPPRESS)
     _record_option(agent)
     agent.set_defaults(func=cmd_agent)
 
-    lister = sub.add_parser("list", help="the agents this machine has, and how to install the others")
+    lister = _sub(
+        sub, "list", "the agents this machine has, and how to install the others",
+        "The catalog: each agent installed here with its version and path (versions are read in\n"
+        "parallel), each missing one with where it was searched and how to install it.",
+        "  python3 -m agentproto list\n"
+        "  python3 -m agentproto list --json | jq -r '.agents[].id'\n"
+        "  AGENTPROTO_CLAUDE_BIN=/opt/claude/bin/claude python3 -m agentproto list",
+    )
+    lister.add_argument("--json", action="store_true", help="print the discovery report as JSON")
     lister.set_defaults(func=cmd_list)
 
-    chat = sub.add_parser("chat", help="chat with an agent in the terminal; from a pipe, run one turn")
-    chat.add_argument("agent", nargs="?", default="mock", help="catalog id (default: mock)")
+    chat = _sub(
+        sub, "chat", "chat with an agent in the terminal; from a pipe, run one turn",
+        "Chat with an agent. In a terminal: type a prompt, answer its questions; /help lists the\n"
+        "commands (/model, /mode, /set, /cancel, /info, /quit); Ctrl-C cancels a turn, and at the\n"
+        "prompt ends the chat. From a pipe: all of stdin is one prompt, the agent's answer goes to\n"
+        "stdout and everything else to stderr; permission requests are denied. AGENT is a catalog\n"
+        "id or a JSON agent reference ('{\"acp\": {\"name\": ..., \"path\": ..., \"args\": [...]}}' or\n"
+        "'{\"id\": \"claude\", \"path\": ...}'). NO_COLOR (or --color never) turns colour off.",
+        "  python3 -m agentproto chat claude\n"
+        "  echo 'title for this diff' | python3 -m agentproto chat codex > title.txt\n"
+        "  python3 -m agentproto chat --mock fixtures/mock-scripts/turn.json\n"
+        "  python3 -m agentproto chat '{\"acp\": {\"name\": \"mine\", \"path\": \"/opt/mine\", \"args\": []}}'\n"
+        "  echo hi | python3 -m agentproto chat --json mock | jq -c .kind",
+    )
+    chat.add_argument("agent", nargs="?", default="mock", help="catalog id or JSON agent reference (default: mock)")
     chat.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
     chat.add_argument("--tools", metavar="FILE", help="a JSON array of the app's own tools to give the agent")
+    chat.add_argument("--json", action="store_true", help="print the raw events, one JSON line each, for scripts")
+    chat.add_argument(
+        "--color", choices=("auto", "always", "never"), default="auto",
+        help="auto: on a terminal that is not TERM=dumb (default); NO_COLOR set turns it off in every case",
+    )
     chat.set_defaults(func=cmd_chat)
 
-    schema = sub.add_parser("schema", help="print the JSON Schema of every line agentproto reads and writes")
+    schema = _sub(
+        sub, "schema", "print the JSON Schema of every line agentproto reads and writes",
+        "The JSON Schema (draft 7) of every line: protocol 1 frames and events, and the ops framing.",
+        "  python3 -m agentproto schema > agentproto.schema.json\n"
+        "  npx json-schema-to-typescript -i agentproto.schema.json -o agentproto.d.ts",
+    )
     schema.set_defaults(func=cmd_schema)
 
-    bridge = sub.add_parser("mcp-bridge", help="a stdio MCP server relayed to a session's tools_url (HTTP)")
+    bridge = _sub(
+        sub, "mcp-bridge", "a stdio MCP server relayed to a session's tools_url (HTTP)",
+        "A stdio MCP server that relays every message to a session's tools_url, for agents that\n"
+        "take only stdio MCP servers. It exits 0 at the end of its input, 1 once the session is gone.",
+        "  AGENTPROTO_TOOLS_URL=http://127.0.0.1:PORT/TOKEN/mcp/agentproto python3 -m agentproto mcp-bridge",
+    )
     bridge.add_argument(
         "url",
         metavar="URL",
@@ -351,8 +435,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bridge.set_defaults(func=cmd_mcp_bridge)
 
-    replay = sub.add_parser(
-        "replay", help="re-run a recording (--record) and check every response: exit 0 same, 1 drift, 2 bad file"
+    replay = _sub(
+        sub, "replay", "re-run a recording (--record) and check every response: exit 0 same, 1 drift, 2 bad file",
+        "Re-runs a file written by --record with no agent CLI and no network: the agents' recorded wire\n"
+        "stands in for them, and every response must come out as it was recorded (times, ids and\n"
+        "ports normalized). Exit 0: the same; 1: a drift, shown; 2: not a readable recording.",
+        "  python3 -m agentproto serve --record session.ndjson < commands.ndjson\n"
+        "  python3 -m agentproto replay session.ndjson\n"
+        "  python3 -m agentproto replay --update session.ndjson   # accept an intended change",
     )
     replay.add_argument("path", metavar="PATH")
     replay.add_argument(
@@ -360,8 +450,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.set_defaults(func=cmd_replay)
 
-    inspect = sub.add_parser(
-        "inspect", help="a running sidecar's live sessions (--sock), or what turns cost (--view cost)"
+    inspect = _sub(
+        sub, "inspect", "a running sidecar's live sessions (--sock), or what turns cost (--view cost)",
+        "The live sessions of a sidecar started with --control (or AGENTPROTO_CONTROL), read through\n"
+        "that socket; or, with --view cost, what turns cost, from the observations database.",
+        "  python3 -m agentproto serve --control /tmp/ap.ctl &\n"
+        "  python3 -m agentproto inspect --sock /tmp/ap.ctl\n"
+        "  python3 -m agentproto inspect --view cost --since 7d --by model --top 5",
     )
     inspect.add_argument("--view", choices=("agents", "cost"), default="agents")
     inspect.add_argument("--sock", metavar="PATH", help="a sidecar's control socket (default: AGENTPROTO_CONTROL)")
@@ -387,21 +482,85 @@ def cmd_mcp_bridge(args: argparse.Namespace) -> int:
     return run_bridge(url)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.top_replay and not getattr(args, "func", None):
-        args.func, args.path, args.update = cmd_replay, args.top_replay, False
-    if args.single_shot and not getattr(args, "func", None):
-        args.func, args.mock, args.record, args.stall_timeout = cmd_agent, args.top_mock, args.top_record, 60.0
-    if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
+def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The flags argparse accepts but that would be silently ignored: each a usage error."""
+    command = args.command
+    if args.top_single_shot and command not in (None, "agent"):
+        parser.error(f"--single-shot is the ops framing's, not {command}'s: use `agentproto --single-shot` alone")
+    if command is None:
+        if args.top_mock is not None or args.top_record is not None:
+            flag = "--mock" if args.top_mock is not None else "--record"
+            if not args.top_single_shot:
+                parser.error(f"{flag} without a command needs --single-shot (or goes after one: serve {flag} …)")
+        return
+    if args.top_mock is not None or args.top_record is not None:
+        flag = "--mock" if args.top_mock is not None else "--record"
+        parser.error(f"{flag} goes after the command: agentproto {command} {flag} …")
+    sub = _subparser(parser, command)
+    if command == "serve":
+        transport = args.transport
+        allowed = {"--port": ("http",), "--socket": ("unix",), "--listen": ("unix", "http"), "--auth-token": ("http",)}
+        given = {"--port": args.port, "--socket": args.socket, "--listen": args.listen, "--auth-token": args.auth_token}
+        for flag, transports in allowed.items():
+            if given[flag] is not None and transport not in transports:
+                needs = " or ".join(f"--transport {t}" for t in transports)
+                sub.error(f"{flag} needs {needs} (the transport is {transport})")
+    elif command == "chat":
+        if args.mock is not None and args.agent != "mock":
+            sub.error(f"--mock plays a script as the mock agent; it does not go with {args.agent}")
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:  # argparse keeps its subparsers here, and only here
+        if isinstance(action, argparse._SubParsersAction):
+            found: argparse.ArgumentParser = action.choices[name]
+            return found
+    return parser
+
+
+def _stdout_gone() -> int:
+    """stdout's reader went away (``| head``): end quietly, status 1. Point stdout at
+    /dev/null so the interpreter's last flush of it cannot complain either."""
     try:
-        return int(args.func(args))
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else EXIT_FAILED
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return EXIT_FAILED
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        _check_usage(parser, args)
+        if args.top_replay and not getattr(args, "func", None):
+            args.func, args.path, args.update = cmd_replay, args.top_replay, False
+        elif args.top_single_shot and not getattr(args, "func", None):
+            args.func, args.mock, args.record, args.stall_timeout = cmd_agent, args.top_mock, args.top_record, 60.0
+            args.single_shot = True
+        elif args.top_single_shot:
+            args.single_shot = True  # `--single-shot agent`: the same as `agent --single-shot`
+        if not getattr(args, "func", None):
+            parser.print_help(sys.stderr)
+            sys.stderr.write("\nagentproto: give a command (serve, agent, list, chat, schema, mcp-bridge, replay, inspect)\n")
+            return EXIT_USAGE
+        code = int(args.func(args))
+        sys.stdout.flush()  # here, where a reader that went away is still ours to handle
+        return code
+    except SystemExit as exc:  # argparse's --help, --version and usage errors; _load_mock's failures
+        try:
+            sys.stdout.flush()  # --help's text, while a reader that went away is still ours to handle
+        except BrokenPipeError:
+            return _stdout_gone()
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or EXIT_OK
+        sys.stderr.write(f"{exc.code}\n")
+        return EXIT_FAILED
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return _stdout_gone()
     finally:
         private.cleanup()  # the sessions' MCP configs and the like (atexit too, for embedders)

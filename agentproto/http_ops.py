@@ -28,7 +28,7 @@ from agentproto.errors import log
 from agentproto.httpcore import Request, authorized, is_loopback
 from agentproto.httpserver import HttpServer, Refusal, Response
 from agentproto.listen import bind_tcp, tcp_address
-from agentproto.ops import EXIT_FAILED, EXIT_OK, EXIT_PROTOCOL, OpsContext, OpsHub, protocol_error
+from agentproto.ops import EXIT_FAILED, EXIT_OK, OpsContext, OpsHub, protocol_error
 from agentproto.record import Sink as Recorder
 from agentproto.runtime import Runtime
 from agentproto.stdio import watch_lifetime

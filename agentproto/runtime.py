@@ -264,6 +264,10 @@ class Runtime:
             entry["version"] = None
             agents.append(entry)
             pending.append(entry)
+            override = os.environ.get(spec.env_override)
+            if override and found[1] != "EnvOverride":
+                message = f"{spec.id}: ${spec.env_override}={override} is not an executable; using {found[0]}"
+                report["diagnostics"].append({"level": "Warning", "message": message})
         if not pending:
             done(report, None)
             return
@@ -271,11 +275,17 @@ class Runtime:
 
         def finish(entry: dict[str, Any], code: int | None, out: str, err: str) -> None:
             text = (out.strip() or err.strip()).splitlines()
-            entry["version"] = text[0].strip() if code == 0 and text else None
-            if code != 0:
-                report["diagnostics"].append(
-                    {"level": "Warning", "message": f"{entry['id']}: `{entry['executable_path']} --version` failed"}
-                )
+            entry["version"] = catalog.clean_version(text[0]) if code == 0 and text else None
+            if code == 0 and not text:
+                message = f"{entry['id']}: `{entry['executable_path']} --version` printed nothing"
+                report["diagnostics"].append({"level": "Info", "message": message})
+            elif code != 0:
+                why = "exit status " + str(code) if code is not None else "did not finish"
+                said = err.strip().splitlines()
+                if said:
+                    why += f": {said[-1][:200]}"
+                message = f"{entry['id']}: `{entry['executable_path']} --version` failed ({why})"
+                report["diagnostics"].append({"level": "Warning", "message": message})
             remaining[0] -= 1
             if remaining[0] == 0:
                 done(report, None)

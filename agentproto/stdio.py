@@ -10,7 +10,9 @@ Rules of this file:
 - Nothing blocks: stdout is written through ``streams.Output``, stdin read through
   ``streams.Reader``/``LineReader`` (so ``loop.io`` sees every byte).
 - A server winds down once (``end``) whatever asked first (EOF, a signal, a failed
-  stdout, ``halt``), and the loop stops only when its lines are written or can never be.
+  stdout, ``halt``), and the loop stops only when its lines are written or can never be
+  (after a signal, a reader that stopped reading gets ``SIGNAL_DRAIN_GRACE`` seconds).
+- A stdout whose reader went away (EPIPE) ends the process quietly with status 1.
 """
 
 from __future__ import annotations
@@ -56,6 +58,59 @@ def finish_when_drained(loop: Loop, output: Output) -> None:
     when_drained(output, loop.stop)
 
 
+#: After a signal, how long the lines still queued for stdout may wait for their reader.
+#: A reader that stopped reading (a full pipe nobody drains) must not keep a process that
+#: was told to stop alive: past this, what is left is dropped and the process exits.
+SIGNAL_DRAIN_GRACE = 2.0
+
+
+def stdout_failed(exc: OSError) -> None:
+    """Say why stdout stopped taking writes, unless its reader just went away: a closed
+    pipe (``| head``) is how Unix tools end, and ends us quietly."""
+    if not isinstance(exc, BrokenPipeError):
+        log(f"stdout stopped accepting writes: {exc.strerror or exc}")
+
+
+def abandon_when_stuck(loop: Loop, output: Output) -> Callable[[], None]:
+    """An ``arm()`` for a shutdown: from then on, once ``output`` has made no progress for a
+    whole ``SIGNAL_DRAIN_GRACE``, what it still holds is dropped. A slow reader that still
+    reads gets every line; one that stopped cannot keep the process alive."""
+    state: dict[str, object] = {}
+
+    def position() -> object:
+        return (len(output.queue), output.offset) if output.waiting else None
+
+    def check() -> None:
+        now = position()
+        if now is not None and now == state["position"]:
+            output.abandon()
+            return
+        state["position"] = now
+        loop.call_later(SIGNAL_DRAIN_GRACE, check)
+
+    def arm() -> None:
+        if "position" not in state:
+            state["position"] = position()
+            loop.call_later(SIGNAL_DRAIN_GRACE, check)
+
+    return arm
+
+
+def stop_on_signals(
+    loop: Loop, output: Output, end: Callable[[], None], signals: tuple[int, ...] = SIGNALS
+) -> None:
+    """Each of ``signals`` calls ``end`` (wind down), and lines still queued for ``output``
+    get ``SIGNAL_DRAIN_GRACE`` to reach a reader that has stopped reading."""
+    arm = abandon_when_stuck(loop, output)
+
+    def signalled() -> None:
+        arm()
+        end()
+
+    for signum in signals:
+        loop.add_signal_handler(signum, signalled)
+
+
 def run_stdio(loop: Loop, make: Callable[[Output, Callable[[], None]], StdioServer]) -> int:
     """Run ``make(stdout, finished)``'s server on the loop until it has finished and its
     output has drained. The exit status: the server's ``exit_code`` (0 when it has none),
@@ -63,14 +118,13 @@ def run_stdio(loop: Loop, make: Callable[[Output, Callable[[], None]], StdioServ
     status = [EXIT_OK]
 
     def failed(exc: OSError) -> None:
-        log(f"stdout stopped accepting writes: {exc.strerror or exc}")
+        stdout_failed(exc)
         status[0] = EXIT_FAILED
         server.end()
 
     output = Output(loop, sys.stdout.fileno(), failed)
     server = make(output, lambda: finish_when_drained(loop, output))
-    for signum in SIGNALS:
-        loop.add_signal_handler(signum, server.end)
+    stop_on_signals(loop, output, lambda: server.end())
     server.start()
     try:
         loop.run()

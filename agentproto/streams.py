@@ -284,6 +284,14 @@ class Output:
         # Nothing will ever be written now: a shutdown waiting for the drain goes on.
         self._drained()
 
+    def abandon(self) -> None:
+        """Give up on what is still queued (a shutdown's reader that stopped reading): drop
+        it as a failed write would, without calling ``on_error``, and stop writing."""
+        if not self.failed:
+            on_error, self.on_error = self.on_error, lambda _exc: None
+            self._fail(OSError("abandoned"))
+            self.on_error = on_error
+
     def close(self) -> None:
         if self.waiting:
             self.loop.remove_writer(self.fd)

@@ -1,16 +1,16 @@
-"""The terminal commands: ``--version``, ``--help``, ``schema``, ``list`` and ``chat``.
-
-``chat`` runs both from a pipe (one turn, then exit) and interactively inside a real
-pseudo-terminal (``os.openpty``; the child takes it as its controlling terminal, so a
-``\\x03`` written to it is a real Ctrl-C). Every read has a timeout, as a hang guard only.
-"""
+"""The command line: ``--version``, ``--help`` (every command's, with an example), the usage
+errors (one line, exit 2), ``schema``, ``list`` (clean versions read in parallel, where
+missing agents were searched, ``--json``, progress only on a terminal), a stdout whose
+reader went away (every command ends at once, quietly, status 1), SIGTERM with a reader
+that stopped reading, and an address in use (1). ``chat`` has its own file (test_chat.py)."""
 
 from __future__ import annotations
 
 import fcntl
 import json
 import os
-import select
+import signal
+import socket
 import subprocess
 import sys
 import termios
@@ -18,15 +18,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from sidecar import ROOT, base_env, script
+from terminal import GUARD, terminals  # noqa: F401  (a fixture)
 
 from agentproto import __version__
 from agentproto.drivers import catalog
 
-GUARD = 20.0  # seconds: a hang guard, never a timing assertion
-ACP_AGENT = ROOT / "tests" / "acp_test_agent.py"
-ESC = b"\x1b["
+SCHEMA = json.loads((ROOT / "agentproto" / "schema.json").read_text())
+COMMANDS = ("serve", "agent", "list", "chat", "schema", "mcp-bridge")
 
 
 def run(*args: str, stdin: bytes = b"", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -46,7 +47,13 @@ def write_script(tmp_path: Path, body: dict[str, Any]) -> str:
     return str(path)
 
 
-# -- the simple commands -------------------------------------------------------------------
+def executable(path: Path, body: str) -> str:
+    path.write_text(body)
+    path.chmod(0o755)
+    return str(path)
+
+
+# -- help, version, usage errors ----------------------------------------------------------------
 
 
 def test_version_and_help() -> None:
@@ -54,337 +61,275 @@ def test_version_and_help() -> None:
     assert version.returncode == 0 and version.stdout.decode().strip() == f"agentproto {__version__}"
     helped = run("--help")
     assert helped.returncode == 0
-    for command in ("serve", "list", "chat", "schema"):
-        assert command in helped.stdout.decode()
-    chat_help = run("chat", "--help")
-    assert chat_help.returncode == 0 and "--mock SCRIPT" in chat_help.stdout.decode()
+    for command in COMMANDS:
+        assert f"\n  {command} " in helped.stdout.decode()
+    assert "examples:" in helped.stdout.decode() and "130 interrupted" in helped.stdout.decode()
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_a_description_and_an_example(command: str) -> None:
+    helped = run(command, "--help")
+    assert helped.returncode == 0
+    text = helped.stdout.decode()
+    description, _, examples = text.partition("\nexamples:\n")
+    assert len(description.split("\n\n")[1]) > 60, text  # the paragraph after the usage line
+    assert f"python3 -m agentproto {command}" in examples or f"agentproto {command}" in examples
+
+
+def test_chat_help_names_the_commands_no_color_and_agent_references() -> None:
+    text = run("chat", "--help").stdout.decode()
+    for needle in ("/help", "NO_COLOR", '{"acp"', "--mock SCRIPT", "--json", "--color {auto,always,never}"):
+        assert needle in text, needle
 
 
 def test_no_command_is_a_usage_error() -> None:
     result = run()
     assert result.returncode == 2
-    assert result.stdout == b"" and b"usage: agentproto" in result.stderr
+    assert result.stdout == b"" and b"usage: agentproto" in result.stderr and b"give a command" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--single-shot", "serve"], "--single-shot is the ops framing's, not serve's"),
+        (["--mock", "x.json"], "--mock without a command needs --single-shot"),
+        (["--record", "r.jsonl"], "--record without a command needs --single-shot"),
+        (["--mock", "x.json", "serve"], "--mock goes after the command: agentproto serve --mock"),
+        (["serve", "--port", "8080"], "--port needs --transport http (the transport is stdio)"),
+        (["serve", "--listen", "/tmp/x.sock"], "--listen needs --transport unix or --transport http"),
+        (["serve", "--socket", "/tmp/x.sock", "--transport", "http"], "--socket needs --transport unix"),
+        (["serve", "--transport", "jsonrpc", "--auth-token", "x" * 20], "--auth-token needs --transport http"),
+        (["serve", "--stall-timeout", "-5"], "--stall-timeout: must be a number of seconds above 0, got -5"),
+        (["serve", "--stall-timeout", "nan"], "--stall-timeout: must be a number of seconds above 0, got nan"),
+        (["serve", "--stall-timeout", "soon"], "--stall-timeout: not a number of seconds: 'soon'"),
+        (["agent", "--stall-timeout", "0"], "must be a number of seconds above 0, got 0"),
+        (["chat", "codex", "--mock", "x.json"], "--mock plays a script as the mock agent; it does not go with codex"),
+        (["serve", "--transport", "carrier-pigeon"], "argument --transport: invalid choice"),
+        (["list", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+    ],
+)
+def test_flags_that_would_be_ignored_are_one_line_usage_errors(args: list[str], message: str) -> None:
+    result = run(*args)
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.decode().splitlines()
+    assert message in line and line.endswith("--help`)"), line
+    assert result.stdout == b""
+
+
+def test_the_usage_checks_keep_what_is_right() -> None:
+    assert run("--single-shot", stdin=b'{"op": "capabilities"}').returncode == 0
+    assert run("--single-shot", "agent", stdin=b'{"op": "capabilities"}').stdout.count(b'"kind":"done"') == 1
+    assert run("--mock", script("turn"), "--single-shot", stdin=b'{"op": "capabilities"}').returncode == 0
+    assert run("chat", "--mock", script("turn"), stdin=b"x").returncode == 0  # mock is the default agent
+    assert run("chat", "mock", "--mock", script("turn"), stdin=b"x").returncode == 0
 
 
 def test_schema_prints_the_schema() -> None:
     result = run("schema")
     assert result.returncode == 0
-    assert json.loads(result.stdout) == json.loads((ROOT / "agentproto" / "schema.json").read_text())
+    assert json.loads(result.stdout) == SCHEMA
 
 
-def test_list_shows_mock_installed_and_missing_agents(tmp_path: Path) -> None:
-    fake = tmp_path / "fake-codex"
-    fake.write_text("#!/bin/sh\necho 'fake-codex 1.2.3'\n")
-    fake.chmod(0o755)
-    empty = tmp_path / "bin"
-    empty.mkdir()
-    codex = next(spec for spec in catalog.CATALOG if spec.id == "codex")
-    result = run("list", env={"PATH": str(empty), "HOME": str(tmp_path), codex.env_override: str(fake)})
-    assert result.returncode == 0, result.stderr
-    rows = [line.split() for line in result.stdout.decode().splitlines()]
-    assert rows[0] == ["AGENT", "STATUS", "VERSION", "WHERE"]
-    assert rows[1] == ["mock", "installed", "mock", "mock"]
-    by_id = {row[0]: row for row in rows[1:]}
-    assert by_id["codex"] == ["codex", "installed", "fake-codex", "1.2.3", str(fake)]
-    assert set(by_id) == {"mock"} | {spec.id for spec in catalog.CATALOG}
-    lines = {line.split()[0]: line for line in result.stdout.decode().splitlines()[1:]}
-    for spec in catalog.CATALOG:
-        if spec.id != "codex":
-            assert by_id[spec.id][1:3] == ["missing", "-"]
-            assert lines[spec.id].endswith(f"install: {spec.install_hint}")
-
-
-# -- chat from a pipe ----------------------------------------------------------------------
-
-
-def test_chat_from_a_pipe_runs_one_turn() -> None:
-    result = run("chat", "mock", stdin=b"title for this diff\n")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == b"title for this diff\n"
-
-
-def test_chat_from_a_pipe_with_empty_stdin_fails() -> None:
-    result = run("chat", "mock", stdin=b"")
-    assert result.returncode != 0
-    assert b"stdin was empty" in result.stderr and result.stdout == b""
-
-
-def test_chat_from_a_pipe_denies_permission_requests_and_finishes() -> None:
-    result = run("chat", "--mock", script("turn"), stdin=b"run the tests")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.decode() == "Let me check. \nAllow Execute: cargo test? [y/N] n (no terminal to ask)\nDone.\n"
-
-
-def test_chat_from_a_pipe_reports_failures() -> None:
-    died = run("chat", "--mock", script("die"), stdin=b"x")
-    assert died.returncode == 1 and b"ProcessExited" in died.stderr and died.stdout == b"hi\n"
-    unknown = run("chat", "no-such-agent", stdin=b"x")
-    assert unknown.returncode == 1 and b"NotInstalled" in unknown.stderr
-    bad_reference = run("chat", "{not json", stdin=b"x")
-    assert bad_reference.returncode == 2 and b"JSON agent reference" in bad_reference.stderr
-    unreadable = run("chat", "--mock", "/no/such/script.json", stdin=b"x")
-    assert unreadable.returncode == 1 and b"cannot read mock script" in unreadable.stderr
-
-
-def _tools_file(tmp_path: Path) -> str:
-    path = tmp_path / "tools.json"
-    path.write_text(json.dumps([{"name": "lookup", "description": "Look a word up", "input_schema": {"type": "object"}}]))
-    return str(path)
-
-
-def test_chat_from_a_pipe_answers_a_tool_call_with_an_error_result(tmp_path: Path) -> None:
-    result = run("chat", "--mock", script("tools"), "--tools", _tools_file(tmp_path), stdin=b"look it up")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.decode() == (
-        "Looking it up.\n[mcp agentproto/lookup] lookup (Running)\n"
-        'Tool lookup({"word": "agent"}): its result? (no terminal to ask: an error result)\n'
-        "[mcp agentproto/lookup] lookup (Failed)\n Done.\n"
-    )
-    bad = run("chat", "--mock", script("tools"), "--tools", str(tmp_path / "missing.json"), stdin=b"x")
-    assert bad.returncode == 1 and b"cannot read tools" in bad.stderr
-
-
-@pytest.mark.parametrize("no_color", ["1", None])
-def test_chat_from_a_pipe_writes_no_escape_codes(no_color: str | None) -> None:
-    env = {"NO_COLOR": no_color} if no_color else {}
-    result = run("chat", "--mock", script("turn"), stdin=b"x", env=env)
-    assert result.returncode == 0 and b"Allow" in result.stdout
-    assert ESC not in result.stdout and ESC not in result.stderr
-
-
-# -- chat in a terminal --------------------------------------------------------------------
-
-
-def _session_members(sid: int) -> list[int]:
-    """Processes (not zombies) whose session id is ``sid``."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] != "Z" and int(fields[3]) == sid:
-            out.append(int(entry))
-    return out
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if int(fields[1]) == pid:
-                out.append(int(entry))
-    return out
-
-
-def _alive(pid: int) -> bool:
+def test_an_address_in_use_is_a_failure_not_a_usage_error() -> None:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
+        result = run("serve", "--transport", "http", "--port", str(taken.getsockname()[1]))
+    finally:
+        taken.close()
+    assert result.returncode == 1
+    [line] = result.stderr.decode().splitlines()
+    assert line.startswith("agentproto: cannot listen on 127.0.0.1:") and "in use" in line
 
 
-class Terminal:
-    """``python -m agentproto ARGS`` on a pseudo-terminal that is its controlling tty."""
+# -- list ----------------------------------------------------------------------------------------
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
-        master, slave = os.openpty()
-        attrs = termios.tcgetattr(slave)
-        attrs[3] &= ~termios.ECHO  # only what chat writes comes back (ISIG stays: ^C is SIGINT)
-        termios.tcsetattr(slave, termios.TCSANOW, attrs)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agentproto", *args],
-            stdin=slave,
-            stdout=slave,
-            stderr=slave,
-            env=base_env({"TERM": "dumb", **(env or {})}),
-            cwd=str(ROOT),
-            start_new_session=True,
-            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+
+def _fake_agents(tmp_path: Path) -> dict[str, str]:
+    """claude and codex printing their real --version lines, gemini failing its --version,
+    claude-acp printing nothing; each waits (up to 5 s) until all four have started, so
+    they only all succeed if discovery runs them in parallel."""
+    started = tmp_path / "started"
+    started.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wait = (
+        f'touch {started}/$(basename "$0"); i=0; while [ "$(ls {started} | wc -l)" -lt 4 ] && [ $i -lt 100 ]; '
+        "do sleep 0.05; i=$((i+1)); done\n"
+        f'[ "$(ls {started} | wc -l)" -ge 4 ] || {{ echo "ran alone" >&2; exit 9; }}\n'
+    )
+    executable(bin_dir / "claude", f"#!/bin/sh\n{wait}echo '2.1.197 (Claude Code)'\n")
+    executable(bin_dir / "codex", f"#!/bin/sh\n{wait}echo 'codex-cli 0.171.0'\n")
+    executable(bin_dir / "gemini", f"#!/bin/sh\n{wait}echo 'gemini: cannot read its settings' >&2\nexit 3\n")
+    executable(bin_dir / "claude-agent-acp", f"#!/bin/sh\n{wait}exit 0\n")
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+
+
+def test_list_shows_clean_versions_and_where_the_missing_were_searched(tmp_path: Path) -> None:
+    env = _fake_agents(tmp_path)
+    codex = next(spec for spec in catalog.CATALOG if spec.id == "codex")
+    agy = next(spec for spec in catalog.CATALOG if spec.id == "agy")
+    env[codex.env_override] = str(tmp_path / "nowhere" / "codex")  # points nowhere: PATH's is used
+    env[agy.env_override] = str(tmp_path / "no-agy")
+    result = run("list", env=env)
+    assert result.returncode == 0 and result.stderr == b"", result.stderr
+    lines = result.stdout.decode().splitlines()
+    assert lines[0].split() == ["AGENT", "STATUS", "VERSION", "WHERE"]
+    assert lines[1].split() == ["mock", "built-in", __version__, "inside", "agentproto:", "nothing", "to", "install"]
+    rows = {line.split()[0]: (index, line.split()) for index, line in enumerate(lines) if not line.startswith(" ")}
+    bin_dir = tmp_path / "bin"
+    assert rows["claude"][1] == ["claude", "installed", "2.1.197", str(bin_dir / "claude")]
+    assert rows["codex"][1] == ["codex", "installed", "0.171.0", str(bin_dir / "codex")]
+    note = lines[rows["codex"][0] + 1].strip()
+    assert note == f"${codex.env_override}={tmp_path}/nowhere/codex is not an executable; using {bin_dir}/codex"
+    assert rows["gemini"][1][:3] == ["gemini", "installed", "unknown"]
+    assert "--version` failed (exit status 3: gemini: cannot read its settings)" in lines[rows["gemini"][0] + 1]
+    assert rows["claude-acp"][1][:3] == ["claude-acp", "installed", "unknown"]
+    assert lines[rows["claude-acp"][0] + 1].strip().endswith("--version` printed nothing")
+    index, agy_row = rows["agy"]
+    assert agy_row[1:3] == ["missing", "-"] and lines[index].endswith(f"install: {agy.install_hint}")
+    searched = lines[index + 1].strip()
+    assert searched.startswith(f"searched: ${agy.env_override}={tmp_path}/no-agy (not an executable), PATH, ")
+    assert f"{tmp_path}/.local/bin/agy" in searched
+    assert set(rows) == {"AGENT", "mock"} | {spec.id for spec in catalog.CATALOG}
+    assert "ran alone" not in result.stdout.decode(), "the versions were read one after another"
+
+
+def test_list_json_is_the_discovery_report(tmp_path: Path) -> None:
+    result = run("list", "--json", env=_fake_agents(tmp_path))
+    assert result.returncode == 0 and result.stderr == b""
+    report = json.loads(result.stdout)
+    wrapped = {"$ref": "#/definitions/DiscoveryReport", "definitions": SCHEMA["definitions"]}
+    jsonschema.validate(report, wrapped)
+    versions = {agent["id"]: agent["version"] for agent in report["agents"]}
+    assert versions == {"mock": "mock", "claude": "2.1.197", "codex": "0.171.0", "gemini": None, "claude-acp": None}
+
+
+def _slow_agent(tmp_path: Path) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    executable(bin_dir / "codex", "#!/bin/sh\nsleep 1\necho 'codex-cli 0.171.0'\n")
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+
+
+def test_list_shows_progress_on_a_live_terminal_only(terminals, tmp_path: Path) -> None:
+    env = _slow_agent(tmp_path)
+    live = terminals("list", env={**env, "TERM": "xterm"})
+    live.expect("reading the agents' versions…")
+    live.expect("codex ")
+    assert live.wait() == 0
+    assert "\r\x1b[K" in live.text()  # the progress line was erased before the table
+    for quiet in ({"TERM": "dumb"}, {"TERM": "xterm", "NO_COLOR": "1"}):
+        term = terminals("list", env={**env, **quiet})
+        term.expect("codex ")
+        assert term.wait() == 0 and "reading the agents' versions" not in term.text(), quiet
+    piped = run("list", env={**env, "TERM": "xterm"})
+    assert piped.returncode == 0 and piped.stderr == b""
+
+
+# -- a reader that went away, a reader that stopped ---------------------------------------------
+
+
+def _closed_pipe() -> int:
+    """The write end of a pipe whose read end is already closed: the first write is EPIPE."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    return write_end
+
+
+@pytest.mark.parametrize(
+    "args,stdin",
+    [
+        (["list"], b""),
+        (["list", "--json"], b""),
+        (["schema"], b""),
+        (["--help"], b""),
+        (["chat", "--help"], b""),
+        (["--version"], b""),
+        (["chat"], b"hi"),
+        (["chat", "--json"], b"hi"),
+        (["serve"], b'{"id": 1, "cmd": "discover"}\n'),
+        (["agent"], b'{"op": "capabilities"}\n'),
+        (["--single-shot"], b'{"op": "capabilities"}'),
+        (["serve", "--transport", "jsonrpc"], b'{"jsonrpc": "2.0", "id": 1, "method": "capabilities"}\n'),
+    ],
+)
+def test_a_closed_stdout_ends_every_command_at_once_and_quietly(args: list[str], stdin: bytes) -> None:
+    stdout = _closed_pipe()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "agentproto", *args], input=stdin, stdout=stdout, stderr=subprocess.PIPE,
+            env=base_env(), cwd=str(ROOT), timeout=GUARD,
         )
-        os.close(slave)
-        self.master = master
-        self.output = b""
-        self.mark = 0
-        self.descendants: set[int] = set()
+    finally:
+        os.close(stdout)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == b"", done.stderr  # no traceback, no complaint: how Unix tools end
 
-    def expect(self, needle: str) -> str:
-        """Read until ``needle`` appears after the last match; return the text up to it."""
-        want = needle.encode()
+
+@pytest.mark.parametrize("command", [["chat", "--mock"], ["serve", "--mock"]])
+def test_a_flood_into_head_ends_when_head_does(command: list[str]) -> None:
+    """``… | head -c 10``: once the reader has its 10 bytes and goes, the command ends, status 1."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentproto", *command, script("flood")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=base_env(), cwd=str(ROOT),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    if command[0] == "chat":
+        proc.stdin.write(b"go")
+        proc.stdin.close()
+    else:
+        proc.stdin.write(b'{"id":1,"cmd":"open","agent":"mock","dir":"."}\n{"id":2,"cmd":"prompt","session":"s1","text":"go"}\n')
+        proc.stdin.flush()
+    assert len(proc.stdout.read(10)) == 10
+    proc.stdout.close()
+    status = proc.wait(GUARD)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    proc.stderr.close()
+    if not proc.stdin.closed:
+        proc.stdin.close()
+    assert status == 1 and b"Traceback" not in err and b"Broken pipe" not in err, err
+
+
+def _big_flood(tmp_path: Path) -> str:
+    """More than a pipe holds: a reader that never reads leaves the writer stuck."""
+    chunk = {"Emit": {"TextDelta": {"message_id": "m1", "text": "x" * 100}}}
+    return write_script(tmp_path, {"turns": [[{"Repeat": {"times": 5000, "steps": [chunk]}}, {"Sleep": 60000}]]})
+
+
+def _pipe_is_full(read_end: int) -> bool:
+    buffered = bytearray(4)
+    fcntl.ioctl(read_end, termios.FIONREAD, buffered)
+    return int.from_bytes(buffered, sys.byteorder) >= 60000
+
+
+@pytest.mark.parametrize("command,status", [("chat", 128 + signal.SIGTERM), ("serve", 0)])
+def test_sigterm_ends_a_command_whose_reader_stopped_reading(tmp_path: Path, command: str, status: int) -> None:
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentproto", command, "--mock", _big_flood(tmp_path)],
+        stdin=subprocess.PIPE, stdout=write_end, stderr=subprocess.PIPE, env=base_env(), cwd=str(ROOT),
+    )
+    os.close(write_end)
+    try:
+        assert proc.stdin is not None
+        if command == "chat":
+            proc.stdin.write(b"go")
+            proc.stdin.close()
+        else:
+            proc.stdin.write(b'{"id":1,"cmd":"open","agent":"mock","dir":"."}\n'
+                             b'{"id":2,"cmd":"prompt","session":"s1","text":"go"}\n')
+            proc.stdin.flush()
         deadline = time.monotonic() + GUARD
-        while True:
-            text = self.output.replace(b"\r\n", b"\n")
-            found = text.find(want, self.mark)
-            if found >= 0:
-                seen, self.mark = text[self.mark : found], found + len(want)
-                return seen.decode("utf-8", "replace")
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, f"hang guard: no {needle!r} in {text[self.mark:]!r}"
-            ready, _, _ = select.select([self.master], [], [], remaining)
-            if ready:
-                try:
-                    chunk = os.read(self.master, 65536)
-                except OSError:  # EIO: the terminal's other side is closed
-                    chunk = b""
-                assert chunk, f"the terminal closed before {needle!r}: {text[self.mark:]!r}"
-                self.output += chunk
-
-    def type(self, text: str) -> None:
-        self.note_descendants()
-        os.write(self.master, text.encode())
-
-    def note_descendants(self) -> None:
-        todo = [self.proc.pid]
-        while todo:
-            for child in _children(todo.pop()):
-                if child not in self.descendants:
-                    self.descendants.add(child)
-                    todo.append(child)
-
-    def wait(self) -> int:
-        """The exit status; then nothing chat started is left running."""
-        deadline = time.monotonic() + GUARD
-        while self.proc.poll() is None:
-            assert time.monotonic() < deadline, "hang guard: chat did not exit"
-            select.select([self.master], [], [], 0.05)
-            try:
-                self.output += os.read(self.master, 65536)
-            except OSError:
-                pass
-        while any(_alive(pid) for pid in self.descendants) or _session_members(self.proc.pid):
-            assert time.monotonic() < deadline, f"hang guard: left running: {self.descendants}"
-            time.sleep(0.02)
-        return self.proc.returncode
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        os.close(self.master)
-
-
-@pytest.fixture
-def terminals():
-    opened: list[Terminal] = []
-
-    def start(*args: str, env: dict[str, str] | None = None) -> Terminal:
-        term = Terminal(*args, env=env)
-        opened.append(term)
-        return term
-
-    yield start
-    for term in opened:
-        term.close()
-
-
-def test_chat_streams_a_turn_and_quits(terminals) -> None:
-    term = terminals("chat", "mock", env={"NO_COLOR": "1"})
-    banner = term.expect("> ")
-    assert "Mock mock" in banner and "session s1" in banner and "/set OPTION VALUE" in banner
-    term.type("stream this line back\n")
-    assert term.expect("> ") == "stream this line back\n"
-    term.type("/quit\n")
-    assert term.wait() == 0
-    assert ESC not in term.output
-
-
-def test_chat_colours_only_without_no_color(terminals) -> None:
-    term = terminals("chat", "mock")
-    term.expect("\x1b[1m> \x1b[0m")
-    term.type("\x04")  # Ctrl-D: end of input closes the session
-    assert term.wait() == 0
-
-
-def test_chat_set_configures_an_option(terminals, tmp_path: Path) -> None:
-    term = terminals("chat", "--mock", script("configure"), env={"NO_COLOR": "1"})
-    term.expect("> ")
-    term.type("/set model opus\n")
-    assert term.expect("> ") == 'model = "opus"\n'
-    term.type("/set model gpt\n")
-    assert "InvalidConfiguration" in term.expect("> ")
-    term.type("/set model\n")
-    assert "usage: /set OPTION VALUE" in term.expect("> ")
-    term.type("go\n")
-    assert term.expect("> ") == "hi\n"
-    term.type("/quit\n")
-    assert term.wait() == 0
-
-
-def test_chat_permission_yes_lets_the_turn_finish(terminals) -> None:
-    term = terminals("chat", "--mock", script("turn"), env={"NO_COLOR": "1"})
-    term.expect("> ")
-    term.type("run the tests\n")
-    assert term.expect("[y/N] ") == "Let me check. \nAllow Execute: cargo test? "
-    term.type("y\n")
-    assert term.expect("> ") == "Done.\n"
-    term.type("/quit\n")
-    assert term.wait() == 0
-
-
-def test_chat_lets_the_user_type_a_tool_calls_result(terminals, tmp_path: Path) -> None:
-    term = terminals("chat", "--mock", script("tools"), "--tools", _tools_file(tmp_path), env={"NO_COLOR": "1"})
-    term.expect("> ")
-    term.type("look it up\n")
-    assert term.expect("its result? ").endswith('Tool lookup({"word": "agent"}): ')
-    term.type("one who acts\n")
-    assert "[mcp agentproto/lookup] lookup (Completed)\n Done.\n" in term.expect("> ")
-    term.type("/quit\n")
-    assert term.wait() == 0
-
-
-@pytest.mark.parametrize("reply,outcome", [("y", "zz-yes-1"), ("n", "zz-no"), ("", "zz-no")])
-def test_chat_permission_answers_reach_the_agent(terminals, reply: str, outcome: str) -> None:
-    """A real ACP agent (a child process) reports the option it got."""
-    agent = json.dumps({"acp": {"name": "acp-test", "path": str(ACP_AGENT), "args": []}})
-    term = terminals("chat", agent, env={"NO_COLOR": "1"})
-    term.expect("> ")
-    term.type("tool\n")
-    term.expect("[y/N] ")
-    term.type(reply + "\n")
-    assert f"outcome: {outcome}" in term.expect("> ")
-    term.type("/quit\n")
-    assert term.wait() == 0
-    assert term.descendants, "the ACP agent ran as a child process"
-
-
-def test_ctrl_c_cancels_a_turn_and_the_prompt_comes_back(terminals, tmp_path: Path) -> None:
-    # Turns without an End: each runs until it is cancelled.
-    path = write_script(tmp_path, {"turns": [[{"Emit": {"TextDelta": {"message_id": f"m{n}", "text": f"thinking {n}"}}}]
-                                             for n in (1, 2)]})
-    term = terminals("chat", "--mock", path, env={"NO_COLOR": "1"})
-    term.expect("> ")
-    term.type("never ends\n")
-    term.expect("thinking 1")
-    term.type("\x03")
-    assert "turn cancelled" in term.expect("> ")
-    term.type("again\n")
-    term.expect("thinking 2")
-    term.type("\x03")
-    assert "turn cancelled" in term.expect("> ")
-    term.type("\x03")  # at the prompt, Ctrl-C ends the chat
-    assert term.wait() == 0
-
-
-def test_ctrl_c_at_a_question_cancels_and_the_next_line_is_a_prompt(terminals, tmp_path: Path) -> None:
-    turn = json.loads(Path(script("turn")).read_text())["turns"][0]
-    second = [{"Emit": {"TextDelta": {"message_id": "m2", "text": "second turn"}}},
-              {"End": {"Completed": {"source": "Protocol"}}}]
-    term = terminals("chat", "--mock", write_script(tmp_path, {"turns": [turn, second]}), env={"NO_COLOR": "1"})
-    term.expect("> ")
-    term.type("run the tests\n")
-    term.expect("[y/N] ")
-    term.type("\x03")
-    assert "turn cancelled" in term.expect("> ")
-    term.type("next\n")
-    assert term.expect("> ") == "second turn\n"
-    term.type("/quit\n")
-    assert term.wait() == 0
+        while not _pipe_is_full(read_end):
+            assert time.monotonic() < deadline, "hang guard: the pipe never filled"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(GUARD) == status  # the hang guard: before the fix it never exited
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(read_end)

@@ -66,7 +66,7 @@ def test_discover_finds_pinned_codex_with_version(sidecar, world):
     codex = next(a for a in report["agents"] if a["id"] == "codex")
     assert codex["executable_path"] == fo.pinned_codex()
     assert codex["source"] == "EnvOverride"
-    assert codex["version"] == "codex-cli 0.171.0"
+    assert codex["version"] == "0.171.0"  # the number in what `codex --version` printed (codex-cli 0.171.0)
 
 
 def test_probe_reports_version_options_and_capabilities(sidecar, world):

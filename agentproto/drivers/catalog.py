@@ -124,6 +124,30 @@ CATALOG += [
 ]
 
 
+_VERSION = re.compile(r"\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.-]+)?")
+
+
+def clean_version(text: str) -> str:
+    """The version number in what ``--version`` printed (``2.1.197 (Claude Code)`` and
+    ``codex-cli 0.171.0`` both name one), or the text itself when it holds none."""
+    match = _VERSION.search(text)
+    return match.group(0) if match else text.strip()
+
+
+def agent_ids() -> list[str]:
+    return [MOCK.id, *(spec.id for spec in CATALOG)]
+
+
+def unknown_agent(agent_id: str) -> AgentError:
+    """``NotInstalled`` for an id the catalog does not have, suggesting the closest one."""
+    import difflib  # only on this path: it is not free at start-up
+
+    known = agent_ids()
+    close = difflib.get_close_matches(agent_id.lower(), known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return AgentError.not_installed(agent_id, f"unknown agent: {agent_id}{hint} (known: {', '.join(known)})")
+
+
 def spec_for(agent_id: str) -> AgentSpec | None:
     if agent_id == "mock":
         return MOCK
@@ -186,6 +210,8 @@ def locate(spec: AgentSpec, environ: Mapping[str, str] | None = None) -> tuple[s
     for directory in [*(os.path.expanduser(d) for d in spec.known_locations), *npm_global_bins(env)]:
         for command in spec.commands:
             candidate = os.path.join(directory, command)
+            if candidate in searched:
+                continue  # a known location that is also npm's bin: once
             searched.append(candidate)
             if _executable(candidate):
                 return candidate, "KnownLocation"
@@ -212,8 +238,7 @@ def resolve_ref(agent: Any) -> tuple[AgentSpec, dict[str, Any]]:
     if isinstance(agent, str):
         spec = spec_for(agent)
         if spec is None:
-            known = ", ".join(["mock"] + [s.id for s in CATALOG])
-            raise AgentError.not_installed(agent, f"unknown agent: {agent} (known: {known})")
+            raise unknown_agent(agent)
         if spec is MOCK:
             return spec, installation(spec, "mock", "Pinned")
         found = locate(spec)
@@ -235,7 +260,7 @@ def resolve_ref(agent: Any) -> tuple[AgentSpec, dict[str, Any]]:
         return _pinned(spec, acp["name"], acp["path"])
     found_spec = spec_for(agent["id"])
     if found_spec is None:
-        raise AgentError.not_installed(agent["id"], f"unknown agent: {agent['id']}")
+        raise unknown_agent(agent["id"])
     return _pinned(found_spec, agent["id"], agent["path"])
 
 
