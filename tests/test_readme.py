@@ -1,0 +1,93 @@
+"""The README, as a newcomer meets it: its examples run as written from another directory,
+its session transcript is what ``serve`` really writes, its command line block lists every
+command and flag, and it spells the interpreter one way."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sidecar import ROOT, Sidecar, base_env
+
+from agentproto.cli import build_parser
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def python_blocks() -> list[str]:
+    return [block.split("```", 1)[0] for block in README.split("```python\n")[1:]]
+
+
+@pytest.mark.parametrize(
+    "needle,printed",
+    [("Permission", "Let me check. Done.\n"), ("answer_tool", "the agent got: agent: one who acts\n")],
+)
+def test_the_client_examples_run_as_written_from_any_directory(tmp_path: Path, needle: str, printed: str) -> None:
+    [example] = [block for block in python_blocks() if needle in block and "Runtime.start" in block]
+    script = tmp_path / "app.py"
+    script.write_text(example)
+    elsewhere = tmp_path / "somewhere" / "else"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "inspect.py").write_text("raise SystemExit('a stray module of the current directory ran')\n")
+    # As the README says: agentproto on PYTHONPATH (base_env puts this checkout there).
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=str(elsewhere), env=base_env(), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == printed
+
+
+def _transcript() -> list[tuple[str, str]]:
+    block = README.split("### One session, line by line", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    return [(line[0], line[2:]) for line in block.splitlines()]
+
+
+def _shown(line: dict[str, object]) -> str:
+    text = json.dumps(line, separators=(",", ":"), ensure_ascii=False)
+    return re.sub(r'"occurred_at":\{[^}]*\}', '"occurred_at":{…}', text)
+
+
+def test_the_session_transcript_is_what_serve_writes() -> None:
+    lines = _transcript()
+    assert lines[0][0] == "<" and sum(1 for way, _ in lines if way == ">") == 4
+    with Sidecar(["--mock", str(ROOT / "fixtures" / "mock-scripts" / "turn.json")]) as sc:
+        assert _shown(sc.hello) == lines[0][1]
+        for way, text in lines[1:]:
+            if way == ">":
+                sc.send(json.loads(text))
+            else:
+                got = sc.next_line()  # validated against both schemas
+                assert _shown(got) == text
+
+
+def _command_line_block() -> str:
+    return README.split("## Command line\n", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_command_line_block_lists_every_command_and_flag() -> None:
+    block = _command_line_block()
+    parser = build_parser()
+    flags = {o for action in parser._actions for o in action.option_strings} - {"-h", "--help"}
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in sub.choices.items():
+        assert f"python3 -m agentproto {name}" in block, name
+        line = next(line for line in block.splitlines() if f"agentproto {name}" in line)
+        index = block.index(line)
+        rest = block[index:].split("\npython3 -m agentproto ", 1)[0]  # the command's line(s)
+        for action in command._actions:
+            if action.help == argparse.SUPPRESS:
+                continue
+            for option in action.option_strings:
+                if option not in ("-h", "--help"):
+                    assert option in rest, (name, option)
+    for flag in flags:
+        assert flag in block, flag
+
+
+def test_one_spelling_of_the_interpreter() -> None:
+    assert not re.search(r"(^|[\s`(])python (-m |scripts/)", README, re.M), "python3, everywhere"
