@@ -21,6 +21,7 @@ import shlex
 import sys
 from typing import Any, Callable
 
+from agentproto.errors import write_stderr
 from agentproto.listing import SPINNER, live_terminal
 from agentproto.loop import Loop
 from agentproto.streams import Output
@@ -119,11 +120,7 @@ class Screen:
     def _err(self, text: str) -> None:
         if self.muted:
             return
-        try:
-            sys.stderr.write(text)
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            pass  # a stderr nobody reads costs nothing
+        write_stderr(text)  # never blocks: a stderr nobody reads costs nothing
         self.last_write = self.loop.time()
 
     # -- the status line (live terminals only) -----------------------------------------
@@ -142,21 +139,13 @@ class Screen:
             width = os.get_terminal_size(sys.stderr.fileno()).columns or 80  # 0: the size is not set
         except (OSError, ValueError):
             width = 80
-        try:
-            sys.stderr.write("\r\x1b[K" + self.style("2", line[: max(10, width - 1)]))
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            return
+        write_stderr("\r\x1b[K" + self.style("2", line[: max(10, width - 1)]))
         self.status_shown = True
 
     def clear_status(self) -> None:
         if self.status_shown:
             self.status_shown = False
-            try:
-                sys.stderr.write("\r\x1b[K")
-                sys.stderr.flush()
-            except (OSError, ValueError):
-                pass
+            write_stderr("\r\x1b[K")
 
 
 def _isatty(stream: Any) -> bool:

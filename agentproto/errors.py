@@ -128,6 +128,24 @@ def log(message: str) -> None:
         _dropped += 1
 
 
+def write_stderr(text: str) -> None:
+    """``text`` on stderr as it is (a terminal command's prompt, note or status line: no
+    prefix, no newline added), by ``log``'s rule: never blocks, and what does not fit is
+    dropped and counted."""
+    global _dropped
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        try:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        return
+    if not _write_nowait(fd, text.encode("utf-8", "replace")):
+        _dropped += 1
+
+
 def _write_nowait(fd: int, data: bytes) -> bool:
     """Write ``data`` to ``fd`` without ever waiting on a pipe or a socket; False when
     any of it could not be written (nothing is written of a first piece that does not fit)."""

@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from agentproto import __version__
+from agentproto.errors import write_stderr
 from agentproto.loop import Loop
 from agentproto.runtime import Runtime
 
@@ -64,11 +65,7 @@ def discover(progress: bool) -> dict[str, Any]:
 
 
 def _status(text: str) -> None:
-    try:
-        sys.stderr.write("\r\x1b[K" + text)
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
+    write_stderr("\r\x1b[K" + text)
 
 
 def rows(report: dict[str, Any]) -> list[tuple[str, str, str, str, list[str]]]:
