@@ -544,7 +544,8 @@ def main(argv: list[str] | None = None) -> int:
             args.single_shot = True  # `--single-shot agent`: the same as `agent --single-shot`
         if not getattr(args, "func", None):
             parser.print_help(sys.stderr)
-            sys.stderr.write("\nagentproto: give a command (serve, agent, list, chat, schema, mcp-bridge, replay, inspect)\n")
+            commands = "serve, agent, list, chat, schema, mcp-bridge, replay, inspect"
+            sys.stderr.write(f"\nagentproto: give a command ({commands})\n")
             return EXIT_USAGE
         code = int(args.func(args))
         sys.stdout.flush()  # here, where a reader that went away is still ours to handle

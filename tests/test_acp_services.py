@@ -312,7 +312,7 @@ def test_hard_links_are_refused_both_ways(root: Path) -> None:
 def isolated(call: str, timeout: float = 30.0) -> dict[str, Any]:
     """``call`` in a child with 1 GiB of address space; its answer, error, and peak RSS."""
     code = f"""
-import json, re, resource
+import json, resource
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 from agentproto.drivers.acp_fs import read_text_file, write_text_file
 from agentproto.jsonrpc import RpcError
@@ -323,7 +323,7 @@ except RpcError as exc:
 # VmHWM, this process's own peak: ru_maxrss would carry the parent's peak over exec (Linux
 # keeps the larger of the old and new address spaces'), so a big pytest made it fail.
 with open("/proc/self/status") as status:
-    out["maxrss_kb"] = int(re.search(r"VmHWM:\s*(\d+) kB", status.read()).group(1))
+    (out["maxrss_kb"],) = [int(line.split()[1]) for line in status if line.startswith("VmHWM:")]
 print(json.dumps(out))
 """
     proc = subprocess.run(

@@ -564,6 +564,10 @@ def test_nothing_outlives_the_session(tmp_path: Path, how: str) -> None:
         sleep = {"name": "run_command", "parameters": {"CommandLine": "sleep 60"}}
         world.sc.ok({"cmd": "prompt", "session": session, "text": script({"text": "s", "tools": [sleep]})})
         world.until(session, lambda e: kind_name(e["kind"]) == "ToolUpdated")
+        # The step is reported as it starts: its command may be a moment behind.
+        deadline = time.monotonic() + 10
+        while len(world.processes()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert world.session_dirs() and len(world.processes()) >= 2
         if how == "close":
             world.close(session)
