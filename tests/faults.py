@@ -300,9 +300,13 @@ class FaultyProcess:
 
 
 def _replace(spawn: Spawn, **changes: Any) -> Spawn:
-    import dataclasses
+    """A copy of ``spawn`` with ``changes`` (a plain record, not a dataclass: see wire.Record)."""
+    import copy
 
-    return dataclasses.replace(spawn, **changes)
+    changed = copy.copy(spawn)
+    for name, value in changes.items():
+        setattr(changed, name, value)
+    return changed
 
 
 # -- what the app saw: protocol 1 ----------------------------------------------------------------

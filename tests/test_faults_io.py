@@ -353,7 +353,8 @@ def test_a_fault_at_every_write(frontend: str, at: int, fault: str, monkeypatch:
         assert run.rest == b""
         return
     assert run.status == 1, "stdout failed and the server did not exit 1"
-    assert "stdout stopped accepting writes" in run.stderr
+    # A reader that went away (EPIPE) ends it quietly, as Unix tools end; any other failure is said.
+    assert ("stdout stopped accepting writes" in run.stderr) == (fault != "epipe"), run.stderr
     assert is_prefix(frontend, run.lines, clean.lines), "what the app read is not a prefix of the transcript"
     if frontend.startswith("p1"):
         check_p1(run.lines, run.sent, complete=False, eof=False)

@@ -501,7 +501,9 @@ def test_stdout_closed_by_the_app_ends_serve() -> None:
         proc.stdin.write(b'{"id": 2, "cmd": "prompt", "session": "s1", "text": "a b c"}\n')  # type: ignore[union-attr]
         proc.stdin.flush()  # type: ignore[union-attr]
         assert proc.wait(20) == 1
-        assert b"stdout" in proc.stderr.read()  # type: ignore[union-attr]
+        # Its reader went away: it ends quietly, as a Unix tool in a closed pipe ends.
+        err = proc.stderr.read()  # type: ignore[union-attr]
+        assert b"Traceback" not in err and b"stdout" not in err, err
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -896,7 +898,7 @@ def test_discover_catalog_missing_and_env_override(tmp_path: Path) -> None:
     assert not set(found) & set(missing)
     agent = found[overridden.id]
     assert agent["executable_path"] == str(fake) and agent["source"] == "EnvOverride"
-    assert agent["version"] == "fake-agent 9.9.9"
+    assert agent["version"] == "9.9.9"  # the version number of what --version printed
     for spec in catalog.CATALOG[1:]:
         if spec.id in missing:
             entry = missing[spec.id]

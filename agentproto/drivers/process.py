@@ -178,9 +178,11 @@ class ProcessTransport:
         self._give_up()
 
     def _give_up(self) -> None:
+        # Not ``shutdown``: the driver did not ask for this, so the wire's record (which
+        # holds what the driver did) does not get it; a replay sees the agent's own exit.
         if not self._gone and self._returncode is None:
             self._gone = True
-            self.shutdown(self.GONE_GRACE)
+            self._shut(self.GONE_GRACE)
 
     def close_stdin(self) -> None:
         if self._wire is not None:
@@ -332,6 +334,9 @@ class ProcessTransport:
     def shutdown(self, grace: float = 3.0) -> None:
         if self._wire is not None:
             self._wire.control("shutdown")
+        self._shut(grace)
+
+    def _shut(self, grace: float) -> None:
         self._end_input()
         if self._returncode is None:
             self._timers.append(self.loop.call_later(grace, self._terminate))
