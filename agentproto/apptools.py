@@ -59,25 +59,35 @@ def _object_schema(value: Any, at: str) -> dict[str, Any]:
     return value
 
 
-def check_tools(value: Any) -> list[dict[str, Any]]:
-    """The app's tool declarations, checked; ``InvalidConfiguration`` names the bad entry."""
+def _array(value: Any, field: str, of: str) -> list[Any]:
+    """The array ``field`` must be ([] when it is absent)."""
     if value is None:
         return []
     if not isinstance(value, list):
-        raise _invalid(f"tools: expected an array of {{{', '.join(TOOL_FIELDS)}}}, got {_type_name(value)}")
+        raise _invalid(f"{field}: expected an array of {of}, got {_type_name(value)}")
+    return value
+
+
+def _name(value: Any, at: str, expected: str) -> str:
+    """A tool's or hook event's name: 1 to 64 of A-Z a-z 0-9 _ - (MCP's and the hooks' rule)."""
+    if not isinstance(value, str) or not NAME.fullmatch(value):
+        shown = json.dumps(value)[:80] if isinstance(value, str) else _type_name(value)
+        raise _invalid(f"{at}: expected {expected}, got {shown}")
+    return value
+
+
+def check_tools(value: Any) -> list[dict[str, Any]]:
+    """The app's tool declarations, checked; ``InvalidConfiguration`` names the bad entry."""
     tools: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for index, entry in enumerate(value):
+    for index, entry in enumerate(_array(value, "tools", f"{{{', '.join(TOOL_FIELDS)}}}")):
         at = f"tools[{index}]"
         if not isinstance(entry, dict):
             raise _invalid(f"{at}: expected an object {{{', '.join(TOOL_FIELDS)}}}, got {_type_name(entry)}")
         unknown = sorted(set(entry) - set(TOOL_FIELDS))
         if unknown:
             raise _invalid(f"{at}: unknown field `{unknown[0]}` (a tool has {', '.join(TOOL_FIELDS)})")
-        name = entry.get("name")
-        if not isinstance(name, str) or not NAME.fullmatch(name):
-            shown = json.dumps(name)[:80] if isinstance(name, str) else _type_name(name)
-            raise _invalid(f"{at}.name: expected 1 to 64 of A-Z a-z 0-9 _ -, got {shown}")
+        name = _name(entry.get("name"), f"{at}.name", "1 to 64 of A-Z a-z 0-9 _ -")
         if name in seen:
             raise _invalid(f"{at}.name: {name} is declared twice")
         seen.add(name)
@@ -98,14 +108,9 @@ def check_tools(value: Any) -> list[dict[str, Any]]:
 
 def check_hooks(value: Any) -> list[str]:
     """The hook event names the app answers, checked."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise _invalid(f"hooks: expected an array of hook event names, got {_type_name(value)}")
+    value = _array(value, "hooks", "hook event names")
     for index, event in enumerate(value):
-        if not isinstance(event, str) or not NAME.fullmatch(event):
-            shown = json.dumps(event)[:80] if isinstance(event, str) else _type_name(event)
-            raise _invalid(f"hooks[{index}]: expected a hook event name (1 to 64 of A-Z a-z 0-9 _ -), got {shown}")
+        _name(event, f"hooks[{index}]", "a hook event name (1 to 64 of A-Z a-z 0-9 _ -)")
         if event in value[:index]:
             raise _invalid(f"hooks[{index}]: {event} is listed twice")
     return list(value)

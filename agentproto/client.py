@@ -495,14 +495,16 @@ class Runtime:
         return report
 
     def probe(self, agent: Any, **options: Any) -> dict[str, Any]:
-        _check_options("probe", options)
-        details: dict[str, Any] = self._call("probe", agent=agent, **options)
-        return details
+        return self._about_agent("probe", agent, options)
 
     def plan_usage(self, agent: Any, **options: Any) -> dict[str, Any]:
-        _check_options("plan_usage", options)
-        usage: dict[str, Any] = self._call("plan_usage", agent=agent, **options)
-        return usage
+        return self._about_agent("plan_usage", agent, options)
+
+    def _about_agent(self, name: str, agent: Any, options: dict[str, Any]) -> dict[str, Any]:
+        """A command that opens no session and answers an object (probe, plan_usage)."""
+        _check_options(name, options)
+        answer: dict[str, Any] = self._call(name, agent=agent, **options)
+        return answer
 
     def generate(
         self,

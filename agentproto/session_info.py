@@ -62,6 +62,21 @@ def merge(info: dict[str, Any], members: dict[str, Any]) -> bool:
     return changed
 
 
+def select_option(
+    option_id: str, name: str, choices: list[dict[str, Any]], current: Any, category: str | None = None
+) -> dict[str, Any]:
+    """A ``ConfigOption`` of kind ``Select`` (what every driver offers: model, mode, effort ...),
+    settable during the session."""
+    return {
+        "id": option_id,
+        "name": name,
+        "category": category,
+        "kind": {"Select": {"choices": choices}},
+        "current": current,
+        "live": True,
+    }
+
+
 def find_option(info: dict[str, Any], option_id: str) -> dict[str, Any] | None:
     return next((o for o in info["details"]["config_options"] if o.get("id") == option_id), None)
 

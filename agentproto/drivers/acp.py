@@ -64,7 +64,6 @@ class AcpDriver(AcpTurns, LineDriver):
 
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
-        self.loop = host.loop
         from agentproto.drivers.catalog import spec_for
 
         spec = spec_for(launch.agent_id)

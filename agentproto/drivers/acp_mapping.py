@@ -19,6 +19,7 @@ from typing import Any
 from agentproto.apptools import APP_SERVER
 from agentproto.drivers.fields import obj, opt_text, text
 from agentproto.errors import AgentError, Kind
+from agentproto.session_info import select_option
 from agentproto.wire import tool_update
 
 TOOL_KINDS = {
@@ -306,15 +307,7 @@ def map_config_options(
                 for m in state[listed]
                 if isinstance(m, dict) and isinstance(m.get(key), str)
             ]
-            option = {
-                "id": oid,
-                "name": name,
-                "category": oid,
-                "kind": {"Select": {"choices": choices}},
-                "current": state.get(current),
-                "live": True,
-            }
-            out.append((option, oid, oid))
+            out.append((select_option(oid, name, choices, state.get(current), oid), oid, oid))
             taken.add(oid)
     return out
 

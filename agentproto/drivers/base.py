@@ -200,6 +200,8 @@ class Driver:
     def __init__(self, host: Host, launch: Launch) -> None:
         self.host = host
         self.launch = launch
+        #: The one loop (its clock and timers), as the host gives it.
+        self.loop: Loop = host.loop
 
     @classmethod
     def plan_usage(cls, loop: "Loop", launch: Launch, done: Callable[[Any, "AgentError | None"], None]) -> None:

@@ -13,6 +13,7 @@ import mimetypes
 from typing import Any
 
 from agentproto.drivers.base import APP_SERVER, Launch
+from agentproto.session_info import select_option
 from agentproto.wire import tool_update
 
 PERMISSION_OPTIONS = ["AllowOnce", "AllowAlways", "DenyOnce", "DenyAlways"]
@@ -239,42 +240,12 @@ def config_options(
                     "description": entry.get("description"),
                 }
             )
+    modes = [{"value": v, "label": label, "description": d} for v, label, d in MODES]
+    efforts = [{"value": e, "label": e.capitalize()} for e in EFFORTS]
     return [
-        {
-            "id": "model",
-            "name": "Model",
-            "category": "model",
-            "kind": {"Select": {"choices": choices}},
-            "current": model or "default",
-            "live": True,
-        },
-        {
-            "id": "mode",
-            "name": "Mode",
-            "category": "mode",
-            "kind": {
-                "Select": {
-                    "choices": [
-                        {"value": v, "label": label, "description": d}
-                        for v, label, d in MODES
-                    ]
-                }
-            },
-            "current": mode,
-            "live": True,
-        },
-        {
-            "id": "effort",
-            "name": "Effort",
-            "category": "thought_level",
-            "kind": {
-                "Select": {
-                    "choices": [{"value": e, "label": e.capitalize()} for e in EFFORTS]
-                }
-            },
-            "current": effort,
-            "live": True,
-        },
+        select_option("model", "Model", choices, model or "default", "model"),
+        select_option("mode", "Mode", modes, mode, "mode"),
+        select_option("effort", "Effort", efforts, effort, "thought_level"),
     ]
 
 

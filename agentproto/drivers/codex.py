@@ -85,7 +85,6 @@ class CodexDriver(CodexItems, LineDriver):
 
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
-        self.loop = host.loop
         self.tools_disabled = launch.tools_disabled
         # app-server's JSON-RPC leaves out the "jsonrpc" member, both ways.
         self.rpc = Peer(version_member=False)

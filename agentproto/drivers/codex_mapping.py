@@ -13,6 +13,7 @@ from typing import Any
 
 from agentproto.apptools import APP_SERVER
 from agentproto.drivers.fields import obj, objects, opt_text, text
+from agentproto.session_info import select_option
 from agentproto.wire import tool_update
 
 LOGIN: list[dict[str, Any]] = [
@@ -392,19 +393,6 @@ def sandbox_policy(mode: str) -> dict[str, Any]:
 SANDBOX_NAMES = {"readOnly": "read-only", "workspaceWrite": "workspace-write", "dangerFullAccess": "danger-full-access"}
 
 
-def _select(
-    option_id: str, name: str, choices: list[dict[str, Any]], current: Any, category: str | None = None
-) -> dict[str, Any]:
-    return {
-        "id": option_id,
-        "name": name,
-        "category": category,
-        "kind": {"Select": {"choices": choices}},
-        "current": current,
-        "live": True,
-    }
-
-
 def config_options(
     models: list[dict[str, Any]], model: str | None, effort: str | None, sandbox: str | None, mode: str
 ) -> list[dict[str, Any]]:
@@ -430,13 +418,13 @@ def config_options(
     for known in EFFORTS:
         if known not in efforts:
             efforts.append(known)
+    effort_choices = [{"value": e, "label": e} for e in efforts]
+    modes = [{"value": "default", "label": "Default"}, {"value": "plan", "label": "Plan"}]
     return [
-        _select("model", "Model", choices, model, "model"),
-        _select("effort", "Reasoning effort", [{"value": e, "label": e} for e in efforts], effort, "thought_level"),
-        _select("sandbox", "Sandbox", [{"value": s, "label": s} for s in SANDBOXES], sandbox),
-        _select(
-            "mode", "Mode", [{"value": "default", "label": "Default"}, {"value": "plan", "label": "Plan"}], mode, "mode"
-        ),
+        select_option("model", "Model", choices, model, "model"),
+        select_option("effort", "Reasoning effort", effort_choices, effort, "thought_level"),
+        select_option("sandbox", "Sandbox", [{"value": s, "label": s} for s in SANDBOXES], sandbox),
+        select_option("mode", "Mode", modes, mode, "mode"),
     ]
 
 
