@@ -229,3 +229,74 @@ COMMANDS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
 }
 
 COMMAND_NAMES = tuple(COMMANDS)
+
+
+# -- launch text: what may reach an argv, an environment or a path ---------------------
+
+#: The launch fields checked by ``launch_text_problem`` (every string in them, keys too):
+#: each may end up in an agent's argv, environment, config file or a path we open.
+LAUNCH_TEXT_FIELDS = ("agent", "dir", "attachments", *SESSION_OPTIONS, *TOOL_OPTIONS)
+#: The maps whose keys are environment variable names.
+_ENV_MAPS = ("env",)
+
+
+def _shown(key: str) -> str:
+    """A key as a problem names it: a plain name is quoted back; anything else is not, since
+    an env "name" like ``TOKEN=sk-…`` is a value typed in the wrong place."""
+    plain = 0 < len(key) <= 64 and all(c.isascii() and (c.isalnum() or c in "_.-") for c in key)
+    return f".{key}" if plain else "[a key]"
+
+
+def _text_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "holds a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "holds a lone surrogate (not Unicode text)"
+    return None
+
+
+def _env_name_problem(name: str) -> str | None:
+    if not name:
+        return "is empty"
+    if "=" in name:
+        return "holds '='"
+    return None
+
+
+def launch_text_problem(args: dict[str, Any]) -> str | None:
+    """The first string of a launch's fields that no process could be given, as "FIELD:
+    WHAT", or None. A NUL or a lone surrogate cannot be in an argv, an environment or a
+    path, and an environment name cannot be empty or hold ``=``: such an open is refused
+    before anything starts (InvalidConfiguration), the same for every driver. Values are
+    never quoted back (an env value may be a secret)."""
+    for field in LAUNCH_TEXT_FIELDS:
+        if field in args:
+            problem = _walk(args[field], field, field in _ENV_MAPS)
+            if problem is not None:
+                return problem
+    return None
+
+
+def _walk(value: Any, path: str, env_names: bool = False) -> str | None:
+    # Iterative: a value nested as deep as the JSON decoder allows must not overflow here.
+    stack: list[tuple[Any, str, bool]] = [(value, path, env_names)]
+    while stack:
+        value, path, env_names = stack.pop()
+        if isinstance(value, str):
+            problem = _text_problem(value)
+            if problem is not None:
+                return f"{path} {problem}"
+        elif isinstance(value, list):
+            stack.extend((item, f"{path}[{index}]", False) for index, item in reversed(list(enumerate(value))))
+        elif isinstance(value, dict):
+            children = []
+            for key, item in value.items():
+                problem = _text_problem(key) or (_env_name_problem(key) if env_names else None)
+                if problem is not None:
+                    return f"{path}: a name {problem}"
+                # An MCP server's Stdio env holds environment names too.
+                children.append((item, path + _shown(key), key == "env" and isinstance(item, dict)))
+            stack.extend(reversed(children))
+    return None

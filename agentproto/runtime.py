@@ -22,7 +22,7 @@ import os
 import tempfile
 from typing import TYPE_CHECKING, Any, Callable
 
-from agentproto import apptools, redact
+from agentproto import apptools, commands, redact
 from agentproto.answers import hands_off_answer, request_id_of
 from agentproto.drivers import catalog
 from agentproto.drivers.base import Launch
@@ -143,6 +143,11 @@ class Runtime:
     def _launch(
         self, args: dict[str, Any], throwaway: bool = False, tools_disabled: bool = False, session_id: str | None = None
     ) -> tuple[AgentSpec, Launch]:
+        # Checked once here, for every driver, before anything is resolved or started: a NUL
+        # in an argv or an `=` in an env name would otherwise surface as a driver's ValueError.
+        problem = commands.launch_text_problem(args)
+        if problem is not None:
+            raise AgentError.detail(Kind.INVALID_CONFIGURATION, problem)
         spec, installation = self.resolve(args["agent"], session_id)
         directory = args.get("dir") or tempfile.gettempdir()
         if not os.path.isdir(directory):
