@@ -212,26 +212,25 @@ class CodexItems:
             else:
                 self._skipped(method, "its message is not a string")
 
+    def _message_completed(self, item_id: str, delta: str, whole: str) -> None:
+        """A message item is complete: its whole text, unless its deltas streamed it, then its end."""
+        if item_id not in self._streamed and whole:
+            self.host.emit({delta: {"message_id": item_id, "text": whole}})
+        self._streamed.discard(item_id)
+        self.host.emit({"MessageEnded": {"message_id": item_id}})
+
     def _item(self, item: dict[str, Any], completed: bool) -> None:
         kind = item.get("type")
         item_id = text(item.get("id"))
         if kind == "agentMessage":
             if completed:
-                whole = text(item.get("text"))
-                if item_id not in self._streamed and whole:
-                    self.host.emit({"TextDelta": {"message_id": item_id, "text": whole}})
-                self._streamed.discard(item_id)
-                self.host.emit({"MessageEnded": {"message_id": item_id}})
+                self._message_completed(item_id, "TextDelta", text(item.get("text")))
             return
         if kind == "reasoning":
             if completed:
-                if item_id not in self._streamed:
-                    whole = "\n\n".join(strings(item.get("summary")) or strings(item.get("content")))
-                    if not whole:
-                        return
-                    self.host.emit({"ReasoningDelta": {"message_id": item_id, "text": whole}})
-                self._streamed.discard(item_id)
-                self.host.emit({"MessageEnded": {"message_id": item_id}})
+                whole = "\n\n".join(strings(item.get("summary")) or strings(item.get("content")))
+                if whole or item_id in self._streamed:  # an empty summary never streamed is no message
+                    self._message_completed(item_id, "ReasoningDelta", whole)
             return
         if kind == "contextCompaction":
             if completed:
