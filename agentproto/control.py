@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto import inspect
 from agentproto.errors import AgentError, Kind, error_from_body, log
-from agentproto.listen import accept_ready, bind_unix, hang_up, unlink_unix
+from agentproto.listen import accept_ready, bind_unix, close_unix, hang_up
 from agentproto.streams import LineReader, Output, Reader
 from agentproto.wire import TooLong, decode_json_line, encode
 
@@ -202,10 +202,8 @@ class ControlServer:
         for conn in list(self.conns.values()):
             conn.hang_up()
         if self.listener is not None:
-            self.loop.forget(self.listener)
-            self.listener.close()
+            close_unix(self.loop, self.listener, self.path, self.identity)
             self.listener = None
-            unlink_unix(self.path, self.identity)
 
 
 class _ControlConn:

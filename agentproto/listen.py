@@ -68,6 +68,13 @@ def unlink_unix(path: str, identity: tuple[int, int] | None) -> None:
         pass
 
 
+def close_unix(loop: "Loop", listener: socket.socket, path: str, identity: tuple[int, int] | None) -> None:
+    """Stop listening on a ``bind_unix`` socket and remove its file (if it is still ours)."""
+    loop.forget(listener)
+    listener.close()
+    unlink_unix(path, identity)
+
+
 def tcp_address(host: str, port: int) -> tuple[int, int, int, Any]:
     """``(family, type, proto, sockaddr)`` to listen on ``host:port`` (port 0 picks one)."""
     family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]

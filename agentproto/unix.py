@@ -17,7 +17,7 @@ import sys
 
 from agentproto import record
 from agentproto.errors import log
-from agentproto.listen import accept_ready, bind_unix, hang_up, unlink_unix
+from agentproto.listen import accept_ready, bind_unix, close_unix, hang_up
 from agentproto.runtime import Runtime
 from agentproto.serve import P1Connection
 from agentproto.stdio import watch_lifetime, when_drained
@@ -89,10 +89,8 @@ class UnixServer:
 
     def close_listener(self) -> None:
         if self.listener is not None:
-            self.loop.forget(self.listener)
-            self.listener.close()
+            close_unix(self.loop, self.listener, self.path, self.identity)
             self.listener = None
-            unlink_unix(self.path, self.identity)
 
 
 def run_unix(runtime: Runtime, path: str, recorder: "record.Sink | None" = None) -> int:
