@@ -100,6 +100,7 @@ class Chat:
             self.screen.stream(body["text"], "2")
         if name == "TurnStarted":
             self.turn_started, self.turn_cost, self.tool_said = self.loop.time(), None, {}
+            self.turn_running = True  # a prompt typed during the last turn may start one now
         elif name in ("ToolUpdated", "ToolProgress", "ToolOutputDelta"):
             self._tool(name, body)
         elif name == "ContextUsage" and body.get("cost_usd") is not None:
@@ -152,7 +153,8 @@ class Chat:
             # an error ends the turn), and closing it again from here would re-enter it.
             self.loop.call_soon(self._close)
         else:
-            self._show_prompt()
+            # Next tick: a queued prompt's turn starts right after this one ends.
+            self.loop.call_soon(lambda: None if self.turn_running else self._show_prompt())
 
     def session_error(self, session: Session, error: AgentError) -> None:
         self.screen.note(f"{error.kind}: {error.message}", "31")

@@ -467,3 +467,17 @@ def test_sigterm_in_a_terminal_exits_143(terminals) -> None:
     term.expect("> ")
     os.kill(term.proc.pid, signal.SIGTERM)
     assert term.wait() == 128 + signal.SIGTERM
+
+
+def test_a_prompt_typed_during_a_turn_runs_next_and_the_prompt_waits_for_it(terminals, tmp_path: Path) -> None:
+    turns = [[say("one"), {"Sleep": 2000}, END], [say("two", "m2"), END]]
+    term = terminals("chat", "--mock", write_script(tmp_path, {"turns": turns}), env={"NO_COLOR": "1"})
+    term.expect("> ")
+    term.type("first\n")
+    term.expect("one")
+    # Typed while turn one runs: queued behind it. (The terminal's echo of the typed line, off
+    # here, is what ends turn one's line on a real terminal.)
+    term.type("second\n")
+    assert term.expect("> ") == "two\n"  # no prompt between the two turns: it comes after two
+    term.type("/quit\n")
+    assert term.wait() == 0
