@@ -202,6 +202,29 @@ def test_what_will_run_shows_the_command_the_files_and_the_url() -> None:
     assert what_will_run(mcp) == ['{"q": 1}']
 
 
+def _permission(request_id: str, kind: str, title: str, tool_input: Any, diffs: list[Any]) -> list[Any]:
+    tool_body = {"id": f"tool-{request_id}", "kind": kind, "title": title, "status": "Pending", "input": tool_input,
+                 "output": None, "diffs": diffs, "locations": [], "raw": None}
+    body = {"id": request_id, "tool": tool_body, "options": ["AllowOnce", "AllowAlways", "DenyOnce"], "detail": None}
+    return [{"Emit": {"RequestOpened": {"Permission": body}}}, "AwaitAnswer"]
+
+
+def test_a_permission_shows_the_files_and_diff_summary_of_an_edit_and_the_url_of_a_fetch(tmp_path: Path) -> None:
+    """What the agent would do, not only how it describes it: through a real chat."""
+    diffs = [{"path": "src/a.py", "old_text": "one\ntwo\nthree\n", "new_text": "one\n2\nthree\nfour\n"},
+             {"path": "src/new.py", "old_text": None, "new_text": "x = 1\ny = 2\n"}]
+    turn = [*_permission("r1", "Edit", "Tidy the module", {"Path": "src/a.py"}, diffs),
+            *_permission("r2", "Fetch", "Read the docs", {"Url": "https://example.com/docs?q=1"}, []),
+            say("ok"), END]
+    result = run("--mock", write_script(tmp_path, {"turns": [turn]}), stdin=b"tidy up")
+    assert result.returncode == 0 and result.stdout == b"ok\n", result.stderr
+    keys = "[y]es, [a]lways, [n]o (n REASON says why): n (no terminal to ask)"
+    assert result.stderr.decode() == (
+        f"Allow Edit: Tidy the module?\n  src/a.py: +2 -1 lines\n  src/new.py: new file, 2 lines\n{keys}\n"
+        f"Allow Fetch: Read the docs?\n  URL: https://example.com/docs?q=1\n{keys}\n"
+    )
+
+
 def test_permission_answers() -> None:
     from agentproto.chat_view import permission_answer
 

@@ -27,7 +27,7 @@ from agentproto import __version__
 from agentproto.drivers import catalog
 
 SCHEMA = json.loads((ROOT / "agentproto" / "schema.json").read_text())
-COMMANDS = ("serve", "agent", "list", "chat", "schema", "mcp-bridge")
+COMMANDS = ("serve", "agent", "list", "chat", "schema", "mcp-bridge", "replay", "inspect")
 
 
 def run(*args: str, stdin: bytes = b"", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -74,6 +74,11 @@ def test_every_command_has_a_description_and_an_example(command: str) -> None:
     description, _, examples = text.partition("\nexamples:\n")
     assert len(description.split("\n\n")[1]) > 60, text  # the paragraph after the usage line
     assert f"python3 -m agentproto {command}" in examples or f"agentproto {command}" in examples
+
+
+def test_serve_help_says_the_token_can_come_from_the_environment() -> None:
+    text = " ".join(run("serve", "--help").stdout.decode().split())
+    assert "AGENTPROTO_AUTH_TOKEN, which stays out of ps" in text
 
 
 def test_chat_help_names_the_commands_no_color_and_agent_references() -> None:
@@ -253,6 +258,8 @@ def _closed_pipe() -> int:
         (["agent"], b'{"op": "capabilities"}\n'),
         (["--single-shot"], b'{"op": "capabilities"}'),
         (["serve", "--transport", "jsonrpc"], b'{"jsonrpc": "2.0", "id": 1, "method": "capabilities"}\n'),
+        (["serve", "--transport", "mcp"], b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}\n'),
+        (["inspect", "--view", "cost", "--db", "off"], b""),
     ],
 )
 def test_a_closed_stdout_ends_every_command_at_once_and_quietly(args: list[str], stdin: bytes) -> None:
@@ -305,7 +312,7 @@ def _pipe_is_full(read_end: int) -> bool:
     return int.from_bytes(buffered, sys.byteorder) >= 60000
 
 
-@pytest.mark.parametrize("command,status", [("chat", 128 + signal.SIGTERM), ("serve", 0)])
+@pytest.mark.parametrize("command,status", [("chat", 128 + signal.SIGTERM), ("serve", 0), ("agent", 0)])
 def test_sigterm_ends_a_command_whose_reader_stopped_reading(tmp_path: Path, command: str, status: int) -> None:
     read_end, write_end = os.pipe()
     proc = subprocess.Popen(
@@ -318,6 +325,9 @@ def test_sigterm_ends_a_command_whose_reader_stopped_reading(tmp_path: Path, com
         if command == "chat":
             proc.stdin.write(b"go")
             proc.stdin.close()
+        elif command == "agent":
+            proc.stdin.write(b'{"op":"open","agent":"mock","dir":"."}\n{"op":"prompt","text":"go"}\n')
+            proc.stdin.flush()
         else:
             proc.stdin.write(b'{"id":1,"cmd":"open","agent":"mock","dir":"."}\n'
                              b'{"id":2,"cmd":"prompt","session":"s1","text":"go"}\n')

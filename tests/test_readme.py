@@ -91,3 +91,19 @@ def test_the_command_line_block_lists_every_command_and_flag() -> None:
 
 def test_one_spelling_of_the_interpreter() -> None:
     assert not re.search(r"(^|[\s`(])python (-m |scripts/)", README, re.M), "python3, everywhere"
+
+
+def test_question_choices_are_answered_by_id_as_the_readme_says() -> None:
+    """The README's own example: a label is refused with the words it quotes, the id is taken."""
+    said = "the `InvalidRequest` error `invalid request: q1: color: unknown choice Red`"
+    assert said in " ".join(README.split()), "the README's example moved: update this test"
+    with Sidecar(["--mock", str(ROOT / "fixtures" / "mock-scripts" / "question.json")]) as sc:
+        session = sc.open()
+        sc.ok({"cmd": "prompt", "session": session, "text": "go"})
+        sc.events(session, until="RequestOpened")
+        by_label = {"Question": [{"Choices": ["Red"]}, {"Text": "Rosso"}]}
+        error = sc.error({"cmd": "answer", "session": session, "request": "q1", "answer": by_label})
+        assert f"the `{error['kind']}` error `{error['message']}`" == said
+        by_id = {"Question": [{"Choices": ["c-red"]}, {"Text": "Rosso"}]}
+        sc.ok({"cmd": "answer", "session": session, "request": "q1", "answer": by_id})
+        assert sc.events(session)[-1]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
