@@ -38,6 +38,13 @@ class Timer:
 
     def cancel(self) -> None:
         self.cancelled = True
+        # A cancelled timer stays in the heap until its time comes: what its callback holds
+        # (a closed session, whole) must not stay with it.
+        self.callback = _nothing
+
+
+def _nothing() -> None:
+    pass
 
 
 class _Watch:

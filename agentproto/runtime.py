@@ -98,7 +98,8 @@ class Runtime:
         self.mock_script = mock_script
         self.stall_timeout = stall_timeout
         self.sessions: dict[str, Session] = {}
-        self.closed_ids: set[str] = set()
+        #: Session ids are issued in order (s1, s2, …): an id up to this one that is not live
+        #: is closed. Nothing is kept per closed session (a sidecar may see millions).
         self._last_id = 0
         #: How sessions start their agents (replay and fault injection replace it).
         self.transport_factory = transport_factory
@@ -111,10 +112,18 @@ class Runtime:
         self.context = Context(loop, stall_timeout, self._forget, transport_factory, self._listen, self.observer)
 
     def _forget(self, session: Session) -> None:
-        if self.sessions.pop(session.id, None) is not None:
-            self.closed_ids.add(session.id)
+        self.sessions.pop(session.id, None)
         if session.launch.wire is not None:
             session.launch.wire.close()
+
+    def issued(self, session_id: str) -> bool:
+        """Whether this runtime issued ``session_id`` (live or closed since)."""
+        digits = session_id[1:]
+        if session_id[:1] != "s" or not (digits.isascii() and digits.isdigit()) or digits[0] == "0":
+            return False
+        # Compared by length first: int() of a 5,000-digit string raises (and costs).
+        last = str(self._last_id)
+        return len(digits) < len(last) or (len(digits) == len(last) and digits <= last)
 
     # -- the seams replay replaces (replay.py) ------------------------------------------
 
@@ -515,7 +524,6 @@ class Scope:
         self.shared = shared
         self.live: dict[str, Session] = {}
         self.hidden: dict[str, Session] = {}
-        self.closed: set[str] = set()
         #: Called when the last session of this scope has closed.
         self.on_empty: Callable[[], None] | None = None
 
@@ -524,9 +532,7 @@ class Scope:
         session.scopes.append(self)
 
     def discard(self, session: Session) -> None:
-        if self.live.pop(session.id, None) is not None:
-            self.closed.add(session.id)
-        elif self.hidden.pop(session.id, None) is None:
+        if self.live.pop(session.id, None) is None and self.hidden.pop(session.id, None) is None:
             return
         if self.on_empty is not None and not self.live and not self.hidden:
             self.on_empty()
@@ -539,8 +545,11 @@ class Scope:
         session = live.get(session_id)
         if session is not None:
             return session
-        closed = self.runtime.closed_ids if self.shared else self.closed
-        if session_id in closed:
+        # Issued and no longer live anywhere: closed (whichever frontend opened it; ids are
+        # sequential, so saying so tells nothing new). Another connection's live session
+        # stays unknown to this one.
+        runtime = self.runtime
+        if runtime.issued(session_id) and session_id not in runtime.sessions:
             raise AgentError.session_closed(session_id)
         raise AgentError.unknown_session(session_id)
 
