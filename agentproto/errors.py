@@ -107,8 +107,18 @@ def log(message: str) -> None:
     dropped and counted, and the next line that can be written says how many were lost.
     A closed or broken stderr never costs the caller.
     """
+    _write_stderr(f"agentproto: {message}\n", say_dropped=True)
+
+
+def write_stderr(text: str) -> None:
+    """``text`` on stderr as it is (a terminal command's prompt, note or status line: no
+    prefix, no newline added), by ``log``'s rule: never blocks, and what does not fit is
+    dropped and counted."""
+    _write_stderr(text, say_dropped=False)
+
+
+def _write_stderr(text: str, say_dropped: bool) -> None:
     global _dropped
-    text = f"agentproto: {message}\n"
     try:
         fd = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):  # replaced by something in memory (a test's capture)
@@ -118,30 +128,12 @@ def log(message: str) -> None:
         except (OSError, ValueError):
             pass
         return
-    if _dropped:
+    if say_dropped and _dropped:
         notice = f"agentproto: {_dropped} log line(s) dropped or cut short: stderr was not being read\n"
         if not _write_nowait(fd, notice.encode()):
             _dropped += 1
             return
         _dropped = 0
-    if not _write_nowait(fd, text.encode("utf-8", "replace")):
-        _dropped += 1
-
-
-def write_stderr(text: str) -> None:
-    """``text`` on stderr as it is (a terminal command's prompt, note or status line: no
-    prefix, no newline added), by ``log``'s rule: never blocks, and what does not fit is
-    dropped and counted."""
-    global _dropped
-    try:
-        fd = sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):
-        try:
-            sys.stderr.write(text)
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
-        return
     if not _write_nowait(fd, text.encode("utf-8", "replace")):
         _dropped += 1
 
