@@ -121,3 +121,13 @@ def test_the_cli_exiting_before_it_is_ready_is_spawn_failed():
     ((value, error),) = conv.replies("open")
     assert value is None and error.kind == "SpawnFailed" and "unknown option" in error.message
     conv.close()
+
+
+def test_configure_takes_any_model_id_and_only_a_listed_mode(conv):
+    # The CLI resolves a model id itself, listed or not; mode and effort are its fixed choices.
+    for option, value in [("model", " "), ("mode", "anything"), ("model", "claude-unlisted")]:
+        conv.command("configure", option=option, value=value)
+    errors = [error for _, error in conv.replies("configure")[:2]]
+    assert errors[0] is not None and errors[0].message == "invalid configuration: model: expects a model id"
+    assert errors[1] is not None and errors[1].message.startswith("invalid configuration: mode: expects one of ")
+    assert conv.transport.written[-1]["request"] == {"subtype": "set_model", "model": "claude-unlisted"}

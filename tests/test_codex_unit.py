@@ -374,6 +374,19 @@ def test_configure_applies_to_the_next_turn_start(conv, tmp_path):
     assert "/w/notes.md" in params["input"][0]["text"]
 
 
+def test_configure_takes_any_model_or_effort_name_and_only_a_listed_sandbox(conv):
+    # model and effort: any non-empty string (Codex resolves it); sandbox: one of its choices.
+    for option, value in [("model", ""), ("effort", 5), ("sandbox", "anywhere"), ("effort", "unlisted")]:
+        conv.command("configure", option=option, value=value)
+    errors = [error for _, error in conv.replies("configure")]
+    assert [e.message if e else None for e in errors] == [
+        "invalid configuration: model: expects a model name",
+        "invalid configuration: effort: expects a reasoning effort",
+        "invalid configuration: sandbox: expects one of read-only, workspace-write, danger-full-access",
+        None,
+    ]
+
+
 def test_a_request_codex_resolves_itself_is_withdrawn_once(conv):
     start(conv)
     params = {"threadId": THREAD, "turnId": TURN, "itemId": "f9"}

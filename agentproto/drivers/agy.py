@@ -86,6 +86,9 @@ class AgyDriver(LineDriver):
     open_fields = frozenset({"notes", "reminder"})
     app_tools = True
     hook_events = HOOK_EVENTS
+    #: Any id goes (agy lists its models in probe); one agy does not know is refused when
+    #: the new process starts, and the session goes on with its model.
+    open_choices = {"model": "a model id"}
 
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
@@ -364,13 +367,6 @@ class AgyDriver(LineDriver):
                     self.injected.append(message)
 
     # -- settings
-    def validate_config(self, option: dict[str, Any], value: Any) -> str | None:
-        if option.get("id") == "model":
-            # Any id goes (agy lists its models in probe); one agy does not know is refused
-            # when the new process starts, and the session goes on with its model.
-            return None if isinstance(value, str) and value.strip() else "expects a model id"
-        return super().validate_config(option, value)
-
     def configure(self, option: str, value: Any, done: Callable[[AgentError | None], None]) -> None:
         if option != "model":
             done(AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option}: agy has no such setting"))

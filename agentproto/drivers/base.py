@@ -244,9 +244,16 @@ class Driver:
         channel carried it: a driver whose agent reports the hook's effect without its
         content (agy's injected steps carry no text) learns it here."""
 
+    #: Options that take any non-empty string, listed among their choices or not (the agent
+    #: resolves it): option id -> what the value is, for the refusal ("a model id").
+    open_choices: dict[str, str] = {}
+
     # -- settings and history
     def validate_config(self, option: dict[str, Any], value: Any) -> str | None:
         """Return a problem with ``value`` for ``option``, or None. Strict by default."""
+        wanted = self.open_choices.get(str(option.get("id")))
+        if wanted is not None:
+            return None if isinstance(value, str) and value.strip() else f"expects {wanted}"
         kind = option.get("kind")
         if kind == "Boolean":
             return None if isinstance(value, bool) else "expects a boolean"

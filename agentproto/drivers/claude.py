@@ -64,6 +64,8 @@ class ClaudeDriver(LineDriver):
     #: --mcp-config file. Hooks: over the control protocol, registered at ``initialize``.
     app_tools = True
     hook_events = HOOK_EVENTS
+    #: Any model id goes through unchanged, listed or not: the CLI resolves it.
+    open_choices = {"model": "a model id"}
 
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
@@ -280,12 +282,6 @@ class ClaudeDriver(LineDriver):
         self.control.answer(request, answer)
 
     # -- settings
-    def validate_config(self, option: dict[str, Any], value: Any) -> str | None:
-        if option.get("id") == "model":
-            # Any model id goes through unchanged, listed or not: the CLI resolves it.
-            return None if isinstance(value, str) and value.strip() else "expects a model id"
-        return super().validate_config(option, value)
-
     def configure(self, option: str, value: Any, done: Callable[[AgentError | None], None]) -> None:
         if option == "model":
             request: dict[str, Any] = {"subtype": "set_model", "model": value}

@@ -82,6 +82,8 @@ class CodexDriver(CodexItems, LineDriver):
     #: The app's tools: the MCP server ``agentproto`` in the thread's config (see
     #: ``_thread_params``). Codex has no hook channel.
     app_tools = True
+    #: Codex resolves model names and efforts itself, listed or not.
+    open_choices = {"model": "a model name", "effort": "a reasoning effort"}
 
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
@@ -543,13 +545,6 @@ class CodexDriver(CodexItems, LineDriver):
         )
 
     # -- settings -------------------------------------------------------------------------
-
-    def validate_config(self, option: dict[str, Any], value: Any) -> str | None:
-        if option.get("id") == "model":
-            return None if isinstance(value, str) and value.strip() else "expects a model name"
-        if option.get("id") == "effort":
-            return None if isinstance(value, str) and value.strip() else "expects a reasoning effort"
-        return super().validate_config(option, value)
 
     def configure(self, option: str, value: Any, done: Callable[[AgentError | None], None]) -> None:
         if option == "model":
