@@ -7,6 +7,14 @@ if sys.version_info < (3, 10):
     sys.stderr.write("agentproto needs Python 3.10 or newer (this is %d.%d.%d)\n" % tuple(sys.version_info[:3]))
     sys.exit(1)
 
+if not __package__:
+    # Run as `python3 path/to/agentproto` (the directory, not -m): sys.path[0] is then this
+    # directory, whose modules (inspect.py, record.py, …) would shadow the stdlib's, and the
+    # package itself is not importable. Its parent directory takes that place.
+    import os
+
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 from agentproto.cli import main  # noqa: E402
 
 sys.exit(main())

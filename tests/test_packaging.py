@@ -215,6 +215,9 @@ def test_vendored_copy_runs_as_python_m_agentproto(tmp_path):
     where = run([BASE_PYTHON, "-c", "import agentproto; print(agentproto.__file__)"], copy.parent)
     assert where.stdout.strip() == str(copy / "__init__.py")
     check_entry_point([BASE_PYTHON, "-m", "agentproto"], copy.parent)
+    # The directory run as a script, from elsewhere: its own modules (inspect.py…) must not
+    # stand in for the stdlib's, and the package must still be found.
+    check_entry_point([BASE_PYTHON, str(copy)], tmp_path)
 
 
 def test_vendor_replaces_its_own_copy_and_refuses_a_foreign_directory(tmp_path):
