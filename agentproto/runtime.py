@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 #: The optional ``open`` fields only some drivers honour (``Driver.open_fields``).
 OPEN_FIELDS = ("notes", "reminder")
+#: Commands a session may hold while it opens (answered in order once the open is answered);
+#: one more is SessionBusy.
+OPENING_QUEUE = 64
 
 
 class _Collector:
@@ -110,6 +113,9 @@ class Runtime:
         #: The loopback listener of the sessions' own tools and hooks, opened on first use.
         self.listener: Listener | None = None
         self.context = Context(loop, stall_timeout, self._forget, transport_factory, self._listen, self.observer)
+        #: Commands sent to a session while it was opening, by session id, in order: run once
+        #: its open is answered (an entry exists only while there is something to hold).
+        self._held: dict[str, list[tuple[str, dict[str, Any], Sink, Scope, Done]]] = {}
 
     def _forget(self, session: Session) -> None:
         self.sessions.pop(session.id, None)
@@ -213,7 +219,13 @@ class Runtime:
             return None
         self._last_id += 1
         session = Session(self.context, session_id, launch, sink)
-        session.open_done = done
+
+        def answered(info: Any, error: AgentError | None) -> None:
+            done(info, error)
+            if session_id in self._held:
+                self.loop.call_soon(lambda: self._run_held(session_id))
+
+        session.open_done = answered
         self.sessions[session.id] = session
         try:
             session.driver = driver_class(session, launch)
@@ -488,7 +500,19 @@ class Runtime:
             except AgentError as error:
                 done(None, error)
                 return
-            if session.state != "open":
+            held = self._held.get(session.id)
+            if session.state == "opening" or held is not None:
+                # Not a false "closed": the command waits for the open's answer, in order with
+                # the session's other held commands, then runs (or is SessionClosed if the open
+                # failed, which it then is).
+                if held is None:
+                    held = self._held[session.id] = []
+                if len(held) >= OPENING_QUEUE:
+                    why = f"{session.id} is opening and already holds {OPENING_QUEUE} commands"
+                    done(None, AgentError.detail(Kind.SESSION_BUSY, why))
+                else:
+                    held.append((name, args, sink, scope, done))
+            elif session.state != "open":
                 done(None, AgentError.session_closed(session.id))
             elif name == "prompt":
                 session.prompt(args["text"], list(args.get("attachments") or []), done)
@@ -510,6 +534,10 @@ class Runtime:
                 done(session.snapshot(), None)
             else:
                 done(None, AgentError.detail(Kind.INVALID_REQUEST, f"unknown command {name}"))
+
+    def _run_held(self, session_id: str) -> None:
+        for name, args, sink, scope, done in self._held.pop(session_id, ()):
+            self.execute(name, args, sink, scope, done)
 
 
 class Scope:

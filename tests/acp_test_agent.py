@@ -29,7 +29,9 @@ the scenario (its first word), so one agent binary serves every test:
 
 Environment: ACP_TEST_AUTH=new fails session/new with -32000; ACP_TEST_RESUME=1
 advertises session/resume (else only session/load); ACP_TEST_NO_LOAD=1 drops loadSession;
-ACP_TEST_NO_HTTP=1 does not advertise MCP over HTTP (mcpCapabilities.http).
+ACP_TEST_NO_HTTP=1 does not advertise MCP over HTTP (mcpCapabilities.http);
+ACP_TEST_INIT_GATE=PATH answers ``initialize`` only once PATH exists (a handshake that
+takes as long as the test wants), or exits with status 4 if PATH holds ``exit``.
 """
 
 from __future__ import annotations
@@ -84,6 +86,11 @@ class TestAgent:
         self.conn = conn
 
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, **kwargs: Any) -> dict:
+        gate = os.environ.get("ACP_TEST_INIT_GATE")
+        while gate and not os.path.exists(gate):
+            await asyncio.sleep(0.01)
+        if gate and open(gate).read() == "exit":
+            os._exit(4)
         caps: dict[str, Any] = {
             "loadSession": not os.environ.get("ACP_TEST_NO_LOAD"),
             "promptCapabilities": {"image": True, "embeddedContext": True},
