@@ -14,6 +14,7 @@ import pytest
 NOT_CORE = {
     "test_claude.py": "the pinned Claude Code CLI (npm)",
     "test_claude_client.py": "the pinned Claude Code CLI (npm)",
+    "test_chat_real.py": "the pinned Claude Code CLI (npm)",
     "test_codex.py": "the pinned Codex CLI (npm)",
     "test_acp_real.py": "the pinned ACP agents (npm)",
     "test_replay_real.py": "the pinned Claude Code and Codex CLIs (npm)",
