@@ -283,6 +283,10 @@ def test_colour_on_a_terminal_but_not_with_term_dumb_or_no_color(terminals) -> N
 def test_ctrl_c_at_the_prompt_exits_130(terminals) -> None:
     term = terminals("chat", "mock", env={"NO_COLOR": "1"})
     term.expect("> ")
+    # One turn first: the chat's loop is surely running (a Ctrl-C during start-up ends the
+    # process through KeyboardInterrupt, 130 either way, and would prove nothing).
+    term.type("hi\n")
+    assert term.expect("> ") == "hi\n"
     term.type("\x03")
     assert term.wait() == 130
 
