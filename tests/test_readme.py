@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -107,3 +108,29 @@ def test_question_choices_are_answered_by_id_as_the_readme_says() -> None:
         by_id = {"Question": [{"Choices": ["c-red"]}, {"Text": "Rosso"}]}
         sc.ok({"cmd": "answer", "session": session, "request": "q1", "answer": by_id})
         assert sc.events(session)[-1]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
+
+
+def test_the_test_command_without_npm_says_what_to_do(tmp_path: Path) -> None:
+    """The README's second command on a machine without node and npm: a message naming them and
+    the core tests' command (was `npm: command not found` from the middle of the script)."""
+    checkout = tmp_path / "checkout"
+    (checkout / "scripts").mkdir(parents=True)
+    (checkout / "tests").mkdir()
+    shutil.copy(ROOT / "scripts" / "install-test-deps", checkout / "scripts")
+    shutil.copy(ROOT / "tests" / "requirements.txt", checkout / "tests")
+    pin = next(line for line in (ROOT / "tests" / "requirements.txt").read_text().splitlines()
+               if line.startswith("setuptools=="))
+    wheelhouse = checkout / ".cache" / "wheelhouse"
+    wheelhouse.mkdir(parents=True)
+    (wheelhouse / f"setuptools-{pin.split('==')[1]}-py3-none-any.whl").write_bytes(b"")  # no download
+    no_npm = tmp_path / "bin"
+    no_npm.mkdir()
+    for tool in Path("/usr/bin").iterdir():
+        if tool.name not in ("npm", "npx", "node", "nodejs", "corepack"):
+            (no_npm / tool.name).symlink_to(tool)
+    env = {**base_env(), "PATH": str(no_npm), "AGENTPROTO_VENV": str(ROOT / ".venv")}  # the suite's own venv
+    done = subprocess.run(["bash", str(checkout / "scripts" / "install-test-deps")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "node and npm are needed" in done.stderr and "command not found" not in done.stderr
+    assert "AGENTPROTO_TEST_DEPS=core bash scripts/test -m core" in " ".join(done.stderr.split())
