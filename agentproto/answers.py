@@ -11,7 +11,9 @@ and generate, which has nobody to ask, takes ``hands_off_answer``.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: The tool kinds AcceptEdits approves without asking.
 EDIT_KINDS = frozenset({"Edit", "Delete", "Move"})

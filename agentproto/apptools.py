@@ -26,14 +26,18 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from agentproto.errors import AgentError, Kind
 from agentproto.wire import _type_name
 
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
+    from typing import Any, Callable, Protocol
+
     from agentproto.loop import Loop, Timer
     from agentproto.mcp import ToolCall
+else:
+    Protocol = object  # the Protocol classes here are interfaces for mypy only
 
 #: The MCP server the app's tools are served as (Claude's model sees ``mcp__agentproto__<name>``).
 APP_SERVER = "agentproto"
@@ -43,7 +47,8 @@ TOOL_TIMEOUT = 600.0
 HOOK_TIMEOUT = 60.0
 TOOL_FIELDS = ("name", "description", "input_schema", "output_schema")
 
-Reply = Callable[[dict[str, Any]], None]
+if TYPE_CHECKING:
+    Reply = Callable[[dict[str, Any]], None]
 
 
 def _invalid(detail: str) -> AgentError:
@@ -235,8 +240,9 @@ class Registration(Protocol):
         """The token is dead at once: every later request with it is a 404."""
 
 
-#: Opens the listener if needed and registers a session's tools and hooks on it.
-Listen = Callable[["AppTools"], Registration]
+if TYPE_CHECKING:
+    #: Opens the listener if needed and registers a session's tools and hooks on it.
+    Listen = Callable[["AppTools"], Registration]
 
 
 class Pending:

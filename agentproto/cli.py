@@ -2,9 +2,14 @@
 the commands.
 
 Each command builds its runtime and hands it to its frontend's module (serve.py,
-ops_stdio.py, jsonrpc_server.py, mcp_stdio.py, unix.py, http_ops.py, chat.py); the
-modules only the other commands need are imported by those commands, so ``serve``
-starts with protocol 1's own.
+ops_stdio.py, jsonrpc_server.py, mcp_stdio.py, unix.py, http_ops.py, chat.py). Start-up
+time is part of the product (a CI job may run ``--single-shot`` thousands of times), so
+this module imports only argparse at the top: each command imports what it runs, and
+``--version`` nothing more. The same rule holds below: no module on a start path imports
+``typing`` at run time (``TYPE_CHECKING = False`` stands for it; mypy reads the block) or
+``dataclasses``, and what only some sessions need (``subprocess``, ``tempfile``, ``shutil``,
+every driver) is imported where it is used. tests/test_startup.py holds these to it;
+``python scripts/bench_core.py -v`` shows what each start imports.
 
 Exit codes: 0 success; 1 a failure at run time (a script that does not load, a turn that
 failed, an address already in use, stdout closed under us: that one quietly, as Unix
@@ -15,23 +20,32 @@ tools end); 2 a usage error, always one line naming the flag; 130 interrupted (C
 from __future__ import annotations
 
 import argparse
-import json
+import gc
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from agentproto import __version__, private
 from agentproto.errors import log
-from agentproto.loop import Loop
-from agentproto.runtime import Runtime
-from agentproto.serve import P1Connection
-from agentproto.stdio import run_stdio
-from agentproto.streams import Output
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Callable, NoReturn
+
     from agentproto.record import Recorder
+    from agentproto.runtime import Runtime
+    from agentproto.serve import P1Connection
+    from agentproto.streams import Output
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _settle() -> None:
+    """The command's modules are in: what exists now lives as long as the process, so it is
+    frozen out of every later collection (the interpreter's last one at exit included), and
+    collection, off while they loaded (``main``), starts again. A start creates tens of
+    thousands of such objects; collecting among them was a third of what it cost."""
+    gc.freeze()
+    gc.enable()
 
 
 def _load_mock(path: str | None) -> dict[str, Any] | None:
@@ -59,7 +73,9 @@ class _Sidecar:
     socket. ``close`` lets each go in order once the frontend is done."""
 
     def __init__(self, args: argparse.Namespace, frontend: str) -> None:
+        from agentproto.loop import Loop
         from agentproto.observations import Observer, db_path
+        from agentproto.runtime import Runtime
 
         loop = Loop()
         self.recorder: "Recorder | None" = None
@@ -98,12 +114,16 @@ class _Sidecar:
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.transport != "stdio":
         return _serve_transport(args)
+    from agentproto.serve import P1Connection
+    from agentproto.stdio import run_stdio
+
     sidecar = _Sidecar(args, "serve")
     runtime, recorder = sidecar.runtime, sidecar.recorder
 
     def make(output: Output, finished: Callable[[], None]) -> P1Connection:
         return P1Connection(runtime, sys.stdin.fileno(), output, lambda _conn: finished(), recorder=recorder)
 
+    _settle()
     try:
         return run_stdio(runtime.loop, make)
     finally:
@@ -136,10 +156,12 @@ def _serve_transport(args: argparse.Namespace) -> int:
         if args.transport == "unix":
             from agentproto.unix import run_unix
 
+            _settle()
             return run_unix(runtime, path, recorder)
         if args.transport == "http":
             from agentproto.http_ops import run_http
 
+            _settle()
             return run_http(runtime, address, token, recorder)
         if args.transport == "jsonrpc":
             from agentproto.jsonrpc_server import JsonRpcServer as server
@@ -184,10 +206,12 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 def _run_stdio_frontend(runtime: Runtime, server: Any, recorder: "Recorder | None") -> int:
     """One of the ops frontends on stdin/stdout: ``server(runtime, in_fd, output, finished, recorder)``."""
+    from agentproto.stdio import run_stdio
 
     def make(output: Output, finished: Callable[[], None]) -> Any:
         return server(runtime, sys.stdin.fileno(), output, finished, recorder)
 
+    _settle()
     return run_stdio(runtime.loop, make)
 
 
@@ -206,6 +230,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
+    import json  # here: no other command parses JSON in this module
+
     agent: Any = args.agent
     if agent.startswith("{"):
         try:
@@ -269,8 +295,55 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size`` works it out, without importing
+    shutil (and bz2, lzma, fnmatch with it): argparse makes a help formatter for every
+    ``add_argument`` and would import it on every start for a width no help is printed at."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, told the width (``_columns``)."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_columns() - 2)
+
+
+class _RawFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's formatter that keeps descriptions and epilogs as written, told the width."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_columns() - 2)
+
+
+class _Version(argparse.Action):
+    """``--version``: one line and exit 0, as argparse's own action prints it, without its
+    text-wrapping machinery (textwrap) for a line that never wraps."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show the version and exit", **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
+        sys.stdout.write(f"agentproto {__version__}\n")
+        parser.exit()
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse whose usage errors are one line (what was wrong, and where to look), exit 2."""
+    """argparse whose usage errors are one line (what was wrong, and where to look), exit 2;
+    its help formatter is told the width without shutil (``_Formatter``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
@@ -282,7 +355,7 @@ def _sub(sub: Any, name: str, summary: str, description: str, examples: str) -> 
         help=summary,
         description=description,
         epilog="examples:\n" + examples,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_RawFormatter,
     )
     return parser
 
@@ -311,9 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agentproto",
         description="One line-delimited JSON contract between programs and coding agents.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_RawFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"agentproto {__version__}")
+    parser.add_argument("--version", action=_Version, default=argparse.SUPPRESS)
     parser.add_argument(
         "--single-shot", dest="top_single_shot", action="store_true",
         help="the ops framing: read all of stdin as one request, answer, exit",
@@ -531,6 +604,14 @@ def _stdout_gone() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    gc.disable()  # until the command's modules are in (_settle)
+    try:
+        return _main(argv)
+    finally:
+        gc.enable()  # whatever happened: an embedder's process must not be left without it
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -547,6 +628,8 @@ def main(argv: list[str] | None = None) -> int:
             commands = "serve, agent, list, chat, schema, mcp-bridge, replay, inspect"
             sys.stderr.write(f"\nagentproto: give a command ({commands})\n")
             return EXIT_USAGE
+        if args.func not in (cmd_serve, cmd_agent):
+            _settle()  # serve and agent settle once their frontend's modules are in
         code = int(args.func(args))
         sys.stdout.flush()  # here, where a reader that went away is still ours to handle
         return code

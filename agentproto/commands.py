@@ -10,9 +10,11 @@ Rules of this file:
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeGuard
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable, TypeGuard
 
-Check = Callable[[Any], "str | None"]
+    Check = Callable[[Any], "str | None"]
 
 
 def is_uint(value: Any) -> TypeGuard[int]:

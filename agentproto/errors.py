@@ -23,7 +23,10 @@ import os
 import select
 import stat
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Kind:

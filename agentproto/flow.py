@@ -10,11 +10,12 @@ the ConsumerLagged error to fail the session with).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
-
 from agentproto.errors import AgentError, Kind
 
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
+    from typing import Callable
+
     from agentproto.loop import Loop, Timer
 
 HIGH_WATER = 1024

@@ -19,13 +19,16 @@ import itertools
 import os
 import selectors
 import signal
-import subprocess
 import time
-from typing import Any, Callable
 
 from agentproto.errors import log
 
-Callback = Callable[[], Any]
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
+if TYPE_CHECKING:
+    import subprocess
+    from typing import Any, Callable
+
+    Callback = Callable[[], Any]
 
 
 class Timer:

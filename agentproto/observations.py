@@ -27,16 +27,19 @@ from __future__ import annotations
 import os
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from agentproto.errors import log
 
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
     import sqlite3
+    from typing import Any, Mapping, Protocol
 
     from agentproto.drivers.base import Launch
     from agentproto.loop import Loop, Timer
     from agentproto.turns import Turn
+else:
+    Protocol = object  # the Protocol class here is an interface for mypy only
 
 
 class Session(Protocol):

@@ -21,7 +21,6 @@ Rules of this file:
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Protocol
 
 from agentproto import CONTRACT, PROTOCOL, __version__
 from agentproto.drivers import catalog
@@ -38,6 +37,12 @@ from agentproto.wire import (
     decode_json_line,
     event_kind_name,
 )
+
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable, Protocol
+else:
+    Protocol = object  # the Protocol classes here are interfaces for mypy only
 
 EXIT_OK, EXIT_FAILED, EXIT_PROTOCOL = 0, 1, 2
 

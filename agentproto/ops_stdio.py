@@ -13,16 +13,20 @@ Rules of this file:
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
 
 from agentproto.engine import Session
 from agentproto.ops import EXIT_PROTOCOL, OpsContext, OpsHub
-from agentproto.record import Sink as Recorder
 from agentproto.runtime import Runtime
 from agentproto.serve import INPUT_PAUSE_LINES
 from agentproto.stdio import Job, Pipeline
 from agentproto.streams import LineReader, Output, Reader
 from agentproto.wire import DEFAULT_MAX_LINE, TooLong, decode_json_line, encode
+
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    from agentproto.record import Sink as Recorder
 
 
 class JobOut:

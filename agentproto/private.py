@@ -25,10 +25,13 @@ from __future__ import annotations
 import atexit
 import errno
 import os
-import shutil
 import stat
-import tempfile
-from typing import TextIO
+
+# tempfile and shutil are imported where they are used: every start imports this module
+# (for cleanup), and they cost more start-up time than the rest of it (see cli.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TextIO
 
 __all__ = ["UnsafePath", "session_dir", "remove_tree", "write_private", "open_append", "cleanup"]
 
@@ -48,6 +51,8 @@ class UnsafePath(OSError):
 def _area() -> str:
     global _root, _root_pid, _registered
     if _root is None or _root_pid != os.getpid() or not os.path.isdir(_root):
+        import tempfile
+
         # mkdtemp: mkdir with mode 0700, failing rather than reusing a planted name.
         _root = tempfile.mkdtemp(prefix="agentproto-", dir=tempfile.gettempdir())
         _root_pid = os.getpid()
@@ -59,12 +64,16 @@ def _area() -> str:
 
 def session_dir(name: str) -> str:
     """A new 0700 directory for one session (``name`` is a readable prefix, e.g. "claude")."""
+    import tempfile
+
     return tempfile.mkdtemp(prefix=f"{name}-", dir=_area())
 
 
 def remove_tree(path: str | None) -> None:
     """Remove a directory made by ``session_dir``; quiet if it is already gone."""
     if path:
+        import shutil
+
         shutil.rmtree(path, ignore_errors=True)
 
 
@@ -72,6 +81,8 @@ def cleanup() -> None:
     """Remove this process's whole private area (every session directory in it)."""
     global _root
     if _root is not None and _root_pid == os.getpid():
+        import shutil
+
         shutil.rmtree(_root, ignore_errors=True)
     _root = None
 

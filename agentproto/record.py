@@ -44,13 +44,17 @@ import os
 import tempfile
 import time
 from json.encoder import encode_basestring_ascii as _escape
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TextIO
 
 from agentproto import __version__, private, redact
 from agentproto.errors import log
 
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
+    from typing import Any, Callable, Protocol, TextIO
+
     from agentproto.loop import Loop
+else:
+    Protocol = object  # the Protocol classes here are interfaces for mypy only
 
 FORMAT = 1
 #: Bytes of records that may wait for the next loop pass.

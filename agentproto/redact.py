@@ -29,7 +29,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 REDACTED = "[redacted]"
 #: Shorter values are scrubbed only as whole JSON strings.

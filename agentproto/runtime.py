@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
-from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto import apptools, commands, redact
 from agentproto.answers import hands_off_answer, request_id_of
@@ -28,13 +26,17 @@ from agentproto.drivers import catalog
 from agentproto.drivers.base import Launch
 from agentproto.drivers.catalog import AgentSpec
 from agentproto.drivers.process import process_transport, run_capture
-from agentproto.drivers.transport import TransportFactory
-from agentproto.engine import Context, Done, Session, Sink
+from agentproto.engine import Context, Session, Sink
 from agentproto.errors import AgentError, Kind
 from agentproto.loop import Loop
 from agentproto.observations import Observer
 
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    from agentproto.drivers.transport import TransportFactory
+    from agentproto.engine import Done
     from agentproto.listener import Listener
     from agentproto.record import Sink as RecordSink
 
@@ -164,7 +166,11 @@ class Runtime:
         if problem is not None:
             raise AgentError.detail(Kind.INVALID_CONFIGURATION, problem)
         spec, installation = self.resolve(args["agent"], session_id)
-        directory = args.get("dir") or tempfile.gettempdir()
+        directory = args.get("dir")
+        if not directory:
+            import tempfile  # here, not at the top: most opens name their dir
+
+            directory = tempfile.gettempdir()
         if not os.path.isdir(directory):
             raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"dir is not a directory: {directory}")
         tools = apptools.check_tools(args.get("tools"))

@@ -12,15 +12,16 @@ direction and a monotonic time (record.py); nothing is re-parsed to do it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
-
 from agentproto import PROTOCOL, __version__
 from agentproto.engine import Session
 from agentproto.runtime import Runtime, Scope
 from agentproto.streams import LineReader, Output
 from agentproto.wire import DEFAULT_MAX_LINE, AgentError, FrameError, TooLong, encode, parse_command
 
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
+    from typing import Any, Callable
+
     from agentproto.record import Sink as Recorder
 
 #: anyagent's clients check the hello's ``anyagent`` member; this is the anyagent release

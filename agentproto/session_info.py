@@ -9,13 +9,16 @@ checked here the same way whether the app sets them at ``open`` (``configure``) 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 #: Members only the engine sets: a driver's report never overwrites them.
 ENGINE_MEMBERS = frozenset({"id", "agent", "status", "tools_url"})
 
-#: ``Driver.validate_config``: a problem with a value for an option, or None.
-Validate = Callable[[dict[str, Any], Any], "str | None"]
+if TYPE_CHECKING:
+    #: ``Driver.validate_config``: a problem with a value for an option, or None.
+    Validate = Callable[[dict[str, Any], Any], "str | None"]
 
 
 def new_info(session_id: str, installation: dict[str, Any]) -> dict[str, Any]:

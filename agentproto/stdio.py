@@ -22,14 +22,18 @@ import signal
 import stat
 import sys
 from collections import deque
-from typing import TYPE_CHECKING, Callable, Protocol
 
 from agentproto.errors import log
 from agentproto.loop import Loop
 from agentproto.streams import Output, Reader
 
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
+    from typing import Callable, Protocol
+
     from agentproto.engine import Session
+else:
+    Protocol = object  # the Protocol classes here are interfaces for mypy only
 
 EXIT_OK, EXIT_FAILED = 0, 1
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)

@@ -21,11 +21,13 @@ from __future__ import annotations
 import os
 import stat
 from collections import deque
-from typing import TYPE_CHECKING, Callable
 
 from agentproto.wire import DEFAULT_MAX_LINE, LineFramer, TooLong
 
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
+    from typing import Callable
+
     from agentproto.engine import Session
     from agentproto.loop import Loop
 

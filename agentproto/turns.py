@@ -9,9 +9,11 @@ before TurnEnded, so an app never waits on something that cannot arrive any more
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable
 
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
+    from typing import Any, Callable
+
     from agentproto.errors import AgentError
     from agentproto.loop import Loop, Timer
 
@@ -21,7 +23,8 @@ CONTENT = frozenset({"TextDelta", "ReasoningDelta", "UserMessage", "RequestOpene
 MESSAGE_KINDS = frozenset({"TextDelta", "ReasoningDelta", "UserMessage"})
 ACTIVE_TOOL = frozenset({"Pending", "Running"})
 
-Done = Callable[[Any, "AgentError | None"], None]
+if TYPE_CHECKING:
+    Done = Callable[[Any, "AgentError | None"], None]
 
 
 class Turn:

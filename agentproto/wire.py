@@ -16,13 +16,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable
 
 # The command table (each command's fields and their checks) is commands.py; these names
 # stay importable from here, where the framings have always taken them.
 from agentproto.commands import COMMAND_NAMES as COMMAND_NAMES
 from agentproto.commands import COMMANDS as COMMANDS
-from agentproto.commands import Check as Check
 from agentproto.commands import is_uint
 
 # The error family lives in errors.py; ERROR_KINDS, AgentError and error_from_body stay
@@ -31,6 +29,12 @@ from agentproto.errors import ERROR_KINDS as ERROR_KINDS
 from agentproto.errors import AgentError as AgentError
 from agentproto.errors import AppError, Kind
 from agentproto.errors import error_from_body as error_from_body
+
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
+if TYPE_CHECKING:
+    from typing import Any, ClassVar, Iterable
+
+    from agentproto.commands import Check as Check
 
 # -- framing ----------------------------------------------------------------------------
 
@@ -179,6 +183,8 @@ class FrameError(AppError):
 
 
 class Command:
+    """One parsed command line. (Not a dataclass: start-up time, see cli.py.)"""
+
     __slots__ = ("id", "name", "args")
 
     def __init__(self, id: int, name: str, args: dict[str, Any] | None = None) -> None:

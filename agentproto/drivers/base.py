@@ -45,17 +45,21 @@ anything else that carries lines in a test, a replay or a fault injection.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from agentproto.apptools import APP_SERVER as APP_SERVER
 from agentproto.apptools import HOOK_TIMEOUT, TOOL_TIMEOUT
 from agentproto.errors import AgentError, Kind, excerpt, log
 from agentproto.wire import Record
 
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
+    from typing import Any, Callable, Protocol
+
     from agentproto.drivers.transport import LineTransport, Spawn
     from agentproto.loop import Loop
     from agentproto.record import Wire
+else:
+    Protocol = object  # the Protocol classes here are interfaces for mypy only
 
 
 def fresh_id(purpose: str) -> str:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import shutil
-from typing import TYPE_CHECKING, Any, Mapping
 
 from agentproto.errors import AgentError
 from agentproto.wire import Record
 
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
+    from typing import Any, Mapping
+
     from agentproto.drivers.base import Driver
 
 
@@ -172,6 +173,8 @@ def npm_global_bins(environ: Mapping[str, str] | None = None) -> list[str]:
                     prefixes.append(os.path.expanduser(value.strip()))
     except OSError:
         pass
+    import shutil  # here, not at the top: a start that looks nothing up must not pay for it
+
     node = shutil.which("node", path=env.get("PATH"))
     if node:
         prefixes.append(os.path.dirname(os.path.dirname(os.path.realpath(node))))
@@ -190,6 +193,8 @@ def _executable(path: str) -> bool:
 
 def locate(spec: AgentSpec, environ: Mapping[str, str] | None = None) -> tuple[str, str] | list[str]:
     """``(path, source)`` of the agent's executable, or the places searched."""
+    import shutil  # here, not at the top: a start that looks nothing up must not pay for it
+
     env: Mapping[str, str] = os.environ if environ is None else environ
     searched: list[str] = []
     override = env.get(spec.env_override)

@@ -22,15 +22,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
-from typing import TYPE_CHECKING, Any, Callable
 
-from agentproto.drivers.transport import LineTransport, Spawn, TransportFactory
+from agentproto.drivers.transport import Spawn
 from agentproto.streams import Reader
 from agentproto.wire import LineFramer, TooLong
 
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    from agentproto.drivers.transport import LineTransport, TransportFactory
     from agentproto.loop import Loop, Timer
     from agentproto.record import Wire
 
@@ -88,6 +90,9 @@ class ProcessTransport:
         self._gone = False
         self._wire = wire
         self._read_no = 0  # the number of the read being delivered (for the wire's record)
+        # subprocess (and the threading it imports) only once an agent starts: see cli.py.
+        import subprocess
+
         self.proc = subprocess.Popen(
             spawn.argv,
             cwd=spawn.cwd,

@@ -24,13 +24,16 @@ so the driver seam (drivers/base.py) names it without depending on any implement
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Protocol
-
 from agentproto.wire import Record
 
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
+    from typing import Any, Callable, Protocol
+
     from agentproto.loop import Loop
     from agentproto.record import Wire
+else:
+    Protocol = object  # the Protocol classes here are interfaces for mypy only
 
 #: An agent line may be long (a file's content in a tool result), but not endless.
 MAX_AGENT_LINE = 64 * 1024 * 1024
@@ -93,7 +96,8 @@ class LineTransport(Protocol):
     def stderr_tail(self) -> str: ...
 
 
-TransportFactory = Callable[["Loop", Spawn, "Wire | None"], LineTransport]
-"""Starts a ``Spawn`` on a loop. The third argument is the session's ``record.Wire`` (None
-when nothing records it): a transport records what passes through it there, and the
-replay transport knows by its ``session`` which recorded conversation to play."""
+if TYPE_CHECKING:
+    #: Starts a ``Spawn`` on a loop. The third argument is the session's ``record.Wire``
+    #: (None when nothing records it): a transport records what passes through it there,
+    #: and the replay transport knows by its ``session`` which recorded conversation to play.
+    TransportFactory = Callable[["Loop", Spawn, "Wire | None"], LineTransport]
