@@ -226,8 +226,6 @@ class _ControlConn:
         if isinstance(raw, TooLong):
             self._refuse(f"request too long: more than {MAX_REQUEST} bytes; discarded")
             return
-        if not raw.strip():
-            return
         try:
             obj = decode_json_line(raw)
         except ValueError as exc:

@@ -76,8 +76,6 @@ class Bridge:
         if isinstance(line, TooLong):
             self._unreadable("line too long")
             return
-        if not line.strip():
-            return
         try:
             message = decode_json_line(line)
         except ValueError as exc:

@@ -125,8 +125,6 @@ class LineServer:
         if isinstance(raw, TooLong):
             self.refuse(b"", f"line over {DEFAULT_MAX_LINE} bytes", True)
             return
-        if not raw.strip():
-            return
         try:
             msg = decode_json_line(raw)
         except ValueError as exc:

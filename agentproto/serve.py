@@ -80,8 +80,6 @@ class P1Connection:
         self.output.send(data, session)
 
     def _line(self, line: bytes | TooLong) -> None:
-        if isinstance(line, bytes) and not line.strip():
-            return
         if self.recorder is not None:
             if isinstance(line, TooLong):
                 self.recorder.line("in", line.head, too_long=line.size, **self.record_tags)

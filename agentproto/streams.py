@@ -88,7 +88,9 @@ class Reader:
 class LineReader:
     """Lines of one descriptor through the loop, with bounded memory and back-pressure.
 
-    Every framing reads its input this way. While ``busy()`` says the consumer is behind
+    Every framing reads its input this way. A line of nothing but white space is no
+    message in any of them (protocol 1, ops, JSON-RPC, MCP, the control socket): it is
+    skipped here, never handed on. While ``busy()`` says the consumer is behind
     (its replies wait unwritten, its jobs pile up), reading pauses and the kernel's pipe
     or socket buffer throttles the writer; ``busy`` is checked again every ``RECHECK``
     seconds. ``close()`` stops at once, even in the middle of a chunk (``halt``).
@@ -133,11 +135,14 @@ class LineReader:
 
     def _end(self) -> None:
         for line in self.framer.close():
-            self.on_line(line)
+            if not isinstance(line, bytes) or line.strip():
+                self.on_line(line)
         self.on_eof()
 
     def _data(self, data: bytes) -> None:
         for line in self.framer.feed(data):
+            if isinstance(line, bytes) and not line.strip():
+                continue
             self.on_line(line)
             if self.eof:
                 return

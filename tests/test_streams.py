@@ -183,6 +183,24 @@ def test_line_reader_frames_across_reads_and_pauses_while_busy() -> None:
     os.close(r)
 
 
+def test_line_reader_never_hands_on_a_line_of_white_space() -> None:
+    # No framing takes a blank line as a message: the reader skips it once for all of them,
+    # in a read and as the unterminated last line at EOF.
+    loop = Loop()
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    lines: list[Any] = []
+    ended: list[bool] = []
+    reader = LineReader(loop, r, lines.append, lambda: ended.append(True))
+    reader.start()
+    os.write(w, b'\n  \r\n{"a": 1}\n\t\n{"b": 2}\n \x0b\x0c')
+    os.close(w)
+    loop.run(until=lambda: bool(ended))
+    assert lines == [b'{"a": 1}', b'{"b": 2}']
+    loop.close()
+    os.close(r)
+
+
 def test_write_chunk_batches_small_lines_into_one_write() -> None:
     io = FaultyIO()
     loop = Loop(io)
