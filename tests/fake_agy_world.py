@@ -26,7 +26,8 @@ each ``--add-dir`` (others are skipped with a warning).
 
 Signals: the double's turn is cut by ``Stop`` (raised from the signal handler) at any point
 except inside ``critical()``, so a line on stdout is never half written and a child is never
-started unregistered: an interrupt always finds, and kills, what is running.
+started unregistered: an interrupt always finds, and kills, what is running (the whole tree
+stopped first, then killed, so no part of a command runs on after another part died).
 """
 
 from __future__ import annotations
@@ -427,7 +428,21 @@ class World:
             self.kill(proc)
 
     def kill(self, proc: subprocess.Popen[bytes]) -> None:
-        for pid in descendants(proc.pid) + [proc.pid]:
+        # Freeze the whole tree, top down, before anything dies: killed one by one, a shell
+        # whose child died first could run its next command (``sleep 9; touch late``)
+        # before its own kill landed. A stopped process neither goes on nor forks, so the
+        # tree is listed again until no new process shows up.
+        frozen: list[int] = []
+        todo = [proc.pid]
+        while todo:
+            for pid in todo:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except OSError:
+                    pass
+                frozen.append(pid)
+            todo = [pid for pid in descendants(proc.pid) if pid not in frozen]
+        for pid in frozen:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:

@@ -515,24 +515,24 @@ def test_sigint_cuts_a_tool_step_and_kills_its_command(agy: Any, home: Path) -> 
     conversation = process.line()["conversation_id"]
     process.send(user(turn_text([{"tools": [{"name": "run_command", "parameters": {
         "CommandLine": "sleep 30 & echo $! > sleep.pid; wait; echo never > late.txt"}}]}, "unreached"])))
-    seen = [process.line() for _ in range(3)]
+    seen = [process.line(30) for _ in range(3)]
     tool = seen[-1]["step_update"]
     assert (tool["step_type"], tool["state"]) == ("tool", "ACTIVE")
     pidfile = home / "sleep.pid"
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while not pidfile.exists() or not pidfile.read_text().strip():
         assert time.monotonic() < deadline, "the command never started"
         time.sleep(0.01)
     sleeper = int(pidfile.read_text())
     os.kill(process.proc.pid, signal.SIGINT)
-    event = process.line()
+    event = process.line(30)
     assert event["event"] == "result"  # and no DONE for the tool step before it
     assert (event["result"]["status"], event["result"]["error"], event["result"]["conversation_id"]) == \
         ("ERROR", "interrupted", conversation)
-    assert process.proc.wait(timeout=5) == 130
+    assert process.proc.wait(timeout=30) == 130
     assert process.proc.stderr.read().decode().endswith("error: interrupted\n")
     assert process.rest() == b""
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while not proc_gone(sleeper):
         assert time.monotonic() < deadline, "the command's child outlived the interrupt"
         time.sleep(0.01)
@@ -542,6 +542,29 @@ def test_sigint_cuts_a_tool_step_and_kills_its_command(agy: Any, home: Path) -> 
     assert resumed.line()["conversation_id"] == conversation
     assert resumed.line()["step_update"]["step_type"] == "system_message"
     assert resumed.turn(turn_text("{history} earlier"))[-1]["result"]["response"] == "1 earlier\n"
+
+
+def test_sigint_stops_the_whole_command_before_any_of_it_dies(agy: Any, home: Path) -> None:
+    # The shell waits for its first child only, then would write late.txt: if that child
+    # died while the shell could still run (killed one by one, the shell last, behind 40
+    # other children), the shell went on. The whole tree is frozen before anything dies.
+    process = agy()
+    process.line()
+    command = ("sleep 30 & first=$!; for i in $(seq 40); do sleep 30 & done; echo $first > sleep.pid; "
+               "wait $first; echo never > late.txt")
+    process.send(user(turn_text([{"tools": [{"name": "run_command", "parameters": {"CommandLine": command}}]}])))
+    while process.line(30).get("step_update", {}).get("step_type") != "tool":
+        pass
+    pidfile = home / "sleep.pid"
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.01)
+    os.kill(process.proc.pid, signal.SIGINT)
+    assert process.line(30)["result"]["error"] == "interrupted"
+    assert process.proc.wait(timeout=30) == 130
+    assert not (home / "late.txt").exists()
+    assert proc_gone(int(pidfile.read_text()))
 
 
 def test_sigint_while_idle_exits_without_a_result(agy: Any) -> None:
