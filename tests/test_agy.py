@@ -22,6 +22,7 @@ import pytest
 
 from tests.fake_anthropic import processes_with_env
 from tests.fake_mcp import ENV_STDIO_MCP, HttpMcp, cmdlines, wait_for_file
+from tests.listener_support import post
 from tests.sidecar import ROOT, Sidecar, base_env, kind_name, kinds
 
 FAKE = ROOT / "tests" / "fake_agy.py"
@@ -159,6 +160,22 @@ def test_a_missing_agy_is_listed_with_the_seed_install_hint(tmp_path: Path) -> N
         assert str(tmp_path / ".local" / "bin" / "agy") in missing["searched"]
         error = sc.error({"cmd": "open", "agent": "agy", "dir": str(tmp_path)})
         assert error["kind"] == "NotInstalled"
+
+
+def test_agy_is_found_on_path_then_in_the_per_user_install_place(tmp_path: Path) -> None:
+    # A wrapper, as a cask's link would be: the double's shebang needs python3 on PATH.
+    wrapper = f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n'
+    on_path, local = tmp_path / "bin" / "agy", tmp_path / "home" / ".local" / "bin" / "agy"
+    for path in (on_path, local):
+        path.parent.mkdir(parents=True)
+        path.write_text(wrapper)
+        path.chmod(0o755)
+    system = "/usr/bin:/bin"
+    for path_var, found, source in ((f"{on_path.parent}:{system}", on_path, "Path"),
+                                    (system, local, "KnownLocation")):
+        with Sidecar(env={"PATH": path_var, "HOME": str(tmp_path / "home")}) as sc:
+            (entry,) = [a for a in sc.ok({"cmd": "discover"}, timeout=30)["agents"] if a["id"] == "agy"]
+            assert (entry["executable_path"], entry["source"], entry["version"]) == (str(found), source, "1.1.24")
 
 
 def test_probe_reports_version_models_and_sign_in(world: World) -> None:
@@ -447,7 +464,8 @@ def test_cancel_interrupts_the_tool_and_a_new_process_keeps_the_conversation(wor
     events = world.sc.events(session, "TurnEnded")
     assert said(events).startswith("history 2, previous FAKE_AGY_TURN")
     assert stop_of(events) == {"Completed": {"source": "Protocol"}}
-    assert any("Resumed conversation" in d["message"] for d in of(events, "Diagnostic"))
+    # The resumed process's system_message step: a Diagnostic at level Info.
+    assert [d["level"] for d in of(events, "Diagnostic") if "Resumed conversation" in d["message"]] == ["Info"]
     (after,) = agy_pids(world)
     assert after != before
     argv = cmdlines([after])[after].split(b"\0")
@@ -536,8 +554,9 @@ def test_resume_keeps_history_and_fork_is_unsupported(world: World) -> None:
     world.close(again["id"])
     error = world.open_error(resume="no-such-conversation")
     assert error["kind"] == "ResumeFailed" and "no-such-conversation" in error["message"], error
-    error = world.open_error(resume=token, fork=token)
-    assert error["kind"] == "UnsupportedFeature" and "cannot fork" in error["message"], error
+    for fork in ({"fork": token}, {"fork": token, "fork_at": "u-1"}, {"fork_at": "u-1"}):
+        error = world.open_error(resume=token, **fork)
+        assert error["kind"] == "UnsupportedFeature" and "cannot fork" in error["message"], (fork, error)
 
 
 def test_an_unexpected_exit_ends_the_session(world: World) -> None:
@@ -553,6 +572,26 @@ def test_an_unexpected_exit_ends_the_session(world: World) -> None:
     assert error["kind"] == "ProcessExited" and error["status"] == "3" and "agy: boom" in error["stderr"]
     wait_gone(world)
     assert world.sc.error({"cmd": "prompt", "session": session, "text": "x"})["kind"] == "SessionClosed"
+
+
+def test_an_exit_while_idle_ends_the_session_with_its_dir_and_listener_token(world: World) -> None:
+    tool = {"name": "lookup", "description": "Look a word up", "input_schema": {"type": "object"}}
+    info = world.open(tools=[tool])
+    session, url = info["id"], info["tools_url"]
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    assert post(url, initialize).status == 200
+    world.turn(session, "hello")
+    (pid,) = agy_pids(world)
+    os.kill(pid, signal.SIGKILL)  # nobody asked: no turn runs
+    lines = []
+    while not any(line.get("closed") == session for line in lines):
+        lines.append(world.sc.next_line(30))
+    events = [line["event"] for line in lines if "event" in line]
+    assert of(events, "TurnEnded") == []  # no turn ran: none to end
+    (error,) = [line["error"] for line in lines if line.get("session") == session]
+    assert error["kind"] == "ProcessExited", error
+    wait_gone(world)
+    assert post(url, initialize).status == 404  # the token died with the session
 
 
 @pytest.mark.parametrize("how", ["close", "eof", "sigterm"])
