@@ -82,6 +82,9 @@ class Chat:
         self.finished = False
         #: Prompts a mock script can still answer (None: no limit, e.g. the echo mock).
         self.turns_left: int | None = None
+        #: Prompts sent whose turn has not started: queued ones will take a script turn each,
+        #: a steered one (it joined the running turn) takes none.
+        self.unstarted = 0
         if mock_script is not None and agent == "mock":
             self.turns_left = len(mock_script.get("turns") or [])
         self.drain_grace = abandon_when_stuck(self.loop, self.screen.out)
@@ -100,6 +103,10 @@ class Chat:
             self.screen.stream(body["text"], "2")
         if name == "TurnStarted":
             self.turn_started, self.turn_cost, self.tool_said = self.loop.time(), None, {}
+            if self.unstarted:
+                self.unstarted -= 1
+                if self.turns_left is not None:
+                    self.turns_left -= 1  # the mock played one of its turns for it
             self.turn_running = True  # a prompt typed during the last turn may start one now
         elif name in ("ToolUpdated", "ToolProgress", "ToolOutputDelta"):
             self._tool(name, body)
@@ -325,7 +332,7 @@ class Chat:
     def _prompt(self, text: str) -> None:
         assert self.session is not None
         if self.turns_left is not None:
-            if self.turns_left <= 0:
+            if self.turns_left - self.unstarted <= 0:
                 self.screen.note(
                     "the mock script has no turn left to play: nothing would answer this prompt"
                     + (" (/quit ends the chat)" if self.interactive else ""),
@@ -337,11 +344,16 @@ class Chat:
                 else:
                     self._show_prompt()
                 return
-            self.turns_left -= 1
         if not self.turn_running:
             self.turn_started = self.loop.time()
         self.turn_running = True
-        self.session.prompt(text, [], self._report)
+        self.unstarted += 1
+        self.session.prompt(text, [], self._prompted)
+
+    def _prompted(self, value: Any, error: AgentError | None) -> None:
+        if error is not None or "Steered" in (value or {}).get("kind", {}):
+            self.unstarted -= 1  # no turn of its own will start for it
+        self._report(value, error)
 
     def _command(self, text: str) -> None:
         assert self.session is not None

@@ -508,3 +508,18 @@ def test_a_prompt_typed_during_a_turn_runs_next_and_the_prompt_waits_for_it(term
     assert term.expect("> ") == "two\n"  # no prompt between the two turns: it comes after two
     term.type("/quit\n")
     assert term.wait() == 0
+
+
+def test_a_steered_prompt_spends_no_turn_of_the_mock_script(terminals, tmp_path: Path) -> None:
+    """With ``steer``, a prompt typed during a turn joins it: the script's next turn is still there."""
+    turns = [[say("one"), {"Sleep": 2000}, END], [say("two", "m2"), END]]
+    term = terminals("chat", "--mock", write_script(tmp_path, {"steer": True, "turns": turns}), env={"NO_COLOR": "1"})
+    term.expect("> ")
+    term.type("first\n")
+    term.expect("one")
+    term.type("and also this\n")  # steered into the running turn
+    term.expect("> ")
+    term.type("next\n")
+    assert term.expect("> ") == "two\n"
+    term.type("/quit\n")
+    assert term.wait() == 0
