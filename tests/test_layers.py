@@ -11,9 +11,11 @@ same: that is how engine and runtime were tied in a circle).
 from __future__ import annotations
 
 import ast
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sidecar import ROOT, base_env
@@ -23,38 +25,23 @@ PACKAGE = ROOT / "agentproto"
 MAX_LINES = 650
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+def _import_graph() -> Any:
+    """scripts/import_graph.py: the one reading of the package's imports (and of the README's
+    layer list) that the tool prints and these tests check."""
+    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts" / "import_graph.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+GRAPH = _import_graph()
+MODULES: dict[str, Path] = GRAPH.modules(PACKAGE)
 
 
 def imports_of(name: str) -> set[str]:
     """The package modules ``name`` imports when it runs."""
-    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
-    found: set[str] = set()
-    package = name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([base] if base else []))
-            # ``from agentproto import transports`` imports a module, not a name.
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
-        else:
-            continue
-        for target in targets:
-            while target and target not in MODULES:
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                found.add(target)
+    found: set[str] = GRAPH.imports_of(name, MODULES)
     return found
 
 
@@ -124,3 +111,22 @@ def test_the_engine_and_runtime_do_not_probe_for_members(name: str) -> None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
     ]
     assert not probes, probes
+
+
+def test_the_readme_lists_every_module_in_a_layer_its_imports_allow() -> None:
+    edges = {name: imports_of(name) for name in MODULES}
+    layers = GRAPH.readme_layers((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert len(layers) >= 5, "the README's layer list is really read"
+    assert GRAPH.problems(edges, MODULES, layers) == []
+
+
+def test_the_readme_check_finds_a_missing_module_and_an_import_of_a_later_layer() -> None:
+    edges = {name: imports_of(name) for name in MODULES}
+    layers = GRAPH.readme_layers((ROOT / "README.md").read_text(encoding="utf-8"))
+    without_wire = [(title, [f for f in files if f != "wire.py"]) for title, files in layers]
+    assert "wire.py is missing from the README's layers" in GRAPH.problems(edges, MODULES, without_wire)
+    # engine.py listed first: it imports the loop, the seams and more, all of them later now.
+    engine_first = [("Engine", ["engine.py"])] + [(t, [f for f in fs if f != "engine.py"]) for t, fs in layers]
+    found = GRAPH.problems(edges, MODULES, engine_first)
+    assert "engine.py (Engine) imports loop.py, listed in a later layer (The loop, its clock and files)" in found
+    assert GRAPH.problems(edges, MODULES, []) == ["the README has no ## Architecture section with a layer list"]
