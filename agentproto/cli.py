@@ -77,7 +77,7 @@ class _Sidecar:
         from agentproto.observations import Observer, db_path
         from agentproto.runtime import Runtime
 
-        loop = Loop()
+        loop = Loop(adopt_orphans=True)  # nothing an agent detaches outlives its session
         self.recorder: "Recorder | None" = None
         if args.record:
             from agentproto.record import Recorder
@@ -125,7 +125,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     _settle()
     try:
-        return run_stdio(runtime.loop, make)
+        return run_stdio(runtime.loop, make, runtime.kill_all)
     finally:
         sidecar.close()
 
@@ -212,7 +212,7 @@ def _run_stdio_frontend(runtime: Runtime, server: Any, recorder: "Recorder | Non
         return server(runtime, sys.stdin.fileno(), output, finished, recorder)
 
     _settle()
-    return run_stdio(runtime.loop, make)
+    return run_stdio(runtime.loop, make, runtime.kill_all)
 
 
 def cmd_schema(_args: argparse.Namespace) -> int:

@@ -161,7 +161,7 @@ def run_http(runtime: Runtime, address: tuple[str, int], auth_token: str | None,
             server.close()
             handler.hub.close_all(loop.stop)
 
-    watch_lifetime(loop, shutdown)  # before the banner: a client may act on it
+    watch_lifetime(loop, shutdown, runtime.kill_all)  # before the banner: a client may act on it
     host, port = address
     try:
         family, kind, proto, addr = tcp_address(host, port)

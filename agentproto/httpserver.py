@@ -12,7 +12,11 @@ Rules of this file:
   the connection: the body it did not read cannot be skipped safely.
 - Bounded: head and body sizes (httpcore), ``max_connections``; a request must arrive
   within ``request_timeout`` once the connection (or its first byte) is there, and a
-  kept-alive connection idle for ``idle_timeout`` is closed.
+  kept-alive connection idle for ``idle_timeout`` is closed. At the bound, a new
+  connection closes the oldest idle one (no request being answered) to make room, and is
+  itself closed only when every connection is busy; from three quarters of it on, a
+  connection that is new or kept alive gets ``CROWDED_TIMEOUT`` at most (idle clients
+  cannot lock the others out).
 - A web page must not drive a loopback listener: as soon as a head is in, before its body
   is read or ``100 Continue`` sent, ``httpcore.check_request`` (Host, Origin,
   Content-Type) and then the handler's own ``refuse`` (its token) are applied.
@@ -38,7 +42,7 @@ from agentproto.httpcore import (
     keep_alive,
     response_head,
 )
-from agentproto.listen import accept_ready, hang_up
+from agentproto.listen import Acceptor, hang_up
 from agentproto.stdio import when_drained
 from agentproto.streams import Output, Reader
 
@@ -152,7 +156,8 @@ class HttpConnection:
         self.idle = False  # waiting for a kept-alive connection's next request
         self.response: Response | None = None
         self.timer: Timer | None = None
-        self._arm(server.request_timeout)
+        server.idle[self] = None
+        self._arm(server.timeout(server.request_timeout))
         self.reader.start()
 
     # -- reading ------------------------------------------------------------------------
@@ -193,6 +198,7 @@ class HttpConnection:
 
     def _handle(self, request: Request) -> None:
         self.reader.pause()
+        self.server.idle.pop(self, None)
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -202,7 +208,8 @@ class HttpConnection:
         except Exception:  # a bug costs this request, never the server
             import traceback
 
-            log(f"internal error answering {request.method} {request.path}:\n{traceback.format_exc().rstrip()}")
+            # Never the path: the listener's paths hold a session's token.
+            log(f"internal error answering a {request.method} request:\n{traceback.format_exc().rstrip()}")
             if not response.started:
                 response.json(500, self.server.handler.error_body(500, "internal error"), close=True)
             else:
@@ -210,6 +217,7 @@ class HttpConnection:
 
     def _refuse(self, status: int, body: Any, headers: dict[str, str]) -> None:
         self.reader.pause()
+        self.server.idle.pop(self, None)
         response = self.response = Response(self, self.parser.request or Request("GET", "/", "HTTP/1.1", {}))
         response.json(status, body, headers, close=True)
 
@@ -232,7 +240,8 @@ class HttpConnection:
         self.checked = False
         self.response = None
         self.idle = True
-        self._arm(self.server.idle_timeout)
+        self.server.idle[self] = None  # the newest idle: evicted last
+        self._arm(self.server.timeout(self.server.idle_timeout))
         self.reader.start()
         if leftover:
             # Not from inside the engine's bookkeeping (an answer often ends there).
@@ -252,10 +261,16 @@ class HttpConnection:
             self.timer = None
         hang_up(self.loop, self.sock, self.output)
         self.server.connections.discard(self)
+        self.server.idle.pop(self, None)
+        if self.server.acceptor is not None:
+            self.server.acceptor.freed()
 
 
 class HttpServer:
     """Accepts connections on a listening socket and runs each request through ``handler``."""
+
+    #: The longest a new or kept-alive connection may stay silent once the server is crowded.
+    CROWDED_TIMEOUT = 2.0
 
     def __init__(
         self,
@@ -278,6 +293,9 @@ class HttpServer:
         self.listener: socket.socket | None = None
         self.bound: tuple[str, int] = ("", 0)
         self.connections: set[HttpConnection] = set()
+        #: The connections with no request being answered, the longest idle first.
+        self.idle: dict[HttpConnection, None] = {}
+        self.acceptor: Acceptor | None = None
         self.closing = False
 
     def listen(self, sock: socket.socket) -> tuple[str, int]:
@@ -285,17 +303,26 @@ class HttpServer:
         self.listener = sock
         name = sock.getsockname()
         self.bound = (name[0], name[1])
-        self.loop.add_reader(sock, self._accept)
+        self.acceptor = Acceptor(self.loop, sock, self._serve)
+        self.acceptor.start()
         return self.bound
 
-    def _accept(self) -> None:
-        if self.listener is not None:
-            accept_ready(self.listener, self._serve)
+    def timeout(self, seconds: float) -> float:
+        """``seconds``, or less once the server is crowded."""
+        if len(self.connections) * 4 >= self.max_connections * 3:
+            return min(seconds, self.CROWDED_TIMEOUT)
+        return seconds
 
     def _serve(self, sock: socket.socket) -> None:
-        if len(self.connections) >= self.max_connections or self.closing:
+        if self.closing:
             sock.close()
             return
+        if len(self.connections) >= self.max_connections:
+            oldest = next(iter(self.idle), None)
+            if oldest is None:  # every connection is being answered: the new one waits its turn elsewhere
+                sock.close()
+                return
+            oldest.close()
         self.connections.add(HttpConnection(self, sock))
 
     def refusal(self, request: Request) -> Refusal | None:
@@ -307,6 +334,9 @@ class HttpServer:
     def close(self) -> None:
         """Stop accepting and close every connection (answers in progress are cut off)."""
         self.closing = True
+        if self.acceptor is not None:
+            self.acceptor.close()
+            self.acceptor = None
         if self.listener is not None:
             self.loop.forget(self.listener)
             self.listener.close()

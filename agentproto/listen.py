@@ -1,8 +1,13 @@
 """Listening sockets: a Unix socket at a path, a TCP socket at an address, and accepting.
 
 Rules of this file:
-- A listener is non-blocking and watched by the loop; ``accept_ready`` takes at most a
+- A listener is non-blocking and watched by the loop; an ``Acceptor`` takes at most a
   batch of connections per wake-up, so a flood of connections cannot hold the loop.
+- Out of descriptors (EMFILE, ENFILE: the connection stays in the backlog and the
+  listener stays readable), an ``Acceptor`` stops watching its listener instead of
+  spinning on it: it says so once, and tries again when its server frees a descriptor
+  (``freed``) or after a backoff that grows to ``MAX_BACKOFF`` (a descriptor may free
+  anywhere: an agent's pipes, a file); once it accepts again it says that too.
 - A Unix socket is created 0600 (under a umask, never by a chmod that could follow a
   swapped-in link). Only a stale socket at the path (nobody listens) is replaced, and on
   close only the socket file we made is removed, never what has replaced it since.
@@ -10,6 +15,7 @@ Rules of this file:
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import stat
@@ -18,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from agentproto.errors import log
 
 if TYPE_CHECKING:
-    from agentproto.loop import Loop
+    from agentproto.loop import Loop, Timer
     from agentproto.streams import Output
 
 
@@ -109,16 +115,74 @@ def hang_up(loop: "Loop", sock: socket.socket, output: "Output") -> None:
     sock.close()
 
 
-def accept_ready(listener: socket.socket, serve: Callable[[socket.socket], None], batch: int = 64) -> None:
-    """Accept what is waiting on a ready listener (at most ``batch``, so one flood of
-    connections cannot hold the loop), each as a non-blocking socket handed to ``serve``."""
-    for _ in range(batch):
-        try:
-            sock, _addr = listener.accept()
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            log(f"accept failed: {exc}")
-            return
-        sock.setblocking(False)
-        serve(sock)
+#: accept() errors that mean "no descriptor (or memory) for it now": back off, don't spin.
+STARVED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+class Acceptor:
+    """Accepts what waits on a listening socket, each as a non-blocking socket handed to
+    ``serve``; at most ``batch`` per wake-up (one flood of connections cannot hold the loop)."""
+
+    FIRST_BACKOFF = 0.05
+    MAX_BACKOFF = 1.0
+
+    def __init__(
+        self, loop: "Loop", listener: socket.socket, serve: Callable[[socket.socket], None], batch: int = 64
+    ) -> None:
+        self.loop = loop
+        self.listener = listener
+        self.serve = serve
+        self.batch = batch
+        self.starved = 0  # accept() calls refused for want of a descriptor, this episode
+        self.backoff = self.FIRST_BACKOFF
+        self.timer: Timer | None = None
+        self.closed = False
+
+    def start(self) -> None:
+        self.loop.add_reader(self.listener, self._ready)
+
+    def close(self) -> None:
+        """Stop accepting (the caller closes the listener)."""
+        self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.loop.forget(self.listener)
+
+    def freed(self) -> None:
+        """A descriptor of ours was closed: if accepting was stopped for want of one, try now."""
+        if self.timer is not None and not self.closed:
+            self.timer.cancel()
+            self._retry()
+
+    def _ready(self) -> None:
+        for _ in range(self.batch):
+            try:
+                sock, _addr = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno in STARVED:
+                    self._starve(exc)
+                else:
+                    log(f"accept failed: {exc}")  # ECONNABORTED and the like: that client only
+                return
+            if self.starved:
+                log(f"accepting connections again (after {self.starved} refused attempt(s))")
+                self.starved = 0
+                self.backoff = self.FIRST_BACKOFF
+            sock.setblocking(False)
+            self.serve(sock)
+
+    def _starve(self, exc: OSError) -> None:
+        if not self.starved:
+            log(f"accept: {exc.strerror or exc}: not accepting connections until a descriptor frees")
+        self.starved += 1
+        self.loop.remove_reader(self.listener)
+        self.timer = self.loop.call_later(self.backoff, self._retry)
+        self.backoff = min(self.backoff * 2, self.MAX_BACKOFF)
+
+    def _retry(self) -> None:
+        self.timer = None
+        if not self.closed:
+            self.loop.add_reader(self.listener, self._ready)

@@ -15,8 +15,9 @@ Rules of this file:
   403, Content-Type 415) as soon as a head is in, then ``refuse`` checks the token and the
   route, all before the body is read.
 - Bounded: a body over ``MAX_BODY`` is 413; a request must arrive within
-  ``REQUEST_TIMEOUT``; at most ``MAX_CONNECTIONS`` connections at once (the rest are closed
-  as they are accepted) and ``MAX_MCP_SESSIONS`` MCP sessions per session (the oldest goes).
+  ``REQUEST_TIMEOUT``; at most ``MAX_CONNECTIONS`` connections at once (at the bound a new
+  one closes the oldest idle one, or is closed if none is idle: httpserver.py) and
+  ``MAX_MCP_SESSIONS`` MCP sessions per session (the oldest goes).
 - An answer the app has not given yet keeps its HTTP request open (a deferred response);
   the loop serves everything else meanwhile.
 - MCP sessions: ``initialize`` gets an ``Mcp-Session-Id`` (random), required on every

@@ -8,6 +8,11 @@ Rules of this file:
 - Children are reaped here: SIGCHLD wakes the loop through a self-pipe (set_wakeup_fd) and
   every watched child is polled; a slow periodic poll covers platforms where the signal is
   not delivered.
+- ``Loop(adopt_orphans=True)`` (the CLI's servers): before its first child starts, the
+  process becomes the subreaper of its descendants (proctree.py), so what an agent
+  detaches stays ours to kill; the orphans re-parented to us are reaped here too, without
+  taking a watched child's status from its ``Popen`` (``waitid(WNOWAIT)`` looks first).
+  When the loop closes, every descendant still alive is killed.
 - ``loop.io`` is the one place descriptors are read and written (see streams.py), and
   ``loop.time()`` the one clock timers and the engine read; a test replaces either.
 """
@@ -21,6 +26,7 @@ import selectors
 import signal
 import time
 
+from agentproto import proctree
 from agentproto.errors import log
 
 TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
@@ -79,8 +85,10 @@ class SystemIO:
 class Loop:
     CHILD_POLL_INTERVAL = 0.5
 
-    def __init__(self, io: SystemIO | None = None) -> None:
+    def __init__(self, io: SystemIO | None = None, *, adopt_orphans: bool = False) -> None:
         self.io = io if io is not None else SystemIO()
+        self._adopt = adopt_orphans
+        self._adopted = False  # this process is the subreaper of its descendants
         self._selector = selectors.DefaultSelector()
         self._watches: dict[int, _Watch] = {}
         self._always: dict[int, _Watch] = {}
@@ -198,11 +206,49 @@ class Loop:
     def unwatch_child(self, proc: subprocess.Popen[bytes]) -> None:
         self._children.pop(proc.pid, None)
 
+    def spawning(self) -> None:
+        """Called before a child process starts: with ``adopt_orphans``, the first time,
+        make this process the subreaper of whatever the child will detach."""
+        if not self._adopt or self._adopted:
+            return
+        self._adopt = False
+        if proctree.become_subreaper() and hasattr(os, "waitid"):
+            self._adopted = True
+            try:
+                self.add_signal_handler(signal.SIGCHLD, self._poll_children)
+            except ValueError:
+                pass  # not the main thread: the periodic poll reaps instead
+
     def _poll_children(self) -> None:
         for pid, (proc, on_exit) in list(self._children.items()):
             if proc.poll() is not None:
                 del self._children[pid]
                 self._guard(on_exit, proc.returncode)
+        if self._adopted:
+            self._reap_orphans()
+
+    def _reap_orphans(self) -> None:
+        """Reap the exited children nobody watches (orphans re-parented to us). Each is
+        looked at first without reaping it: a watched child's status is its Popen's."""
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None:
+                return
+            entry = self._children.pop(info.si_pid, None)
+            if entry is not None:
+                proc, on_exit = entry
+                if proc.poll() is None:  # cannot be (it has exited): never spin on it
+                    self._children[info.si_pid] = entry
+                    return
+                self._guard(on_exit, proc.returncode)
+                continue
+            try:
+                os.waitpid(info.si_pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
 
     def add_signal_handler(self, signum: int, callback: Callback) -> None:
         """Run ``callback`` on the loop (not inside the signal handler) when signum arrives."""
@@ -305,6 +351,9 @@ class Loop:
                 self._guard(handler)
 
     def close(self) -> None:
+        if self._adopted:
+            # The last resort: nothing this process started, or adopted, outlives it.
+            proctree.kill_descendants()
         for signum, old in self._old_handlers.items():
             try:
                 signal.signal(signum, old)

@@ -468,6 +468,17 @@ class Runtime:
         for session in list(self.sessions.values() if sessions is None else sessions):
             session.abandon()
 
+    def kill_all(self) -> None:
+        """Kill every session's agent now (a server that must end: a signal's grace ran
+        out). Each session still closes as usual once its agent's exit is seen."""
+        for session in list(self.sessions.values()):
+            if session.driver is None or session.driver_gone:
+                continue
+            try:
+                session.driver.kill()
+            except Exception:  # a bug of one driver must not keep the others' agents alive
+                AgentError.internal(f"kill {session.id}")
+
     # -- the one dispatcher every framing and transport calls -------------------------
 
     def execute(

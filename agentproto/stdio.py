@@ -10,8 +10,12 @@ Rules of this file:
 - Nothing blocks: stdout is written through ``streams.Output``, stdin read through
   ``streams.Reader``/``LineReader`` (so ``loop.io`` sees every byte).
 - A server winds down once (``end``) whatever asked first (EOF, a signal, a failed
-  stdout, ``halt``), and the loop stops only when its lines are written or can never be
-  (after a signal, a reader that stopped reading gets ``SIGNAL_DRAIN_GRACE`` seconds).
+  stdout, ``halt``), and the loop stops only when its lines are written or can never be.
+- A signal, a stdout that stopped taking writes, or (for a socket server) its parent gone
+  bounds the wind-down (``Lifetime``): sessions get ``SIGNAL_GRACE`` seconds to close as
+  usual, then every agent is killed, and ``KILL_GRACE`` later the loop stops whatever is
+  still unwritten (a reader that never reads cannot keep the process alive). A second
+  signal kills every agent and stops the loop at once.
 - A stdout whose reader went away (EPIPE) ends the process quietly with status 1.
 """
 
@@ -24,7 +28,7 @@ import sys
 from collections import deque
 
 from agentproto.errors import log
-from agentproto.loop import Loop
+from agentproto.loop import Loop, Timer
 from agentproto.streams import Output, Reader
 
 TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
@@ -115,20 +119,72 @@ def stop_on_signals(
         loop.add_signal_handler(signum, signalled)
 
 
-def run_stdio(loop: Loop, make: Callable[[Output, Callable[[], None]], StdioServer]) -> int:
+#: After the first signal: how long sessions get to close as usual before every agent is
+#: killed. With KILL_GRACE, what keeps "SIGTERM ends the process within 5 s" whatever
+#: its agents, sessions and readers do.
+SIGNAL_GRACE = 2.0
+#: After the kill: how long the last lines (``closed``) get to be written before the loop
+#: stops anyway.
+KILL_GRACE = 1.0
+
+
+class Lifetime:
+    """How a server ends when it is told to (a signal), or when nobody is left to serve
+    (its stdout gone, a socket server's parent gone): ``wind_down`` as on EOF, bounded in
+    time; a second signal ends it at once. ``kill`` kills every agent now (their sessions
+    then close as their exits are seen)."""
+
+    def __init__(self, loop: Loop, wind_down: Callable[[], None], kill: Callable[[], None] | None) -> None:
+        self.loop = loop
+        self.wind_down = wind_down
+        self.kill = kill if kill is not None else (lambda: None)
+        self.signals = 0
+        self.deadline: Timer | None = None
+
+    def install(self) -> None:
+        for signum in SIGNALS:
+            self.loop.add_signal_handler(signum, self.signalled)
+
+    def signalled(self) -> None:
+        self.signals += 1
+        if self.signals > 1:
+            # Asked twice: no more grace. What is not written by now is not.
+            if self.deadline is not None:
+                self.deadline.cancel()
+            self.kill()
+            self.loop.stop()
+            return
+        self.bounded()
+
+    def bounded(self) -> None:
+        """Wind down now, and end the loop within SIGNAL_GRACE + KILL_GRACE whatever happens."""
+        if self.deadline is None:
+            self.deadline = self.loop.call_later(SIGNAL_GRACE, self._expired)
+        self.wind_down()
+
+    def _expired(self) -> None:
+        self.kill()
+        self.loop.call_later(KILL_GRACE, self.loop.stop)
+
+
+def run_stdio(
+    loop: Loop, make: Callable[[Output, Callable[[], None]], StdioServer], kill: Callable[[], None] | None = None
+) -> int:
     """Run ``make(stdout, finished)``'s server on the loop until it has finished and its
-    output has drained. The exit status: the server's ``exit_code`` (0 when it has none),
-    or 1 when stdout stopped taking writes."""
+    output has drained (or a ``Lifetime`` bound ran out: ``kill`` kills every agent). The
+    exit status: the server's ``exit_code`` (0 when it has none), or 1 when stdout stopped
+    taking writes."""
     status = [EXIT_OK]
 
     def failed(exc: OSError) -> None:
         stdout_failed(exc)
         status[0] = EXIT_FAILED
-        server.end()
+        lifetime.bounded()  # nobody reads what its sessions say: no reason to wait on them
 
     output = Output(loop, sys.stdout.fileno(), failed)
     server = make(output, lambda: finish_when_drained(loop, output))
-    stop_on_signals(loop, output, lambda: server.end())
+    lifetime = Lifetime(loop, server.end, kill)
+    lifetime.install()
     server.start()
     try:
         loop.run()
@@ -139,19 +195,22 @@ def run_stdio(loop: Loop, make: Callable[[Output, Callable[[], None]], StdioServ
     return int(getattr(server, "exit_code", EXIT_OK))
 
 
-def watch_lifetime(loop: Loop, shutdown: Callable[[], None]) -> None:
+def watch_lifetime(loop: Loop, shutdown: Callable[[], None], kill: Callable[[], None] | None = None) -> Lifetime:
     """Socket servers end on SIGTERM/SIGINT/SIGHUP, and on EOF of stdin when a parent holds
-    it (a pipe or a socket; /dev/null or a terminal does not end a server)."""
-    for signum in SIGNALS:
-        loop.add_signal_handler(signum, shutdown)
+    it (a pipe or a socket; /dev/null or a terminal does not end a server), bounded in time
+    as a signal is (``Lifetime``)."""
+    lifetime = Lifetime(loop, shutdown, kill)
+    lifetime.install()
     try:
         fd = sys.stdin.fileno()
         mode = os.fstat(fd).st_mode
     except (OSError, ValueError):
-        return
+        return lifetime
     if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-        # What the parent writes is ignored: only the end of it matters.
-        Reader(loop, fd, lambda _data: None, shutdown, 65536).start()
+        # What the parent writes is ignored: only the end of it matters. Its parent gone,
+        # nobody may be left to read what its clients are owed: bounded, as a signal.
+        Reader(loop, fd, lambda _data: None, lifetime.bounded, 65536).start()
+    return lifetime
 
 
 # -- ordered output -------------------------------------------------------------------------

@@ -7,6 +7,11 @@ Rules of this file:
   sessions close, their ``closed`` lines are written, and the socket file is removed.
 - With ``--record``, each connection records its transcript into the one file, tagged
   with the connection's number (``conn``).
+- Bounded: at ``MAX_CONNECTIONS``, a new connection closes the oldest idle one (no
+  session, nothing unwritten) to make room, and is itself closed only when none is idle.
+  There is no idle timeout: a protocol 1 client may keep its connection between sessions.
+- A client that never reads, or is gone without a word, costs its own connection only;
+  at the end, the ``Lifetime`` bound (stdio.py) stops waiting for what it never read.
 """
 
 from __future__ import annotations
@@ -17,20 +22,29 @@ import sys
 
 from agentproto import record
 from agentproto.errors import log
-from agentproto.listen import accept_ready, bind_unix, close_unix, hang_up
+from agentproto.listen import Acceptor, bind_unix, close_unix, hang_up
 from agentproto.runtime import Runtime
 from agentproto.serve import P1Connection
 from agentproto.stdio import watch_lifetime, when_drained
 from agentproto.streams import Output
 
 EXIT_OK, EXIT_FAILED = 0, 1  # a socket that cannot be served is a failure, never a usage error
+MAX_CONNECTIONS = 1024
 
 
 class UnixServer:
     """``serve --transport unix``: one independent protocol 1 loop per accepted connection."""
 
-    def __init__(self, runtime: Runtime, path: str, recorder: "record.Sink | None" = None) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        path: str,
+        recorder: "record.Sink | None" = None,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
         self.runtime = runtime
+        self.max_connections = max_connections
+        self.acceptor: Acceptor | None = None
         self.accepted = 0
         self.loop = runtime.loop
         self.path = path
@@ -42,14 +56,23 @@ class UnixServer:
 
     def start(self) -> None:
         self.listener, self.identity = bind_unix(self.path)
-        self.loop.add_reader(self.listener, self._accept)
+        self.acceptor = Acceptor(self.loop, self.listener, self._serve)
+        self.acceptor.start()
         log(f"listening on {self.path}")
 
-    def _accept(self) -> None:
-        assert self.listener is not None
-        accept_ready(self.listener, self._serve)
+    def _make_room(self) -> bool:
+        if len(self.conns) < self.max_connections:
+            return True
+        for _sock, conn, output in self.conns.values():  # the oldest first
+            if not conn.scope.live and not conn.scope.hidden and not output.queue:
+                conn.end_input()  # nothing to close, nothing unwritten: it hangs up now
+                return len(self.conns) < self.max_connections
+        return False
 
     def _serve(self, sock: socket.socket) -> None:
+        if self.stopping or not self._make_room():
+            sock.close()
+            return
         fd = sock.fileno()
 
         def failed(_exc: OSError) -> None:
@@ -72,6 +95,8 @@ class UnixServer:
         def finished() -> None:
             hang_up(self.loop, sock, output)
             del self.conns[conn.in_fd]
+            if self.acceptor is not None:
+                self.acceptor.freed()
             if self.stopping and not self.conns:
                 self.loop.stop()
 
@@ -88,6 +113,9 @@ class UnixServer:
             self.loop.stop()
 
     def close_listener(self) -> None:
+        if self.acceptor is not None:
+            self.acceptor.close()
+            self.acceptor = None
         if self.listener is not None:
             close_unix(self.loop, self.listener, self.path, self.identity)
             self.listener = None
@@ -99,7 +127,7 @@ def run_unix(runtime: Runtime, path: str, recorder: "record.Sink | None" = None)
         sys.stdout.write(json.dumps(refusal) + "\n")
         return EXIT_FAILED
     server = UnixServer(runtime, path, recorder)
-    watch_lifetime(runtime.loop, server.shutdown)  # before the banner: a client may act on it
+    watch_lifetime(runtime.loop, server.shutdown, runtime.kill_all)  # before the banner: a client may act on it
     try:
         server.start()
     except OSError as exc:

@@ -4,11 +4,11 @@ The agent is not confined (see ``acp_fs``): neither are the commands it runs her
 have the user's rights. Only their ``cwd`` is: it must be a directory inside ``dir``.
 
 Rules of this file:
-- Terminals are real child processes run without a shell, each in its own process group,
-  read through the loop (no thread per terminal). Output is kept up to the agent's byte
-  limit (``DEFAULT_OUTPUT_LIMIT`` without one, never more than ``MAX_OUTPUT_LIMIT``),
-  truncated from the front at a character boundary, and streamed as text to ``on_output``
-  as it arrives.
+- Terminals are real child processes run without a shell, each in its own process group
+  (with what it detaches: proctree.py), read through the loop (no thread per terminal).
+  Output is kept up to the agent's byte limit (``DEFAULT_OUTPUT_LIMIT`` without one,
+  never more than ``MAX_OUTPUT_LIMIT``), truncated from the front at a character
+  boundary, and streamed as text to ``on_output`` as it arrives.
 - ``pause()`` stops reading every terminal (the engine's flow control, as for the agent's
   own pipe), so a ``yes`` whose output nobody consumes blocks on its full pipe. An exit
   seen while paused is reported after ``resume()``, with the output written before it.
@@ -25,8 +25,8 @@ import signal
 import subprocess
 from typing import TYPE_CHECKING, Any, Callable
 
+from agentproto import proctree
 from agentproto.drivers.acp_fs import count_param, invalid, os_text, params_object, resolve
-from agentproto.drivers.process import group_alive
 from agentproto.jsonrpc import INTERNAL_ERROR, RpcError
 
 if TYPE_CHECKING:
@@ -62,11 +62,13 @@ class Terminal:
         "decoder",
         "reading",
         "released",
+        "tree",
     )
 
-    def __init__(self, terminal_id: str, proc: subprocess.Popen[bytes], limit: int) -> None:
+    def __init__(self, terminal_id: str, proc: subprocess.Popen[bytes], limit: int, mark: str) -> None:
         self.id = terminal_id
         self.proc = proc
+        self.tree = proctree.Tree(proc.pid, mark)
         self.limit = limit
         self.out = bytearray()
         self.truncated = False
@@ -156,6 +158,7 @@ class Terminals:
             else:
                 cwd = os.path.join(self._default_cwd, cwd_param)
         argv = [command, *args]
+        env, mark = proctree.mark_env(env)
         try:
             proc = self._spawn(argv, cwd, env)
         except FileNotFoundError as exc:
@@ -173,7 +176,7 @@ class Terminals:
         finally:
             if cwd_fd is not None:
                 os.close(cwd_fd)
-        terminal = Terminal(f"term-{next(self._ids)}", proc, limit)
+        terminal = Terminal(f"term-{next(self._ids)}", proc, limit, mark)
         self._terminals[terminal.id] = terminal
         self._all.append(terminal)
         assert proc.stdout is not None
@@ -296,10 +299,7 @@ class Terminals:
 
     def _kill(self, terminal: Terminal) -> None:
         if terminal.reaped is None or self._group_alive(terminal):
-            try:
-                os.killpg(terminal.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            terminal.tree.signal(signal.SIGKILL)
 
     def release(self, params: Any) -> None:
         terminal = self._get(params)
@@ -316,7 +316,7 @@ class Terminals:
 
     @staticmethod
     def _group_alive(terminal: Terminal) -> bool:
-        return group_alive(terminal.proc.pid)
+        return terminal.tree.alive()
 
     def close_all(self) -> None:
         """Kill every terminal's process group (the session is ending)."""

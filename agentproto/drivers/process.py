@@ -4,7 +4,8 @@ through the loop (the ``LineTransport`` of drivers/transport.py that runs every 
 Rules of this file:
 - The agent leads its own process group: agents leave helpers behind, so every signal
   goes to the group, and once the leader has exited whatever is left of the group is
-  sent SIGTERM, then SIGKILL.
+  sent SIGTERM, then SIGKILL. "The group" is the agent's whole tree (proctree.py): what
+  it detached with ``setsid`` too, found by the mark in its environment.
 - Its pipes are non-blocking; every read and write goes through ``loop.io`` (the reads
   through streams.Reader), so a fault-injecting IO can stand in for the system's.
 - Lines are framed with a bound (a longer one is skipped, never buffered); the last
@@ -24,6 +25,7 @@ import os
 import signal
 import sys
 
+from agentproto import proctree
 from agentproto.drivers.transport import Spawn
 from agentproto.streams import Reader
 from agentproto.wire import LineFramer, TooLong
@@ -93,10 +95,12 @@ class ProcessTransport:
         # subprocess (and the threading it imports) only once an agent starts: see cli.py.
         import subprocess
 
+        env, mark = proctree.mark_env(spawn.env)
+        loop.spawning()  # the sidecar adopts what the agent will detach
         self.proc = subprocess.Popen(
             spawn.argv,
             cwd=spawn.cwd,
-            env=spawn.env,
+            env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -107,6 +111,7 @@ class ProcessTransport:
             wire.spawned(spawn.argv, spawn.cwd)
         self.pid: int | None = self.proc.pid  # start_new_session: it leads its own group
         self.pgid = self.proc.pid
+        self.tree = proctree.Tree(self.pgid, mark)
         assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
         self._stdin_fd: int | None = self.proc.stdin.fileno()
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
@@ -269,9 +274,8 @@ class ProcessTransport:
 
     def _reaped(self, returncode: int) -> None:
         self._returncode = returncode
-        # The leader is gone; anything else in its group is an orphan to clean up.
-        self._signal_group(signal.SIGTERM)
-        if group_alive(self.pgid):
+        # The leader is gone; anything else of its tree is an orphan to clean up.
+        if self._signal_group(signal.SIGTERM):
             self.loop.call_later(self.ORPHAN_GRACE, lambda: self._signal_group(signal.SIGKILL))
         self._group_deadline = self.loop.time() + self.GROUP_GRACE
         # Drain what the agent wrote before it died, even while the app is behind.
@@ -296,7 +300,7 @@ class ProcessTransport:
             return
         if not (self._stdout.eof and self._stderr.eof):
             return
-        if self.spawn.wait_group and group_alive(self.pgid):
+        if self.spawn.wait_group and self.tree.alive():
             # Helpers may still be dying from the group's SIGTERM; the exit report
             # promises they are gone.
             assert self._group_deadline is not None
@@ -321,11 +325,9 @@ class ProcessTransport:
             self._wire.exited(status, self.stderr_tail)
         self.spawn.on_exit(status, self.stderr_tail)
 
-    def _signal_group(self, signum: int) -> None:
-        try:
-            os.killpg(self.pgid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
+    def _signal_group(self, signum: int) -> bool:
+        """Signal the agent's whole tree; whether any of it was alive."""
+        return self.tree.signal(signum)
 
     def signal(self, signum: int) -> None:
         if self._wire is not None:
@@ -382,22 +384,7 @@ def group_alive(pgid: int) -> bool:
         os.killpg(pgid, 0)
     except (ProcessLookupError, PermissionError):
         return False
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True  # no /proc: trust the signal
-    wanted = str(pgid).encode()
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and fields[0] != b"Z" and fields[2] == wanted:
-            return True
-    return False
+    return proctree.Tree(pgid).alive()
 
 
 def run_capture(
