@@ -59,3 +59,22 @@ def test_yes_in_a_terminal_lets_claude_run_the_command(terminals, tmp_path: Path
         assert os.path.exists(work / "made-by-claude")
         term.type("/quit\n")
         assert term.wait() == 0
+
+
+def test_a_reason_typed_after_n_reaches_the_model(terminals, tmp_path: Path) -> None:  # noqa: F811
+    """``n REASON``: the Claude driver denies with the reason, and the CLI hands it to the model."""
+    work = tmp_path / "work"
+    work.mkdir()
+    with FakeAnthropic() as api:
+        api.push(tool_use("Bash", {"command": "touch made-by-claude", "description": "Make a file"}), text("Fine."))
+        term = terminals("chat", "claude", env=_env(api, tmp_path), cwd=str(work))
+        term.expect("> ")
+        term.type("make a file\n")
+        term.expect("(n REASON says why): ")
+        term.type("n not on a friday\n")
+        term.expect("Fine.")
+        term.expect("> ")
+        term.type("/quit\n")
+        assert term.wait() == 0
+        assert "not on a friday" in api.main_requests()[-1].last_user_text()
+    assert not (work / "made-by-claude").exists()
