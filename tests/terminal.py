@@ -84,10 +84,10 @@ class Terminal:
         self.mark = 0
         self.descendants: set[int] = set()
 
-    def expect(self, needle: str) -> str:
+    def expect(self, needle: str, guard: float = GUARD) -> str:
         """Read until ``needle`` appears after the last match; return the text up to it."""
         want = needle.encode()
-        deadline = time.monotonic() + GUARD
+        deadline = time.monotonic() + guard
         while True:
             text = self.output.replace(b"\r\n", b"\n")
             found = text.find(want, self.mark)

@@ -17,6 +17,8 @@ from terminal import GUARD, terminals  # noqa: F401  (a fixture)
 
 from tests.fake_anthropic import FakeAnthropic, claude_bin, text, tool_use
 
+STARTS = 60.0  # a hang guard for the real CLI's start and its model call, on a loaded machine
+
 
 def _env(api: FakeAnthropic, tmp_path: Path) -> dict[str, str]:
     config = tmp_path / "config"
@@ -50,11 +52,11 @@ def test_yes_in_a_terminal_lets_claude_run_the_command(terminals, tmp_path: Path
     with FakeAnthropic() as api:
         api.push(tool_use("Bash", {"command": "touch made-by-claude", "description": "Make a file"}), text("Made."))
         term = terminals("chat", "claude", env=_env(api, tmp_path), cwd=str(work))
-        term.expect("> ")
+        term.expect("> ", guard=STARTS)
         term.type("make a file\n")
-        assert "  $ touch made-by-claude\n" in term.expect("(n REASON says why): ")
+        assert "  $ touch made-by-claude\n" in term.expect("(n REASON says why): ", guard=STARTS)
         term.type("y\n")
-        term.expect("Made.")
+        term.expect("Made.", guard=STARTS)
         term.expect("> ")
         assert os.path.exists(work / "made-by-claude")
         term.type("/quit\n")
@@ -68,11 +70,11 @@ def test_a_reason_typed_after_n_reaches_the_model(terminals, tmp_path: Path) -> 
     with FakeAnthropic() as api:
         api.push(tool_use("Bash", {"command": "touch made-by-claude", "description": "Make a file"}), text("Fine."))
         term = terminals("chat", "claude", env=_env(api, tmp_path), cwd=str(work))
-        term.expect("> ")
+        term.expect("> ", guard=STARTS)
         term.type("make a file\n")
-        term.expect("(n REASON says why): ")
+        term.expect("(n REASON says why): ", guard=STARTS)
         term.type("n not on a friday\n")
-        term.expect("Fine.")
+        term.expect("Fine.", guard=STARTS)
         term.expect("> ")
         term.type("/quit\n")
         assert term.wait() == 0
