@@ -167,14 +167,36 @@ def test_the_inspect_op_on_every_framing(tmp_path: Path) -> None:
         assert answer["result"]["view"] == "agents" and answer["result"]["ok"] is True
     finally:
         rpc.stop()
-    # MCP: the agentproto_inspect tool.
+    # MCP: the agentproto_inspect tool, listed and called.
     mcp = Proc(["serve", "--transport", "mcp"])
     try:
         mcp.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         tools = {tool["name"] for tool in mcp.line()["result"]["tools"]}
         assert "agentproto_inspect" in tools
+        mcp.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                  "params": {"name": "agentproto_inspect", "arguments": {"view": "agents"}}})  # fmt: skip
+        answer = mcp.line()
+        assert answer["id"] == 2 and answer["result"]["isError"] is False
+        assert in_schema({k: v for k, v in answer["result"]["structuredContent"].items() if k not in ("op", "ok")})
     finally:
         mcp.stop()
+    # HTTP: POST /v1/agent, the result and its log lines in the body.
+    import http.client
+
+    web = Proc(["serve", "--transport", "http", "--port", "0", "--mock", costly_script(tmp_path)])
+    try:
+        port = int(web.banner(r"listening on http://[\d.]+:(\d+)/").group(1))
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+        batch = "\n".join(json.dumps(r) for r in ({"op": "open", "agent": "mock", "dir": str(tmp_path)},
+                                                    {"op": "inspect", "format": "table"}))  # fmt: skip
+        conn.request("POST", "/v1/agent/batch", body=batch, headers={"Content-Type": "application/json"})
+        lines = [json.loads(line) for line in conn.getresponse().read().splitlines() if line.strip()]
+        conn.close()
+        inspected = [line for line in lines if line.get("op") == "inspect"]
+        assert len(inspected) == 1 and [r["model"] for r in inspected[0]["agents"]] == ["sonnet"]
+        assert any(line["kind"] == "log" and line["text"].startswith("SESSION") for line in lines)
+    finally:
+        web.stop()
 
 
 def test_the_database_off_and_unwritable_cost_nothing_but_a_line(tmp_path: Path) -> None:
@@ -247,3 +269,62 @@ def test_the_table_is_aligned_within_80_columns() -> None:
     assert render(view, "table") == ["no live sessions"] and json.loads(render(view, "json")[0]) == view
     for line in (render(view, "json")):
         check_ops_line({"kind": "log", "stream": "stdout", "text": line})
+
+
+@pytest.mark.parametrize("transport", ["stdio", "unix", "http", "jsonrpc", "mcp"])
+def test_every_serve_transport_answers_on_its_control_socket(transport: str, tmp_path: Path) -> None:
+    control = tmp_path / "control.sock"
+    args = ["serve", "--transport", transport, "--db", "off"]
+    args += {"unix": ["--listen", str(tmp_path / "ap.sock")], "http": ["--port", "0"]}.get(transport, [])
+    p = Proc(args, env={"AGENTPROTO_CONTROL": str(control)})  # the variable, as --control PATH
+    try:
+        p.banner("control socket on")
+        assert stat.S_IMODE(os.lstat(control).st_mode) == 0o600
+        done = inspect_cli("--sock", str(control), "--format", "json")
+        assert done.returncode == 0, done.stderr
+        assert in_schema(json.loads(done.stdout)) == {"view": "agents", "pid": p.proc.pid, "agents": []}
+    finally:
+        p.stop()
+    assert not control.exists()
+
+
+def test_open_requests_count_what_waits_for_the_app(tmp_path: Path) -> None:
+    from ops_support import script
+
+    p = Proc(["agent", "--db", "off", "--mock", script("turn")])
+    try:
+        p.request({"op": "open", "agent": "mock", "dir": str(tmp_path)})
+        p.request({"op": "prompt", "text": "run the tests"})  # ends at its permission request
+        view = {k: v for k, v in result_of(p.request({"op": "inspect"})).items() if k not in ("kind", "op", "ok")}
+        (row,) = in_schema(view)["agents"]
+        assert row["open_requests"] == 1 and row["turns"] == 1 and row["status"] != "Idle"
+        p.request({"op": "answer", "request": "r1", "answer": {"Permission": "AllowOnce"}})
+        (row,) = result_of(p.request({"op": "inspect"}))["agents"]
+        assert row["open_requests"] == 0
+    finally:
+        p.stop()
+
+
+def test_the_database_is_in_the_state_dir_unless_agentproto_db_moves_it(tmp_path: Path) -> None:
+    def one_turn(env: dict[str, str]) -> None:
+        with Sidecar(["--mock", costly_script(tmp_path)], env=env) as sc:
+            session = sc.open(dir=str(tmp_path))
+            sc.ok({"cmd": "prompt", "session": session, "text": PROMPT})
+            sc.events(session, until="TurnEnded")
+
+    def turns(db: Path) -> int:
+        return sqlite3.connect(db).execute("SELECT count(*) FROM turns").fetchone()[0]
+
+    state = tmp_path / "state"
+    one_turn({"XDG_STATE_HOME": str(state)})
+    default = state / "agentproto" / "observations.db"
+    assert turns(default) == 1
+    assert stat.S_IMODE(os.stat(default.parent).st_mode) == 0o700 and stat.S_IMODE(os.stat(default).st_mode) == 0o600
+    moved = tmp_path / "elsewhere" / "obs.db"
+    one_turn({"XDG_STATE_HOME": str(state), "AGENTPROTO_DB": str(moved)})
+    assert turns(moved) == 1 and turns(default) == 1
+    # inspect reads the same place by the same rules.
+    env = {"XDG_STATE_HOME": str(state)}
+    assert json.loads(inspect_cli("--view", "cost", env=env).stdout)["db"] == str(default)
+    viewed = json.loads(inspect_cli("--view", "cost", env={**env, "AGENTPROTO_DB": str(moved)}).stdout)
+    assert viewed["db"] == str(moved) and viewed["total"]["turns"] == 1

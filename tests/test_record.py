@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from ops_support import Proc, script
 from sidecar import ROOT, Sidecar, base_env
 
@@ -127,3 +128,174 @@ def test_open_up_front_refuses_a_bad_path(tmp_path: Path) -> None:
     good.line("to_agent", b'{"jsonrpc":"2.0"}', session="s1")
     good.close()
     assert json.loads((tmp_path / "ok").read_text())["session"] == "s1"
+
+
+# -- every frontend: its requests and its sessions' agent wire, in one file -------------------
+
+ACP_AGENT = {"acp": {"name": "acp-test", "path": str(ROOT / "tests" / "acp_test_agent.py"), "args": []}}
+
+
+def _generate(work: Path) -> dict:
+    from suite_secrets import API_KEY
+
+    return {"agent": ACP_AGENT, "dir": str(work), "prompt": "chunks", "env": {"SERVICE_API_KEY": API_KEY}}
+
+
+def _ops_loop(record: Path, work: Path) -> None:
+    p = Proc(["agent", "--record", str(record)])
+    try:
+        assert p.request({"op": "generate", **_generate(work)}, timeout=30)[-1]["exit_code"] == 0
+        p.close_stdin()
+        assert p.wait(30) == 0
+    finally:
+        p.stop()
+
+
+def _single_shot(record: Path, work: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agentproto", "--single-shot", "--record", str(record)],
+        input=json.dumps({"op": "generate", **_generate(work)}).encode(), capture_output=True,
+        env=base_env(), cwd=str(ROOT), timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def _http(record: Path, work: Path) -> None:
+    import http.client
+
+    p = Proc(["serve", "--transport", "http", "--port", "0", "--record", str(record)])
+    try:
+        port = int(p.banner(r"listening on http://[\d.]+:(\d+)/").group(1))
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("POST", "/v1/agent", body=json.dumps({"op": "generate", **_generate(work)}),
+                     headers={"Content-Type": "application/json"})  # fmt: skip
+        assert b'"exit_code":0' in conn.getresponse().read()
+        conn.close()
+    finally:
+        p.stop()
+
+
+def _rpc(transport: str, record: Path, work: Path) -> None:
+    p = Proc(["serve", "--transport", transport, "--record", str(record)])
+    try:
+        if transport == "mcp":
+            hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+            p.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
+            assert p.line()["id"] == 1
+            p.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            call = {"method": "tools/call", "params": {"name": "agentproto_generate", "arguments": _generate(work)}}
+        else:
+            call = {"method": "generate", "params": _generate(work)}
+        p.send({"jsonrpc": "2.0", "id": 2, **call})
+        while (answer := p.line(30)).get("id") != 2:
+            pass  # log notifications first
+        assert "result" in answer, answer
+        p.close_stdin()
+        assert p.wait(30) == 0
+    finally:
+        p.stop()
+
+
+def _serve(record: Path, work: Path) -> None:
+    args = _generate(work)
+    with Sidecar(["--record", str(record)]) as sc:
+        session = sc.open(args["agent"], dir=args["dir"], env=args["env"])
+        sc.ok({"cmd": "prompt", "session": session, "text": "chunks"}, 30)
+        sc.events(session, until="TurnEnded", timeout=30)
+        sc.ok({"cmd": "close", "session": session}, 30)
+        sc.wait_for(lambda line: line.get("closed") == session, 30)
+        sc.close_stdin()
+        sc.drain()
+
+
+def _unix(record: Path, work: Path) -> None:
+    import socket
+
+    path = str(work / "ap.sock")
+    p = Proc(["serve", "--transport", "unix", "--listen", path, "--record", str(record)])
+    try:
+        p.banner("listening on")
+        args = _generate(work)
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(path)
+            reader = sock.makefile("rb")
+            reader.readline()  # hello
+
+            def until(needle: bytes) -> None:
+                while needle not in (line := reader.readline()):
+                    assert line, f"the connection ended before {needle!r}"
+
+            open_frame = {"id": 1, "cmd": "open", "agent": args["agent"], "dir": args["dir"], "env": args["env"]}
+            sock.sendall((json.dumps(open_frame) + "\n").encode())
+            until(b'{"id":1,"ok"')
+            sock.sendall(b'{"id": 2, "cmd": "prompt", "session": "s1", "text": "chunks"}\n')
+            until(b"TurnEnded")
+            sock.sendall(b'{"id": 3, "cmd": "close", "session": "s1"}\n')
+            until(b'{"closed"')
+    finally:
+        p.stop()
+
+
+FRONTENDS = {
+    "agent": _ops_loop,
+    "single-shot": _single_shot,
+    "http": _http,
+    "jsonrpc": lambda record, work: _rpc("jsonrpc", record, work),
+    "mcp": lambda record, work: _rpc("mcp", record, work),
+    "serve": _serve,
+    "unix": _unix,
+}
+
+
+@pytest.mark.parametrize("frontend", list(FRONTENDS))
+def test_every_frontend_records_its_requests_and_its_sessions_agent_wire(frontend: str, tmp_path: Path) -> None:
+    from suite_secrets import API_KEY
+
+    record = tmp_path / "rec.ndjson"
+    FRONTENDS[frontend](record, tmp_path)
+    text = record.read_text(encoding="utf-8")
+    records = [json.loads(line) for line in text.splitlines()]
+    assert records[0]["recording"] == 1 and records[0]["frontend"] == frontend
+    # The app's side: the seed's pairs on the ops framings, the transcript on protocol 1.
+    if frontend in ("serve", "unix"):
+        ins = [json.loads(r["line"]) for r in records if r.get("dir") == "in"]
+        assert [frame["cmd"] for frame in ins][:2] == ["open", "prompt"]
+        assert any('"TurnEnded"' in r["line"] for r in records if r.get("dir") == "out")
+    else:
+        pairs = [r for r in records if "request" in r]
+        generate = next(p for p in pairs if "generate" in p["request"])
+        last = generate["response"].rstrip("\n").split("\n")[-1]
+        assert json.loads(last).get("kind") == "done" or json.loads(last).get("id") == 2, last
+        assert "Hello, world" in generate["response"]  # the chunks the agent streamed, joined
+    # The agent's wire, in the same file, tied to its session.
+    wire = [r for r in records if r.get("dir") in ("launch", "spawn", "to_agent", "from_agent", "exit", "control")]
+    assert len({r["session"] for r in wire}) == 1
+    assert wire[0]["dir"] == "launch" and wire[0]["agent"]["id"] == "acp-test"
+    sent = [json.loads(r["line"]).get("method") for r in wire if r["dir"] == "to_agent"]
+    assert sent[:3] == ["initialize", "session/new", "session/prompt"], sent
+    got = [r for r in wire if r["dir"] == "from_agent"]
+    assert any('"agent_message_chunk"' in r["line"] for r in got) and all(isinstance(r["read"], int) for r in got)
+    # The key the app handed the session is in no frontend's record.
+    assert API_KEY not in text and '"[redacted]"' in text.replace('\\"', '"')
+
+
+def test_record_wire_writes_the_same_lines_as_record(tmp_path: Path) -> None:
+    record, own = tmp_path / "all.ndjson", tmp_path / "wire.ndjson"
+    with Sidecar(["--record", str(record)]) as sc:
+        session = sc.open(ACP_AGENT, dir=str(tmp_path), record_wire=str(own))
+        sc.ok({"cmd": "prompt", "session": session, "text": "chunks"}, 30)
+        sc.events(session, until="TurnEnded", timeout=30)
+        sc.ok({"cmd": "close", "session": session}, 30)
+        sc.wait_for(lambda line: line.get("closed") == session, 30)
+        sc.close_stdin()
+        sc.drain()
+
+    def wire(path: Path) -> list[dict]:
+        found = [json.loads(line) for line in path.read_text().splitlines()]
+        return [{k: v for k, v in r.items() if k != "t"} for r in found if "session" in r and "recording" not in r]
+
+    own_records = [json.loads(line) for line in own.read_text().splitlines()]
+    assert own_records[0]["recording"] == 1 and own_records[0]["frontend"] == "record_wire"
+    assert stat.S_IMODE(os.stat(own).st_mode) == 0o600
+    assert len(wire(own)) > 5 and wire(own) == wire(record)
+

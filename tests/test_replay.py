@@ -183,3 +183,25 @@ def test_replay_never_writes_what_the_recording_names(tmp_path: Path) -> None:
     done = replay(record)
     assert done.returncode == 0, done.stderr
     assert not named.exists()
+
+
+def test_a_recording_carries_its_mock_script(tmp_path: Path) -> None:
+    import hashlib
+    import shutil
+
+    mock = tmp_path / "mine.json"
+    shutil.copy(script("turn"), mock)
+    record = tmp_path / "serve.ndjson"
+    with Sidecar(["--mock", str(mock), "--record", str(record)]) as sc:
+        session = sc.open(dir=str(tmp_path))
+        sc.ok({"cmd": "prompt", "session": session, "text": "go"})
+        sc.events(session, until="RequestOpened")
+        sc.close_stdin()
+        sc.drain()
+    header = records(record)[0]
+    assert header["mock"]["path"] == str(mock) and header["agentproto"]
+    assert header["mock"]["sha256"] == hashlib.sha256(mock.read_bytes()).hexdigest()
+    assert header["mock"]["script"] == json.loads(mock.read_text())
+    mock.unlink()  # replay needs only the recording
+    done = replay(record)
+    assert done.returncode == 0, done.stderr
