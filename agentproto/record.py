@@ -25,7 +25,8 @@ which starts with its header. Its lines (one JSON object each, appended):
 
 Rules of this file:
 - Best effort: a record that cannot be written costs one line on stderr (once per
-  recorder) and never the session; later records are still tried.
+  recorder) and never the session; later records are still tried. A write cut short
+  (a full disk) is cut back off the file: it holds whole records only.
 - Never in the loop's way: with a loop, records are buffered and written once per loop
   pass (one write of whole lines), up to ``MAX_BUFFER`` bytes waiting; beyond that, what
   cannot be kept is dropped with the one stderr line. ``close`` writes what is left.
@@ -193,6 +194,7 @@ class Recorder:
             self._put(data)
 
     def _put(self, data: bytes) -> None:
+        written = 0
         try:
             if self.file is None:
                 self.file = private.open_append(self.path)
@@ -201,12 +203,28 @@ class Recorder:
             fd = self.file.fileno()
             view = memoryview(data)
             while view:
-                written = os.write(fd, view)
-                if written <= 0:
+                count = os.write(fd, view)
+                if count <= 0:
                     raise OSError(errno.ENOSPC, "no space left on device")
-                view = view[written:]
+                written += count
+                view = view[count:]
         except OSError as exc:
+            torn = written - (data.rfind(b"\n", 0, written) + 1)
+            if torn:
+                self._cut_back(torn)
             self._failed(exc)
+
+    def _cut_back(self, torn: int) -> None:
+        """A write cut short (a full disk) inside a record: that record's head, at the
+        file's end (O_APPEND), is cut off again, so that the file holds whole records only
+        and the next one that fits starts a line of its own (a torn line would make the
+        whole file unreplayable)."""
+        assert self.file is not None
+        try:
+            fd = self.file.fileno()
+            os.ftruncate(fd, max(0, os.fstat(fd).st_size - torn))
+        except OSError:
+            pass  # best effort, as the write was
 
     def _failed(self, exc: OSError) -> None:
         if not self.warned:

@@ -299,3 +299,30 @@ def test_record_wire_writes_the_same_lines_as_record(tmp_path: Path) -> None:
     assert stat.S_IMODE(os.stat(own).st_mode) == 0o600
     assert len(wire(own)) > 5 and wire(own) == wire(record)
 
+
+def test_a_write_refused_part_way_leaves_only_whole_records(tmp_path: Path) -> None:
+    # The file-size limit stands in for a full disk: a write is cut short, then refused
+    # (EFBIG, as ENOSPC). Every request is still answered, one line says so, and the file
+    # keeps whole records only, so what was recorded still replays.
+    import resource
+
+    record = tmp_path / "r.ndjson"
+    codes = ["BadFrame", "SessionBusy", "NotInstalled", "BadFrame", "SessionBusy", "NotInstalled"]
+    requests = b"".join(json.dumps({"op": "explain", "code": code}).encode() + b"\n" for code in codes)
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3000, 3000))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "agentproto", "agent", "--record", str(record)], input=requests,
+        capture_output=True, env=base_env({"AGENTPROTO_DB": "off"}), cwd=str(ROOT), timeout=60, preexec_fn=small_files,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.count(b'"kind":"done"') == len(codes)
+    assert done.stderr.count(b"recording skipped") == 1 and b"File too large" in done.stderr
+    text = record.read_text()
+    assert 0 < len(text) <= 3000 and text.endswith("\n")
+    pairs = [json.loads(line) for line in text.splitlines()][1:]  # every line is a whole record
+    assert 0 < len(pairs) < len(codes)
+    replayed = subprocess.run([sys.executable, "-m", "agentproto", "replay", str(record)], capture_output=True,
+                              env=base_env({"AGENTPROTO_DB": "off"}), cwd=str(ROOT), timeout=60)  # fmt: skip
+    assert replayed.returncode == 0, replayed.stderr
