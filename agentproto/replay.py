@@ -265,10 +265,17 @@ class _Writer:
                     pass
 
 
+class _NoConnection:
+    """The fake response's connection: an output that never backs up (a batch never waits)."""
+
+    output: tuple[bytes, ...] = ()
+
+
 class _FakeResponse:
     """What OpsHttp's handler writes to, without HTTP: the lines are recorded by it."""
 
     gone = False
+    conn = _NoConnection()
 
     def stream(self, status: int, content_type: str, headers: Any = None, close: bool = False) -> None:
         pass
