@@ -205,3 +205,15 @@ def test_a_recording_carries_its_mock_script(tmp_path: Path) -> None:
     mock.unlink()  # replay needs only the recording
     done = replay(record)
     assert done.returncode == 0, done.stderr
+
+
+def test_every_drifted_request_of_the_ops_framings_is_reported(tmp_path: Path) -> None:
+    recs = records(RECORDINGS / "mock-ops.ndjson")
+    pairs = [r for r in recs if "response" in r]
+    for r in (pairs[0], pairs[3]):  # open, and explain: each request's response is its own
+        r["response"] = r["response"].replace("{", '{"edited":true,', 1)
+    done = replay(write(tmp_path / "two.ndjson", recs))
+    assert done.returncode == 1
+    drifts = [line for line in done.stderr.splitlines() if line.startswith("agentproto: drift:")]
+    assert len(drifts) == 2 and '"op": "open"' in drifts[0] and '"op": "explain"' in drifts[1]
+    assert "2 drift(s)" in done.stderr
