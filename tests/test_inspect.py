@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from ops_support import Proc, check_ops_line, done_of, result_of, single_shot, validator, write_script
 from sidecar import ROOT, Sidecar, base_env
+from terminal import terminals  # noqa: F401  (a fixture)
 
 from agentproto.inspect import aligned, parse_since, render
 
@@ -328,3 +329,14 @@ def test_the_database_is_in_the_state_dir_unless_agentproto_db_moves_it(tmp_path
     assert json.loads(inspect_cli("--view", "cost", env=env).stdout)["db"] == str(default)
     viewed = json.loads(inspect_cli("--view", "cost", env={**env, "AGENTPROTO_DB": str(moved)}).stdout)
     assert viewed["db"] == str(moved) and viewed["total"]["turns"] == 1
+
+
+def test_the_command_prints_a_table_on_a_terminal_and_json_elsewhere(terminals, tmp_path: Path) -> None:  # noqa: F811
+    db = str(tmp_path / "none-yet.db")
+    term = terminals("inspect", "--view", "cost", "--db", db)
+    assert term.wait() == 0
+    lines = term.text().splitlines()
+    assert lines[0].startswith("cost since ") and lines[1].startswith("database ") and db.endswith(lines[1][-12:])
+    assert lines[2].split() == ["AGENT", "TURNS", "IN", "OUT", "CACHED", "COST"] and lines[3].split()[0] == "TOTAL"
+    piped = inspect_cli("--view", "cost", "--db", db)
+    assert in_schema(json.loads(piped.stdout))["total"]["turns"] == 0
