@@ -64,6 +64,18 @@ class Run:
 _STR = (str,)
 
 
+#: The members a record of each direction has of its own, with their types.
+_MEMBERS: dict[str, dict[str, tuple[type, ...]]] = {
+    "from_agent": {"read": (int,)},
+    "spawn": {"argv": (list,)},
+    "id": {"purpose": _STR, "value": _STR},
+    "control": {"action": _STR},
+    "exit": {"stderr": _STR},
+    "launch": {"agent": (dict,)},
+    "post": {"path": _STR},
+}
+
+
 def _need(record: dict[str, Any], lineno: int, **kinds: Any) -> None:
     for key, types in kinds.items():
         if key not in record:
@@ -97,20 +109,7 @@ def check_record(record: Any, lineno: int) -> str:
         _need(record, lineno, line=_STR)
     if direction in WIRE_DIRS:
         _need(record, lineno, session=_STR)
-    if direction == "from_agent":
-        _need(record, lineno, read=(int,))
-    elif direction == "spawn":
-        _need(record, lineno, argv=(list,))
-    elif direction == "id":
-        _need(record, lineno, purpose=_STR, value=_STR)
-    elif direction == "control":
-        _need(record, lineno, action=_STR)
-    elif direction == "exit":
-        _need(record, lineno, stderr=_STR)
-    elif direction == "launch":
-        _need(record, lineno, agent=(dict,))
-    elif direction == "post":
-        _need(record, lineno, path=_STR)
+    _need(record, lineno, **_MEMBERS.get(direction, {}))
     return "transcript"
 
 

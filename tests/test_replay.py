@@ -115,6 +115,20 @@ def test_what_is_not_a_valid_record_is_exit_2(tmp_path: Path) -> None:
         assert str(path) in done.stderr, name
 
 
+def test_a_record_without_its_directions_members_is_exit_2_saying_which(tmp_path: Path) -> None:
+    cases = {
+        '{"t": 1, "dir": "spawn", "session": "s"}': "a spawn record without `argv`",
+        '{"t": 1, "dir": "id", "session": "s", "purpose": "p", "value": 5}': "`value` of a id record has the wrong type",
+        '{"t": 1, "dir": "from_agent", "session": "s", "line": "x", "read": true}': "`read` of a from_agent record",
+        '{"t": 1, "dir": "post", "line": "x"}': "a post record without `path`",
+    }
+    for index, (line, message) in enumerate(cases.items()):
+        path = tmp_path / f"{index}.ndjson"
+        path.write_text(line + "\n")
+        done = replay(path)
+        assert done.returncode == 2 and message in done.stderr, (line, done.stderr)
+
+
 def claude_deltas(recs: list[dict]) -> list[dict]:
     return [r for r in recs if r.get("dir") == "from_agent" and '"text_delta"' in r["line"]]
 
