@@ -125,3 +125,76 @@ def test_a_unix_client_gone_without_a_half_close_costs_only_its_connection(how: 
         assert frontend.proc.poll() == 0 and took < BOUND, (took, frontend.stderr[-2000:])
     finally:
         frontend.finish()
+
+
+@pytest.mark.parametrize("name", ["serve", "unix", "http"])
+def test_eof_closes_every_session_and_exits_0_with_nothing_left(name: str, tmp_path: Path) -> None:
+    """EOF on stdin (for a socket server: its parent's end of stdin) during a turn of an agent
+    that ignores SIGTERM and EOF and has detached a process: every session closes, the agent
+    and what it detached are gone, and the process exits 0."""
+    frontend = Frontend(name, tmp_path)
+    try:
+        pids = enter(frontend, "turn", tmp_path)
+        assert frontend.proc.stdin is not None
+        frontend.proc.stdin.close()
+        try:
+            frontend.proc.wait(20)
+        except Exception:
+            pass
+        assert frontend.proc.poll() is not None, f"{name} still runs 20 s after EOF"
+        if name in ("serve", "unix"):
+            frontend.main.read_until(b'"closed"')  # protocol 1 says so
+        assert frontend.proc.returncode == 0, (frontend.proc.returncode, frontend.stderr[-2000:])
+        assert_all_gone(pids)
+    finally:
+        frontend.finish()
+
+
+@pytest.mark.parametrize("name", ["agent", "jsonrpc", "mcp"])
+def test_after_eof_the_ops_frontends_answer_what_was_asked_and_sigterm_still_ends_them(
+    name: str, tmp_path: Path
+) -> None:
+    """The request framings end at EOF once every request is answered (a script of requests
+    piped in gets all its answers): a turn that never ends keeps them, and SIGTERM still
+    ends them within the bound, with nothing left."""
+    frontend = Frontend(name, tmp_path)
+    try:
+        pids = enter(frontend, "turn", tmp_path)
+        assert frontend.proc.stdin is not None
+        frontend.proc.stdin.close()
+        import time
+
+        time.sleep(1.0)
+        assert frontend.proc.poll() is None, "it ended before answering the prompt"
+        took = frontend.sigterm()
+        assert frontend.proc.poll() == 0 and took < BOUND, (took, frontend.proc.returncode, frontend.stderr[-2000:])
+        assert_all_gone(pids)
+    finally:
+        frontend.finish()
+
+
+@pytest.mark.parametrize("name", ["serve", "agent", "single-shot", "jsonrpc", "mcp"])
+def test_after_eof_a_reader_that_closes_its_pipe_ends_the_process(name: str, tmp_path: Path) -> None:
+    """Output queued and unread at EOF, then the reader closes its end of stdout: the lines
+    can never be written, so the process ends at once (status 1, quietly), not waiting on them."""
+    frontend = Frontend(name, tmp_path)
+    try:
+        enter(frontend, "unread", tmp_path)
+        assert frontend.proc.stdin is not None and frontend.proc.stdout is not None
+        if name != "single-shot":
+            frontend.proc.stdin.close()
+        import time
+
+        time.sleep(0.5)
+        frontend.proc.stdout.close()
+        started = time.monotonic()
+        try:
+            frontend.proc.wait(15)
+        except Exception:
+            pass
+        took = time.monotonic() - started
+        assert frontend.proc.poll() is not None and took < BOUND, f"{name} still runs {took:.1f} s after EPIPE"
+        assert frontend.proc.returncode == 1, (frontend.proc.returncode, frontend.stderr[-2000:])
+        assert "Traceback" not in frontend.stderr
+    finally:
+        frontend.finish()
