@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from agentproto import __version__
 from agentproto.errors import write_stderr
@@ -36,11 +37,30 @@ def live_terminal(stream: Any) -> bool:
     return tty and os.environ.get("TERM", "") not in ("", "dumb") and not os.environ.get("NO_COLOR")
 
 
+class Interrupted(Exception):
+    """A signal ended ``list`` before every version was read: ``signum`` names it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 def discover(progress: bool) -> dict[str, Any]:
-    """The discovery report, with a spinner on stderr meanwhile when ``progress``."""
-    loop = Loop()
+    """The discovery report, with a spinner on stderr meanwhile when ``progress``.
+
+    SIGINT, SIGTERM or SIGHUP while versions are read raise ``Interrupted`` once the loop
+    is closed, and closing it kills every ``--version`` still running (the loop adopts
+    them): none outlives ``list``, not even one that hangs or detaches."""
+    loop = Loop(adopt_orphans=True)
     runtime = Runtime(loop)
     result: list[dict[str, Any]] = []
+    signalled: list[int] = []
+
+    def on(signum: int) -> Callable[[], None]:
+        return lambda: signalled.append(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(signum, on(signum))
     start = loop.time()
     frame = [0]
 
@@ -56,11 +76,13 @@ def discover(progress: bool) -> dict[str, Any]:
     if progress and not result:
         loop.call_later(TICK, draw)
     try:
-        loop.run(until=lambda: bool(result))
+        loop.run(until=lambda: bool(result) or bool(signalled))
     finally:
         loop.close()
         if progress:
             _status("")
+    if signalled:
+        raise Interrupted(signalled[0])
     return result[0]
 
 
@@ -119,7 +141,10 @@ def table(report: dict[str, Any]) -> str:
 
 
 def run(as_json: bool) -> int:
-    report = discover(progress=live_terminal(sys.stderr))
+    try:
+        report = discover(progress=live_terminal(sys.stderr))
+    except Interrupted as exc:
+        return 128 + exc.signum  # 130 for Ctrl-C, as every command
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
     else:

@@ -233,6 +233,56 @@ def test_list_shows_progress_on_a_live_terminal_only(terminals, tmp_path: Path) 
     assert piped.returncode == 0 and piped.stderr == b""
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_list_and_no_version_probe_outlives_it(tmp_path: Path, signum: int) -> None:
+    """An agent whose ``--version`` hangs (and one that leaves a child behind): a signal
+    ends ``list`` at once, 128 + N, and takes every probe with it (they were left running)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    executable(bin_dir / "codex", f"#!/bin/sh\necho $$ > {pids}/codex\nexec sleep 300\n")
+    executable(bin_dir / "claude", f"#!/bin/sh\nsetsid sleep 300 & echo $! > {pids}/detached\n"
+                                   f"echo $$ > {pids}/claude\nexec sleep 300\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentproto", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=base_env({"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}), cwd=str(ROOT),
+    )
+    started: list[int] = []
+    try:
+        deadline = time.monotonic() + GUARD
+        while len(list(pids.iterdir())) < 3 or any(not p.read_text().strip() for p in pids.iterdir()):
+            assert time.monotonic() < deadline, "hang guard: the probes never started"
+            time.sleep(0.05)
+        started = [int(p.read_text()) for p in pids.iterdir()]
+        proc.send_signal(signum)
+        assert proc.wait(GUARD) == 128 + signum
+        out, err = proc.communicate()
+        assert out == b"" and b"Traceback" not in err, err
+        left = [pid for pid in started if _running(pid)]
+        assert not left, f"probes left running: {left}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in started:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a killed orphan may wait a moment for init to reap it)."""
+    deadline = time.monotonic() + 5  # a hang guard for that reaping, not a timing assertion
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        if state != "Z" or time.monotonic() > deadline:
+            return state != "Z"
+        time.sleep(0.05)
+
+
 # -- a reader that went away, a reader that stopped ---------------------------------------------
 
 
