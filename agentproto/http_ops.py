@@ -32,7 +32,7 @@ from agentproto.listen import bind_tcp, tcp_address
 from agentproto.ops import EXIT_FAILED, EXIT_OK, OpsContext, OpsHub, protocol_error
 from agentproto.record import Sink as Recorder
 from agentproto.runtime import Runtime
-from agentproto.stdio import watch_lifetime, when_drained
+from agentproto.stdio import capture, watch_lifetime, when_drained
 from agentproto.wire import encode
 
 REQUEST_TIMEOUT = 30.0
@@ -60,21 +60,21 @@ class BindRefused(Exception):
 
 
 class _PostOut:
-    """The ops ``Out`` of one request of a POST: NDJSON chunks, captured for --record."""
+    """The ops ``Out`` of one request of a POST: NDJSON chunks, captured under --record."""
 
-    def __init__(self, response: Response, then: Callable[[bytes, int], None]) -> None:
+    def __init__(self, response: Response, then: Callable[[bytes, int, int], None], recording: bool) -> None:
         self.response = response
         self.then = then
-        self.captured: list[bytes] = []
+        self.captured = capture(recording)
 
     def line(self, obj: dict[str, Any], session: Session | None = None) -> None:
         data = encode(obj)
-        self.captured.append(data)
+        self.captured.add(data)
         self.response.write(data, session)
 
     def done(self, exit_code: int) -> None:
         self.line({"kind": "done", "exit_code": exit_code})
-        self.then(b"".join(self.captured), exit_code)
+        self.then(self.captured.value(), self.captured.dropped, exit_code)
 
 
 class OpsHttp:
@@ -114,12 +114,12 @@ class OpsHttp:
         response.stream(200, "application/x-ndjson")
         ctx = OpsContext(self.hub)
 
-        def then(answer: bytes, _code: int) -> None:
+        def then(answer: bytes, dropped: int, _code: int) -> None:
             if self.recorder is not None:
-                self.recorder.pair(body, answer)
+                self.recorder.pair(body, answer, dropped)
             response.end()
 
-        out = _PostOut(response, then)
+        out = _PostOut(response, then, self.recorder is not None)
         if not body.strip():
             protocol_error(out, "malformed JSON: the request body is empty")
             return
@@ -163,13 +163,13 @@ class OpsHttp:
                 response.end()
                 return
 
-            def then(answer: bytes, _code: int) -> None:
+            def then(answer: bytes, dropped: int, _code: int) -> None:
                 if self.recorder is not None:
-                    self.recorder.pair(raw, answer)
+                    self.recorder.pair(raw, answer, dropped)
                 # Never inside the engine's bookkeeping: the next request starts next tick.
                 self.loop.call_soon(step)
 
-            ctx.run_raw(raw, _PostOut(response, then))
+            ctx.run_raw(raw, _PostOut(response, then, self.recorder is not None))
 
         step()
 

@@ -26,6 +26,7 @@ from agentproto.jsonrpc import INVALID_PARAMS, RpcError
 from agentproto.mcp import McpEndpoint, ToolCall
 from agentproto.ops import OpsContext, OpsError, parse_request
 from agentproto.ops_stdio import LineServer, ResultOut
+from agentproto.stdio import capture
 from agentproto.wire import encode, event_kind_name
 
 TOOL_PREFIX = "agentproto_"
@@ -199,11 +200,11 @@ class _LineReply:
     def __init__(self, server: "McpStdio", raw: bytes) -> None:
         self.server = server
         self.raw = raw
-        self.captured: list[bytes] = []
+        self.captured = capture(server.recorder is not None)
         self.entries: list[bytes] | None = None
 
     def _send(self, data: bytes) -> None:
-        self.captured.append(data)
+        self.captured.add(data)
         self.server.output.send(data)
 
     def batch(self) -> None:

@@ -18,7 +18,7 @@ from agentproto.engine import Session
 from agentproto.ops import EXIT_PROTOCOL, OpsContext, OpsHub
 from agentproto.runtime import Runtime
 from agentproto.serve import INPUT_PAUSE_LINES
-from agentproto.stdio import Job, Pipeline
+from agentproto.stdio import Capture, Job, Pipeline, capture
 from agentproto.streams import LineReader, Output, Reader
 from agentproto.wire import DEFAULT_MAX_LINE, TooLong, decode_json_line, encode
 
@@ -94,7 +94,9 @@ class LineServer:
         self.reader = self.make_reader(in_fd)
         self.ending = False
         #: Answers in request order, for the framings that keep it.
-        self.pipeline = Pipeline(self.loop, output.send, lambda job: self.answered(job.raw, job.captured))
+        self.pipeline = Pipeline(
+            self.loop, output.send, lambda job: self.answered(job.raw, job.captured), recorder is not None
+        )
 
     # What a framing decides.
     def open_requests(self) -> int:
@@ -142,12 +144,12 @@ class LineServer:
 
         self.pipeline.submit(Job(run, raw))
 
-    def answered(self, raw: bytes, written: list[bytes]) -> bool:
+    def answered(self, raw: bytes, written: Capture) -> bool:
         """One request's last line is out (``written``: every line of it): record it; halt,
         or end after the last answer once input has ended. False when the server stops
         taking requests (``halt``)."""
         if self.recorder is not None and raw:
-            self.recorder.pair(raw, b"".join(written))
+            self.recorder.pair(raw, written.value(), written.dropped)
         if self.ctx.halted:
             self.end()
             return False
@@ -234,9 +236,9 @@ class SingleShot(LineServer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.raw = bytearray()
         self.too_long = False
-        self.captured: list[bytes] = []
         self.exit_code = EXIT_PROTOCOL
         super().__init__(*args, **kwargs)
+        self.captured = capture(self.recorder is not None)
 
     def make_reader(self, fd: int) -> LineReader | Reader:
         return Reader(self.loop, fd, self._data, self._eof)
@@ -250,7 +252,7 @@ class SingleShot(LineServer):
 
     def send(self, obj: dict[str, Any], session: Session | None) -> None:
         data = encode(obj)
-        self.captured.append(data)
+        self.captured.add(data)
         self.output.send(data, session)
 
     def _eof(self) -> None:

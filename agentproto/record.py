@@ -10,7 +10,9 @@ which starts with its header. Its lines (one JSON object each, appended):
 - ``{"request": RAW, "response": RAW}``: the ops framings (the ``agent`` loop,
   ``--single-shot``, HTTP, JSON-RPC, MCP), exactly the seed's recorded-session pairs:
   ``request`` the raw request line, whitespace-trimmed; ``response`` every byte written
-  for it, up to and including its ``done`` (or its final JSON-RPC response). HTTP puts
+  for it, up to and including its ``done`` (or its final JSON-RPC response); an answer of
+  more than 16 MiB keeps its first 16 MiB, and ``dropped`` says how many bytes followed
+  (a request is never held whole in memory for its record). HTTP puts
   ``{"t", "dir": "post", "path"}`` before the pairs of each POST (a batch's requests share
   a default session, separate POSTs do not).
 - ``{"t": NS, "dir": DIRECTION, ...}``: a transcript line. ``t`` is a monotonic clock in
@@ -84,7 +86,7 @@ def _record(record: dict[str, Any]) -> str:
 class Sink(Protocol):
     """What frontends and transports record through: a Recorder, or replay's checker."""
 
-    def pair(self, request: bytes | str, response: bytes | str) -> None: ...
+    def pair(self, request: bytes | str, response: bytes | str, dropped: int = 0) -> None: ...
 
     def line(self, direction: str, line: bytes | str, **tags: Any) -> None: ...
 
@@ -141,11 +143,15 @@ class Recorder:
             self.file = private.open_append(self.path)
 
     # -- records -------------------------------------------------------------------------
-    def pair(self, request: bytes | str, response: bytes | str) -> None:
-        """One request of an ops framing and everything written for it."""
+    def pair(self, request: bytes | str, response: bytes | str, dropped: int = 0) -> None:
+        """One request of an ops framing and everything written for it (its first
+        ``stdio.MAX_CAPTURE`` bytes: ``dropped`` counts the bytes of it not kept)."""
         text = _text(request).strip()
         _learn_request(text)
-        self._write({"request": text, "response": _text(response)})
+        record: dict[str, Any] = {"request": text, "response": _text(response)}
+        if dropped:
+            record["dropped"] = dropped
+        self._write(record)
 
     def line(self, direction: str, line: bytes | str, **tags: Any) -> None:
         """One line of a transcript, without its newline."""

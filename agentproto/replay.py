@@ -122,9 +122,9 @@ class Checker:
         self.progress = 0
 
     # record.Sink
-    def pair(self, request: bytes | str, response: bytes | str) -> None:
+    def pair(self, request: bytes | str, response: bytes | str, dropped: int = 0) -> None:
         if self.update is not None:
-            self.update.pair(request, response)
+            self.update.pair(request, response, dropped)
         self._live(("pairs",), _text(response), _text(request))
 
     def line(self, direction: str, line: bytes | str, **tags: Any) -> None:

@@ -215,9 +215,53 @@ def watch_lifetime(loop: Loop, shutdown: Callable[[], None], kill: Callable[[], 
 
 # -- ordered output -------------------------------------------------------------------------
 
+#: Bytes of one request's answer kept for its ``--record`` pair; past it the rest is only
+#: counted (the pair says how many bytes it dropped): a request streaming a long turn must
+#: not hold the whole turn in memory until its ``done``.
+MAX_CAPTURE = 16 * 1024 * 1024
+
+
+class Capture:
+    """One request's answer as its ``--record`` pair will hold it: bounded."""
+
+    __slots__ = ("parts", "size", "dropped")
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.dropped = 0
+
+    def add(self, data: bytes) -> None:
+        if not self.dropped and self.size + len(data) <= MAX_CAPTURE:  # a head: whole lines
+            self.parts.append(data)
+            self.size += len(data)
+        else:
+            self.dropped += len(data)
+
+    def value(self) -> bytes:
+        return b"".join(self.parts)
+
+
+class _NoCapture(Capture):
+    """Without ``--record`` nothing of an answer is kept once it is written."""
+
+    __slots__ = ()
+
+    def add(self, data: bytes) -> None:
+        pass
+
+
+NO_CAPTURE: Capture = _NoCapture()
+
+
+def capture(recording: bool) -> Capture:
+    """A new request's capture: a real one only when it will be recorded."""
+    return Capture() if recording else NO_CAPTURE
+
 
 class Job:
-    """One request of a stdio framing: started once, finished once, its output captured."""
+    """One request of a stdio framing: started once, finished once, its output captured
+    (under ``--record``)."""
 
     __slots__ = ("run", "eager", "raw", "op", "started", "finished", "buffer", "captured", "exit_code")
 
@@ -229,7 +273,7 @@ class Job:
         self.started = False
         self.finished = False
         self.buffer: list[tuple[bytes, "Session | None"]] = []
-        self.captured: list[bytes] = []
+        self.captured = NO_CAPTURE  # the pipeline's, when it records
         self.exit_code: int | None = None
 
 
@@ -245,10 +289,12 @@ class Pipeline:
         loop: Loop,
         send: Callable[[bytes, "Session | None"], None],
         after: Callable[[Job], bool],
+        recording: bool = False,
     ) -> None:
         self.loop = loop
         self.send = send
         self.after = after  # called as each job completes, in order; False stops the pipeline
+        self.recording = recording  # each job captures its answer for its --record pair
         self.jobs: deque[Job] = deque()
         self.advancing = False
         self.stopped = False
@@ -260,12 +306,13 @@ class Pipeline:
         if self.stopped:
             return
         overtakes_open = any(queued.op == "open" for queued in self.jobs)
+        job.captured = capture(self.recording)
         self.jobs.append(job)
         if len(self.jobs) == 1 or (job.eager and not overtakes_open):
             self._start(job)
 
     def write(self, job: Job, data: bytes, session: "Session | None" = None) -> None:
-        job.captured.append(data)
+        job.captured.add(data)
         if self.jobs and self.jobs[0] is job and not self.stopped:
             self.send(data, session)
         elif job.finished and job not in self.jobs:

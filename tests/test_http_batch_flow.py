@@ -33,7 +33,7 @@ class Backlog:
         self.pairs = 0
         self.most = 0
 
-    def pair(self, request: bytes | str, response: bytes | str) -> None:
+    def pair(self, request: bytes | str, response: bytes | str, dropped: int = 0) -> None:
         self.pairs += 1
         backlog = max((len(conn.output) for conn in self.server.connections), default=0)
         self.most = max(self.most, backlog)
