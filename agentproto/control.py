@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto import inspect
 from agentproto.errors import AgentError, Kind, error_from_body, log
-from agentproto.listen import Acceptor, bind_unix, close_unix, hang_up
+from agentproto.listen import UnixListener, hang_up
 from agentproto.streams import LineReader, Output, Reader
 from agentproto.wire import TooLong, decode_json_line, encode
 
@@ -184,16 +184,12 @@ class ControlServer:
         self.runtime = runtime
         self.loop = runtime.loop
         self.path = path
-        self.listener: socket.socket | None = None
-        self.identity: tuple[int, int] | None = None
+        self.listener: UnixListener | None = None
         self.conns: dict[int, "_ControlConn"] = {}
-        self.acceptor: Acceptor | None = None
 
     def start(self) -> None:
         """Listen (OSError: the path is taken by something that is not a stale socket)."""
-        self.listener, self.identity = bind_unix(self.path)
-        self.acceptor = Acceptor(self.loop, self.listener, self._serve)  # out of descriptors: backs off
-        self.acceptor.start()
+        self.listener = UnixListener(self.loop, self.path, self._serve)  # out of descriptors: backs off
 
     def _serve(self, sock: socket.socket) -> None:
         conn = _ControlConn(self, sock)
@@ -203,11 +199,8 @@ class ControlServer:
     def close(self) -> None:
         for conn in list(self.conns.values()):
             conn.hang_up()
-        if self.acceptor is not None:
-            self.acceptor.close()
-            self.acceptor = None
         if self.listener is not None:
-            close_unix(self.loop, self.listener, self.path, self.identity)
+            self.listener.close()
             self.listener = None
 
 

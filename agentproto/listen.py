@@ -74,13 +74,6 @@ def unlink_unix(path: str, identity: tuple[int, int] | None) -> None:
         pass
 
 
-def close_unix(loop: "Loop", listener: socket.socket, path: str, identity: tuple[int, int] | None) -> None:
-    """Stop listening on a ``bind_unix`` socket and remove its file (if it is still ours)."""
-    loop.forget(listener)
-    listener.close()
-    unlink_unix(path, identity)
-
-
 def tcp_address(host: str, port: int) -> tuple[int, int, int, Any]:
     """``(family, type, proto, sockaddr)`` to listen on ``host:port`` (port 0 picks one)."""
     family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
@@ -186,3 +179,23 @@ class Acceptor:
         self.timer = None
         if not self.closed:
             self.loop.add_reader(self.listener, self._ready)
+
+
+class UnixListener:
+    """A Unix socket listening at ``path`` (``bind_unix``) with its ``Acceptor``, from
+    construction to ``close``: the unix transport's and the control socket's."""
+
+    def __init__(self, loop: "Loop", path: str, serve: Callable[[socket.socket], None]) -> None:
+        self.path = path
+        self.sock, self.identity = bind_unix(path)  # OSError: the path is someone else's
+        self.acceptor = Acceptor(loop, self.sock, serve)
+        self.acceptor.start()
+
+    def freed(self) -> None:
+        self.acceptor.freed()
+
+    def close(self) -> None:
+        """Stop accepting, close the socket, and remove its file if it is still ours."""
+        self.acceptor.close()
+        self.sock.close()
+        unlink_unix(self.path, self.identity)

@@ -22,7 +22,7 @@ import sys
 
 from agentproto import record
 from agentproto.errors import log
-from agentproto.listen import Acceptor, bind_unix, close_unix, hang_up
+from agentproto.listen import UnixListener, hang_up
 from agentproto.runtime import Runtime
 from agentproto.serve import P1Connection
 from agentproto.stdio import watch_lifetime, when_drained
@@ -44,20 +44,16 @@ class UnixServer:
     ) -> None:
         self.runtime = runtime
         self.max_connections = max_connections
-        self.acceptor: Acceptor | None = None
         self.accepted = 0
         self.loop = runtime.loop
         self.path = path
         self.recorder = recorder
-        self.listener: socket.socket | None = None
-        self.identity: tuple[int, int] | None = None  # our socket file's (st_dev, st_ino)
+        self.listener: UnixListener | None = None
         self.conns: dict[int, tuple[socket.socket, P1Connection, Output]] = {}
         self.stopping = False
 
     def start(self) -> None:
-        self.listener, self.identity = bind_unix(self.path)
-        self.acceptor = Acceptor(self.loop, self.listener, self._serve)
-        self.acceptor.start()
+        self.listener = UnixListener(self.loop, self.path, self._serve)
         log(f"listening on {self.path}")
 
     def _make_room(self) -> bool:
@@ -95,8 +91,8 @@ class UnixServer:
         def finished() -> None:
             hang_up(self.loop, sock, output)
             del self.conns[conn.in_fd]
-            if self.acceptor is not None:
-                self.acceptor.freed()
+            if self.listener is not None:
+                self.listener.freed()
             if self.stopping and not self.conns:
                 self.loop.stop()
 
@@ -113,11 +109,8 @@ class UnixServer:
             self.loop.stop()
 
     def close_listener(self) -> None:
-        if self.acceptor is not None:
-            self.acceptor.close()
-            self.acceptor = None
         if self.listener is not None:
-            close_unix(self.loop, self.listener, self.path, self.identity)
+            self.listener.close()
             self.listener = None
 
 
