@@ -558,16 +558,16 @@ def cmd_mcp_bridge(args: argparse.Namespace) -> int:
 def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """The flags argparse accepts but that would be silently ignored: each a usage error."""
     command = args.command
+    flag = "--mock" if args.top_mock is not None else "--record" if args.top_record is not None else None
+    if args.top_replay is not None and (command or args.top_single_shot or flag):
+        parser.error(f"--replay PATH goes alone (it is `replay PATH`), not with {command or flag or '--single-shot'}")
     if args.top_single_shot and command not in (None, "agent"):
         parser.error(f"--single-shot is the ops framing's, not {command}'s: use `agentproto --single-shot` alone")
     if command is None:
-        if args.top_mock is not None or args.top_record is not None:
-            flag = "--mock" if args.top_mock is not None else "--record"
-            if not args.top_single_shot:
-                parser.error(f"{flag} without a command needs --single-shot (or goes after one: serve {flag} …)")
+        if flag and not args.top_single_shot:
+            parser.error(f"{flag} without a command needs --single-shot (or goes after one: serve {flag} …)")
         return
-    if args.top_mock is not None or args.top_record is not None:
-        flag = "--mock" if args.top_mock is not None else "--record"
+    if flag:
         parser.error(f"{flag} goes after the command: agentproto {command} {flag} …")
     sub = _subparser(parser, command)
     if command == "serve":

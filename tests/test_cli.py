@@ -111,6 +111,9 @@ def test_no_command_is_a_usage_error() -> None:
         (["chat", "codex", "--mock", "x.json"], "--mock plays a script as the mock agent; it does not go with codex"),
         (["serve", "--transport", "carrier-pigeon"], "argument --transport: invalid choice"),
         (["list", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["--replay", "r.ndjson", "schema"], "--replay PATH goes alone (it is `replay PATH`), not with schema"),
+        (["--replay", "r.ndjson", "--single-shot"], "--replay PATH goes alone (it is `replay PATH`), not with --single"),
+        (["--replay", "r.ndjson", "--record", "x"], "--replay PATH goes alone (it is `replay PATH`), not with --record"),
     ],
 )
 def test_flags_that_would_be_ignored_are_one_line_usage_errors(args: list[str], message: str) -> None:
@@ -123,6 +126,7 @@ def test_flags_that_would_be_ignored_are_one_line_usage_errors(args: list[str], 
 
 def test_the_usage_checks_keep_what_is_right() -> None:
     assert run("--single-shot", stdin=b'{"op": "capabilities"}').returncode == 0
+    assert run("--replay", str(ROOT / "fixtures" / "recordings" / "mock-ops.ndjson")).returncode == 0
     assert run("--single-shot", "agent", stdin=b'{"op": "capabilities"}').stdout.count(b'"kind":"done"') == 1
     assert run("--mock", script("turn"), "--single-shot", stdin=b'{"op": "capabilities"}').returncode == 0
     assert run("chat", "--mock", script("turn"), stdin=b"x").returncode == 0  # mock is the default agent
