@@ -129,6 +129,7 @@ class Recorder:
         #: The run's header, written before its first record (None: no header, a test's).
         self.header: dict[str, Any] | None = None
         if frontend is not None:
+            redact.SECRETS.learn_environment(os.environ)  # what every agent inherits
             self.header = {"recording": FORMAT, "agentproto": __version__, "frontend": frontend,
                            "tmpdir": tempfile.gettempdir(), "mock": mock_facts(mock), "t": clock()}  # fmt: skip
         self._buffer: list[str] = []

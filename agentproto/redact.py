@@ -13,7 +13,9 @@ What is a secret (learned from requests, launches and URLs as they pass):
 - an ``Authorization`` value anywhere, and the token of any ``Bearer TOKEN`` string;
 - the token in a loopback listener URL (``http://127.0.0.1:PORT/TOKEN/...``, the
   session's ``tools_url``), learned from any text scrubbed;
-- what a frontend registers itself (the HTTP transport's ``--auth-token``).
+- what a frontend registers itself (the HTTP transport's ``--auth-token``);
+- the values of this process's own environment whose key looks secret (the agents
+  inherit it), learned when a recording starts.
 
 Rules of this file:
 - Once learned, a value is scrubbed from every later record of this process, in any
@@ -32,7 +34,7 @@ import re
 
 TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Mapping
 
 REDACTED = "[redacted]"
 #: Shorter values are scrubbed only as whole JSON strings.
@@ -100,6 +102,15 @@ class Secrets:
     def learn_env(self, env: dict[str, Any]) -> None:
         for key, value in env.items():
             if isinstance(key, str) and secret_key(key):
+                self.add(value)
+
+    def learn_environment(self, environ: Mapping[str, str]) -> None:
+        """The secrets of this process's own environment, which every agent inherits (one
+        may echo them). Only values of at least ``MIN_ECHO`` characters: a short one here
+        (``SOME_KEY=1``) is a setting, and scrubbing ``"1"`` wherever it stands would
+        garble the record."""
+        for key, value in environ.items():
+            if secret_key(key) and len(value) >= MIN_ECHO:
                 self.add(value)
 
     def _learn_authorization(self, value: str) -> None:

@@ -147,3 +147,17 @@ def test_the_http_token_is_redacted_wherever_it_appears(tmp_path: Path) -> None:
         p.stop()
     text = records(record)
     assert '"request"' in text and AUTH_TOKEN not in text and REDACTED in text
+
+
+def test_a_key_in_the_sidecars_own_environment_never_reaches_a_record(tmp_path: Path) -> None:
+    # The agents inherit the sidecar's environment: a key there (not in the request) that an
+    # agent echoes is redacted like the request's own.
+    record = tmp_path / "serve.ndjson"
+    with Sidecar(["--record", str(record)], env={"DEPLOY_TOKEN": PASSWORD, "SHORT_KEY": SHORT}) as sc:
+        session = sc.open(dir=str(tmp_path))
+        sc.send({"id": 2, "cmd": "prompt", "session": session, "text": f"repeat {PASSWORD} and {SHORT} please"})
+        texts = [e["kind"]["TextDelta"]["text"] for e in sc.events(session, until="TurnEnded") if "TextDelta" in e["kind"]]
+        assert PASSWORD in "".join(texts)
+    text = records(record)
+    assert PASSWORD not in text and REDACTED in text
+    assert f"and {SHORT} please" in text  # a short value is no key: left where it is not a whole string
