@@ -45,7 +45,8 @@ class Flow:
 
     def grew(self) -> None:
         """The session counted one more event waiting (``unwritten += 1``, inline there: it
-        runs for every event) and the count is now 1 (a new backlog) or ``HIGH_WATER``."""
+        runs for every event) and the count is now 1 (a new backlog) or ``HIGH_WATER``
+        (reached on the way up: it grows by one, so past it there is nothing to call for)."""
         if self.unwritten == 1:
             self.last_progress = self.loop.time()
             if self.timer is None:

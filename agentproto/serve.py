@@ -16,7 +16,7 @@ from agentproto import PROTOCOL, __version__
 from agentproto.engine import Session
 from agentproto.runtime import Runtime, Scope
 from agentproto.streams import LineReader, Output
-from agentproto.wire import DEFAULT_MAX_LINE, AgentError, FrameError, TooLong, encode, parse_command
+from agentproto.wire import DEFAULT_MAX_LINE, AgentError, FrameError, TooLong, encode, encode_event, parse_command
 
 TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ class P1Connection:
 
     # -- Sink ---------------------------------------------------------------------------
     def event(self, session: Session, event: dict[str, Any]) -> None:
-        self.send(encode({"event": event}), session)
+        self.send(encode_event(event), session)
 
     def session_error(self, session: Session, error: AgentError) -> None:
         self.send(encode({"session": session.id, "error": error.body()}), None)

@@ -70,6 +70,17 @@ class LineFramer:
         self._head = b""
 
     def feed(self, data: bytes) -> list[bytes | TooLong]:
+        buf = self._buf
+        if not self._discarding and len(buf) + len(data) <= self.max_line:
+            # No line of this read can be too long: one split finds them all (a relay reads
+            # thousands of lines at a time; finding them one by one cost as much again).
+            lines = data.split(b"\n")
+            rest = lines.pop()
+            if buf and lines:
+                lines[0] = bytes(buf) + lines[0]
+                buf.clear()
+            buf += rest
+            return lines  # type: ignore[return-value]  # (list[bytes]: no TooLong in it)
         out: list[bytes | TooLong] = []
         start = 0
         if self._discarding:
@@ -81,7 +92,6 @@ class LineFramer:
             self._discarding = 0
             self._head = b""
             start = nl + 1
-        buf = self._buf
         if buf:
             nl = data.find(b"\n", start)
             if nl < 0:
@@ -169,6 +179,68 @@ def encode(obj: Any) -> bytes:
     except ValueError:
         text = _encode_json(_finite(obj))
     return (text + "\n").encode("ascii")
+
+
+#: An event line as ``encode({"event": event})`` writes it, with the event's members in the
+#: order the engine builds them (engine.Session._send).
+_EVENT_LINE = (
+    '{"event":{"sequence":%d,"occurred_at":{"secs_since_epoch":%d,"nanos_since_epoch":%d},'
+    '"session_id":%s,"turn_info":%s,"kind":%s,"extensions":%s}}\n'
+)
+_EVENT_KEYS = ("sequence", "occurred_at", "session_id", "turn_info", "kind", "extensions")
+_TIME_KEYS = ("secs_since_epoch", "nanos_since_epoch")
+_TURN_KEYS = ("id", "parent_tool_id")
+_DELTA_KEYS = ("message_id", "text")
+_quote = json.encoder.encode_basestring_ascii
+
+
+def encode_event(event: dict[str, Any]) -> bytes:
+    """``encode({"event": event})``, byte for byte. It is a relay's every line, so for an
+    event of the shape the engine builds (its members in that order, its counters ints, a
+    string session id) only the kind (and the extensions, when there are any) goes through
+    the JSON encoder: the envelope is formatted into one template, and the line is copied
+    once on its way to bytes (not joined, then suffixed, then encoded). Anything else (a
+    non-finite number in the kind, an event of another shape) takes ``encode`` itself."""
+    try:
+        if tuple(event) == _EVENT_KEYS:
+            sequence = event["sequence"]
+            at = event["occurred_at"]
+            session_id = event["session_id"]
+            turn = event["turn_info"]
+            extensions = event["extensions"]
+            # ``%d`` would write a bool as 1 and a float cut short: only exact ints go in.
+            if type(sequence) is int and type(at) is dict and tuple(at) == _TIME_KEYS and type(session_id) is str:
+                secs, nanos = at["secs_since_epoch"], at["nanos_since_epoch"]
+                if type(secs) is int and type(nanos) is int:
+                    if turn is None:
+                        turn_json = "null"
+                    elif type(turn) is dict and tuple(turn) == _TURN_KEYS and turn["parent_tool_id"] is None:
+                        turn_json = '{"id":' + _quote(turn["id"]) + ',"parent_tool_id":null}'
+                    else:
+                        turn_json = _encode_json(turn)
+                    kind = event["kind"]
+                    # A streamed text chunk, the relay's commonest kind, by hand as well.
+                    delta = kind.get("TextDelta") if type(kind) is dict and len(kind) == 1 else None
+                    if type(delta) is dict and tuple(delta) == _DELTA_KEYS:
+                        kind_json = '{"TextDelta":{"message_id":' + _quote(delta["message_id"]) + ',"text":'
+                        kind_json += _quote(delta["text"]) + "}}"
+                    else:
+                        kind_json = _encode_json(kind)
+                    return (
+                        _EVENT_LINE
+                        % (
+                            sequence,
+                            secs,
+                            nanos,
+                            _quote(session_id),
+                            turn_json,
+                            kind_json,
+                            "{}" if type(extensions) is dict and not extensions else _encode_json(extensions),
+                        )
+                    ).encode("ascii")
+    except (TypeError, ValueError):
+        pass  # not a string where one goes, a non-finite number: encode's own way
+    return encode({"event": event})
 
 
 # -- commands ---------------------------------------------------------------------------

@@ -19,6 +19,8 @@ serve process's): on a shared machine the wall figures wander, the CPU ones much
     python scripts/bench_acp.py -n 5000 --runs 5
     python scripts/bench_acp.py --record   # also serve --record (app lines and agent wire
                                            # into a file), against serve without it
+    python scripts/bench_acp.py --before DIR   # also serve from another checkout (DIR: its
+                                               # root, e.g. `git archive main`), in the same run
 """
 
 from __future__ import annotations
@@ -164,14 +166,16 @@ def floor_run(n: int) -> tuple[float, int, float | None]:
     return elapsed, chunks, cpu
 
 
-def serve_run(n: int, record: str | None = None) -> tuple[float, int, float | None]:
-    """The same agent behind ``agentproto serve``; every chunk must arrive as a TextDelta."""
+def serve_run(n: int, record: str | None = None, root: Path = ROOT) -> tuple[float, int, float | None]:
+    """The same agent behind ``agentproto serve`` (the package under ``root``); every chunk
+    must arrive as a TextDelta."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(root) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["AGENTPROTO_DB"] = "off"
     extra = ["--record", record] if record else []
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agentproto", "serve", *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+        [sys.executable, "-m", "agentproto", "serve", *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+        cwd=str(root),  # ``-m`` puts the current directory first on sys.path, before PYTHONPATH
     )
     assert proc.stdin and proc.stdout
     reader = lines(proc.stdout.fileno())
@@ -221,18 +225,46 @@ def serve_run(n: int, record: str | None = None) -> tuple[float, int, float | No
     return elapsed, len(parts), cpu
 
 
+def before_main(sizes: list[int], runs: int, before: Path) -> int:
+    """Floor, serve from ``before`` and serve from this checkout, interleaved in each run."""
+    print(f"before: {before}\nafter:  {ROOT}")
+    print(f"{'N':>9} {'floor chunks/s':>15} {'before':>9} {'ratio':>6} {'after':>9} {'ratio':>6}"
+          f" {'cpu s floor':>12} {'before':>7} {'after':>7}  lost")
+    for n in sizes:
+        best = {"floor": float("inf"), "before": float("inf"), "after": float("inf")}
+        cpu = dict(best)
+        lost = 0
+        for _ in range(runs):
+            for name in ("floor", "before", "after"):
+                if name == "floor":
+                    elapsed, got, used = floor_run(n)
+                else:
+                    elapsed, got, used = serve_run(n, root=before if name == "before" else ROOT)
+                lost = max(lost, n - got)
+                best[name] = min(best[name], elapsed)
+                cpu[name] = min(cpu[name], used if used is not None else float("inf"))
+        rate = {name: n / t for name, t in best.items()}
+        print(f"{n:>9,} {rate['floor']:>15,.0f} {rate['before']:>9,.0f} {rate['before'] / rate['floor']:>6.0%}"
+              f" {rate['after']:>9,.0f} {rate['after'] / rate['floor']:>6.0%}"
+              f" {cpu['floor']:>12.3f} {cpu['before']:>7.3f} {cpu['after']:>7.3f}  {lost}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agent", action="store_true", help="run as the benchmark's ACP agent")
     parser.add_argument("-n", type=int, action="append", help="chunks per turn (repeatable)")
     parser.add_argument("--runs", type=int, default=3, help="runs per size; the best is reported")
     parser.add_argument("--record", action="store_true", help="also run serve --record, against serve without it")
+    parser.add_argument("--before", type=Path, metavar="DIR", help="also run serve from the checkout at DIR")
     args = parser.parse_args()
     if args.agent:
         return run_agent()
     sizes = args.n or [1_000, 100_000]
     if args.record:
         return record_main(sizes, args.runs)
+    if args.before:
+        return before_main(sizes, args.runs, args.before.resolve())
     print(
         f"{'N':>9} {'floor chunks/s':>15} {'serve chunks/s':>15} {'ratio':>6}"
         f" {'floor cpu s':>12} {'serve cpu s':>12} {'cpu ratio':>9}  lost"
