@@ -21,6 +21,7 @@ NOT_CORE = {
     "test_observations_real.py": "the pinned Claude Code and Codex CLIs (npm)",
     "test_anyagent_compat.py": "anyagent-py (a CPython 3.11 wheel)",
     "test_typegen.py": "json-schema-to-typescript and tsc (npm)",
+    "test_cookbook_agents.py": "node, and the pinned Claude Code and Codex CLIs (npm)",
 }
 
 

@@ -185,7 +185,8 @@ def test_framing_is_the_same_however_the_stream_is_split() -> None:
             pieces.append(bytes(rng.choice(b"ab{}\r\"\xff") for _ in range(max(size, 0))))
         stream = b"\n".join(pieces) + rng.choice([b"", b"\n", b"tail"])
         cuts = sorted(rng.sample(range(len(stream) + 1), min(len(stream) + 1, rng.randrange(0, 8))))
-        assert same(framed(stream, cuts, max_line), reference_lines(stream, max_line), max_line), (stream, cuts, max_line)
+        got = framed(stream, cuts, max_line)
+        assert same(got, reference_lines(stream, max_line), max_line), (stream, cuts, max_line)
 
 
 def test_a_read_of_many_lines_keeps_a_partial_line_for_the_next() -> None:
