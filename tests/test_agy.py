@@ -430,7 +430,7 @@ def test_bad_lines_and_unknown_events_are_diagnostics_and_nothing_after_them_is_
     world.close(info["id"])
 
 
-def test_a_failing_line_is_a_failed_turn_not_a_dead_session(world: World) -> None:
+def test_a_prompt_that_looks_like_a_slash_command_is_text(world: World) -> None:
     info = world.open()
     # A prompt that would be a slash command of agy's: with --disable-slash-commands it is text.
     assert said(world.turn(info["id"], "/settings please")) == "echo: /settings please\n"
