@@ -126,6 +126,8 @@ class Runtime:
 
     def issued(self, session_id: str) -> bool:
         """Whether this runtime issued ``session_id`` (live or closed since)."""
+        if type(session_id) is not str:  # in-process callers pass what they have (None)
+            return False
         digits = session_id[1:]
         if session_id[:1] != "s" or not (digits.isascii() and digits.isdigit()) or digits[0] == "0":
             return False
