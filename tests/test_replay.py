@@ -231,3 +231,28 @@ def test_every_drifted_request_of_the_ops_framings_is_reported(tmp_path: Path) -
     drifts = [line for line in done.stderr.splitlines() if line.startswith("agentproto: drift:")]
     assert len(drifts) == 2 and '"op": "open"' in drifts[0] and '"op": "explain"' in drifts[1]
     assert "2 drift(s)" in done.stderr
+
+
+def test_an_appended_recording_replays_run_by_run(tmp_path: Path) -> None:
+    # Two processes recording into one file (append mode): two runs, each replayed against a
+    # runtime of its own (the second's session is s1 again), a drift named by its run.
+    from ops_support import Proc
+
+    record = tmp_path / "twice.ndjson"
+    for text in ("first run", "second run"):
+        p = Proc(["agent", "--record", str(record)])  # the echo mock
+        try:
+            p.request({"op": "open", "agent": "mock", "dir": str(tmp_path)})
+            p.request({"op": "prompt", "text": text})
+            p.close_stdin()
+            assert p.wait() == 0
+        finally:
+            p.stop()
+    recs = records(record)
+    assert [r["frontend"] for r in recs if "recording" in r] == ["agent", "agent"]
+    done = replay(record)
+    assert done.returncode == 0, done.stderr
+    last = next(r for r in reversed(recs) if "response" in r and "second run" in r["request"])
+    last["response"] = last["response"].replace("{", '{"edited":true,', 1)
+    done = replay(write(tmp_path / "edited.ndjson", recs))
+    assert done.returncode == 1 and "(run 2): request" in done.stderr and "(run 1)" not in done.stderr
