@@ -114,7 +114,7 @@ def _mutate_line(line: str, kind: str, path: list[int], value: Any, agent: str) 
         return [data.decode("utf-8", "surrogateescape")]
     try:
         obj = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # the corpus's malformed lines include a deeply nested one
         return [line]
     found = _walk(obj, path)
     if found is None:
