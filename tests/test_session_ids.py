@@ -111,3 +111,16 @@ def test_a_closed_session_is_session_closed_through_serve() -> None:
             assert error["kind"] == "SessionClosed", error
         assert sc.error({"cmd": "info", "session": "s3"})["kind"] == "UnknownSession"
         assert sc.ok({"cmd": "info", "session": second})["status"] == "Idle"
+
+
+def test_an_id_that_is_not_a_string_is_unknown_in_process() -> None:
+    # Frames are validated first; an in-process caller (the fault tests' harness) may still
+    # hand the dispatcher None.
+    loop = Loop()
+    try:
+        runtime = Runtime(loop)
+        sink = Counting()
+        for scope in (Scope(runtime), Scope(runtime, shared=True)):
+            assert run(loop, runtime, scope, sink, "info", session=None)[1].kind == "UnknownSession"
+    finally:
+        loop.close()
