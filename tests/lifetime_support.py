@@ -265,6 +265,14 @@ class Frontend:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        # A sidecar killed with SIGKILL kills nothing: after a failed test, its agents (some
+        # ignore SIGTERM and EOF) must not outlive the test either.
+        for pid in pids_in(self.tmp / "pids"):
+            if alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
         for stream in self.streams:
             sock = getattr(stream, "sock", None)
             if sock is not None:
