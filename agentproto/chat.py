@@ -60,7 +60,7 @@ class Chat:
         json_events: bool = False,
         color: str = "auto",
     ) -> None:
-        self.loop = Loop()
+        self.loop = Loop(adopt_orphans=True)  # nothing an agent detaches outlives the chat
         self.runtime = Runtime(self.loop, mock_script=mock_script)
         self.scope = Scope(self.runtime)
         self.agent = agent

@@ -89,3 +89,21 @@ def test_a_detached_process_that_cleared_its_environment_is_killed_when_the_side
     finally:
         if sc.proc.poll() is None:
             sc.proc.kill()
+
+
+def test_what_an_agent_detached_is_gone_after_a_piped_chat(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from lifetime_support import STUBBORN
+    from sidecar import base_env
+
+    pids = tmp_path / "pids"
+    agent = json.dumps({"acp": {"name": "stubborn", "path": STUBBORN, "args": []}})
+    env = base_env({"STUBBORN": "detach-exit", "STUBBORN_PIDS": str(pids)})
+    done = subprocess.run([sys.executable, "-m", "agentproto", "chat", agent], input="go\n", capture_output=True,
+                          text=True, timeout=60, env=env, cwd=str(tmp_path))
+    assert "ProcessExited" in done.stderr, done.stderr  # the agent detached its sleep and exited mid-turn
+    agent_pid, sleep = wait_for_pids(pids, 2)
+    assert_all_gone([agent_pid, sleep], timeout=3.0)
