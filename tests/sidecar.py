@@ -209,6 +209,9 @@ class Sidecar:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
+            # The process is gone, but its stderr is read by a thread: ``self.stderr`` is whole
+            # only once that thread has seen the EOF (a test reading it at once saw b"").
+            self._err.join(10)
 
     def __enter__(self) -> "Sidecar":
         return self
