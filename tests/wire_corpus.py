@@ -432,13 +432,21 @@ def _codex(name: str, about: str, script: Callable[[Any, str], list[Any]], drive
     return ("codex", name, run)
 
 
-def _acp(name: str, about: str, drive: Callable[[Capture], None], **open_args: Any):
+def _local(agent: str, script: str, source: str, name: str, about: str, drive: Callable[[Capture], None],
+           open_args: dict[str, Any]):
+    """A case captured from one of this repository's own agents (``tests/<script>``)."""
+
     def run(out_dir: Path) -> str:
-        agent_path = str(ROOT / "tests" / "acp_test_agent.py")
+        agent_path = str(ROOT / "tests" / script)
         with tempfile.TemporaryDirectory(prefix="capture-") as root:
             work = os.path.join(root, "work")
             os.makedirs(work)
-            cap = Capture({"acp": {"name": "acp-test", "path": agent_path, "args": []}}, work, {})
+            if agent == "acp":
+                ref: dict[str, Any] = {"acp": {"name": "acp-test", "path": agent_path, "args": []}}
+                env: dict[str, str] = {}
+            else:
+                ref, env = {"id": "agy", "path": agent_path}, {"HOME": os.path.join(root, "home")}
+            cap = Capture(ref, work, env)
             try:
                 cap.command("open", **open_args)
                 cap.wait(lambda c: bool(c.replies("open")))
@@ -452,38 +460,19 @@ def _acp(name: str, about: str, drive: Callable[[Capture], None], **open_args: A
             names.set("$DIR", work)
             names.set("$AGENT", agent_path)
             names.set("/capture", root)
-            text = cap.file({"case": name, "about": about, "source": "captured from tests/acp_test_agent.py (the agent-client-protocol SDK)"}, names)
+            text = cap.file({"case": name, "about": about, "source": f"captured from tests/{script} ({source})"}, names)
             cap.loop.close()
             return text
 
-    return ("acp", name, run)
+    return (agent, name, run)
+
+
+def _acp(name: str, about: str, drive: Callable[[Capture], None], **open_args: Any):
+    return _local("acp", "acp_test_agent.py", "the agent-client-protocol SDK", name, about, drive, open_args)
 
 
 def _agy(name: str, about: str, drive: Callable[[Capture], None], **open_args: Any):
-    def run(out_dir: Path) -> str:
-        agent_path = str(ROOT / "tests" / "fake_agy.py")
-        with tempfile.TemporaryDirectory(prefix="capture-") as root:
-            work = os.path.join(root, "work")
-            os.makedirs(work)
-            cap = Capture({"id": "agy", "path": agent_path}, work, {"HOME": os.path.join(root, "home")})
-            try:
-                cap.command("open", **open_args)
-                cap.wait(lambda c: bool(c.replies("open")))
-                cap.reply("open")
-                drive(cap)
-                cap.finish()
-            finally:
-                cap.runtime.close_all()
-                cap.settle()
-            names = Names()
-            names.set("$DIR", work)
-            names.set("$AGENT", agent_path)
-            names.set("/capture", root)
-            text = cap.file({"case": name, "about": about, "source": "captured from tests/fake_agy.py (seed 003's agy)"}, names)
-            cap.loop.close()
-            return text
-
-    return ("agy", name, run)
+    return _local("agy", "fake_agy.py", "seed 003's agy", name, about, drive, open_args)
 
 
 def _turn(text: str) -> Callable[[Capture], None]:
