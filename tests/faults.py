@@ -31,6 +31,7 @@ from agentproto.drivers.transport import Spawn
 from agentproto.loop import Loop, SystemIO
 from agentproto.wire import event_kind_name
 from tests.scripted import ScriptedTransport, encode
+from tests.wrapped import Wrapped
 
 # -- loop.io ----------------------------------------------------------------------------------
 
@@ -217,7 +218,7 @@ class FaultAgent(ScriptedTransport):
         self.feed(*GARBAGE)
 
 
-class FaultyProcess:
+class FaultyProcess(Wrapped):
     """The real child-process transport with a fault at the agent's nth line.
 
     ``fault`` is one of AGENT_FAULTS, ``at`` the index (from 0) of the agent's line it
@@ -230,15 +231,13 @@ class FaultyProcess:
     HUNG_FOR = 1.0
 
     def __init__(self, loop: Loop, spawn: Spawn, record_wire: str | None, fault: str | None, at: int) -> None:
-        self.loop = loop
-        self.spawn = spawn
         self.fault = fault
         self.at = at
         self.lines = 0
         self.struck = False
         self.struck_at = 0.0
-        self.inner = ProcessTransport(loop, _replace(spawn, on_line=self._line), record_wire)
-        self.pid = self.inner.pid
+        self.inner: ProcessTransport
+        super().__init__(loop, spawn, record_wire, ProcessTransport, on_line=self._line)
 
     def _line(self, line: bytes) -> None:
         index = self.lines
@@ -259,54 +258,12 @@ class FaultyProcess:
             return  # it wrote this before the signal landed: as if it never had
         self.spawn.on_line(line)
 
-    def write(self, data: bytes) -> None:
-        self.inner.write(data)
-
-    def write_json(self, obj: Any) -> None:
-        self.inner.write_json(obj)
-
-    def close_stdin(self) -> None:
-        self.inner.close_stdin()
-
-    def shutdown(self, grace: float) -> None:
-        self.inner.shutdown(grace)
-
-    def kill(self) -> None:
-        self.inner.kill()
-
-    def signal(self, signum: int) -> None:
-        self.inner.signal(signum)
-
-    def pause(self) -> None:
-        self.inner.pause()
-
-    def resume(self) -> None:
-        self.inner.resume()
-
-    @property
-    def running(self) -> bool:
-        return self.inner.running
-
-    @property
-    def stderr_tail(self) -> str:
-        return self.inner.stderr_tail
-
     def alive(self) -> bool:
         return group_alive(self.inner.pgid)
 
     def hung(self) -> bool:
         """Stopped for HUNG_FOR seconds already: an app waiting on it gives up."""
         return self.fault == "hang" and self.struck and self.loop.time() - self.struck_at >= self.HUNG_FOR
-
-
-def _replace(spawn: Spawn, **changes: Any) -> Spawn:
-    """A copy of ``spawn`` with ``changes`` (a plain record, not a dataclass: see wire.Record)."""
-    import copy
-
-    changed = copy.copy(spawn)
-    for name, value in changes.items():
-        setattr(changed, name, value)
-    return changed
 
 
 # -- what the app saw: protocol 1 ----------------------------------------------------------------

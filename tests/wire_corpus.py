@@ -52,6 +52,7 @@ from agentproto.errors import AgentError
 from agentproto.loop import Loop
 from agentproto.record import Wire
 from tests.scripted import NEVER_RUN, Conversation
+from tests.wrapped import Wrapped
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "fixtures" / "wire"
@@ -224,16 +225,13 @@ def replay(case: Case, directory: str) -> tuple[list[Any], list[dict[str, Any]]]
 # -- capture -----------------------------------------------------------------------------
 
 
-class Recording:
+class Recording(Wrapped):
     """The child-process transport with every exchange noted on a timeline."""
 
     def __init__(self, loop: Loop, spawn: Spawn, record_wire: "Wire | None", timeline: list[dict[str, Any]]) -> None:
-        self.loop = loop
-        self.spawn = spawn
         self.timeline = timeline
         self._read: list[str] | None = None
-        self.inner = process_transport(loop, dataclasses.replace(spawn, on_line=self._line, on_exit=self._exit), record_wire)
-        self.pid = self.inner.pid
+        super().__init__(loop, spawn, record_wire, process_transport, on_line=self._line, on_exit=self._exit)
 
     def _line(self, line: bytes) -> None:
         if self._read is None:
@@ -259,32 +257,6 @@ class Recording:
 
     def write_json(self, obj: Any) -> None:
         self.write(json.dumps(obj, separators=(",", ":")).encode("utf-8", "surrogatepass") + b"\n")
-
-    def close_stdin(self) -> None:
-        self.inner.close_stdin()
-
-    def shutdown(self, grace: float) -> None:
-        self.inner.shutdown(grace)
-
-    def kill(self) -> None:
-        self.inner.kill()
-
-    def signal(self, signum: int) -> None:
-        self.inner.signal(signum)
-
-    def pause(self) -> None:
-        self.inner.pause()
-
-    def resume(self) -> None:
-        self.inner.resume()
-
-    @property
-    def running(self) -> bool:
-        return self.inner.running
-
-    @property
-    def stderr_tail(self) -> str:
-        return self.inner.stderr_tail
 
 
 class Capture(Conversation):
