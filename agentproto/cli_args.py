@@ -1,0 +1,332 @@
+"""The command line's grammar: every command, flag, help text and example, the one-line usage
+errors (exit 2), and the flags that would be silently ignored refused as usage errors.
+cli.py runs what this parses; nothing here imports more than argparse (start-up time)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from agentproto import __version__
+
+TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
+if TYPE_CHECKING:
+    from typing import Any, Callable, NoReturn
+
+EXIT_USAGE = 2
+
+
+def _record_option(parser: argparse.ArgumentParser, control: bool = True) -> None:
+    parser.add_argument(
+        "--record",
+        metavar="PATH",
+        help="append this run to PATH (ops: request/response pairs; protocol 1: every line in and out; "
+        "every session's agent wire), secrets redacted, best effort; `replay PATH` checks it",
+    )
+    parser.add_argument(
+        "--db", metavar="PATH", help="the observations database (default: AGENTPROTO_DB, else "
+        "$XDG_STATE_HOME/agentproto/observations.db; off disables it)"
+    )  # fmt: skip
+    if control:
+        parser.add_argument(
+            "--control", metavar="PATH", help="answer inspect on a 0600 Unix socket at PATH (or AGENTPROTO_CONTROL)"
+        )
+
+
+def _seconds(text: str) -> float:
+    """A ``--stall-timeout``: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text}")
+    return value
+
+
+def _columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size`` works it out, without importing
+    shutil (and bz2, lzma, fnmatch with it): argparse makes a help formatter for every
+    ``add_argument`` and would import it on every start for a width no help is printed at."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, told the width (``_columns``)."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_columns() - 2)
+
+
+class _RawFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's formatter that keeps descriptions and epilogs as written, told the width."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_columns() - 2)
+
+
+class _Version(argparse.Action):
+    """``--version``: one line and exit 0, as argparse's own action prints it, without its
+    text-wrapping machinery (textwrap) for a line that never wraps."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show the version and exit", **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
+        sys.stdout.write(f"agentproto {__version__}\n")
+        parser.exit()
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line (what was wrong, and where to look), exit 2;
+    its help formatter is told the width without shutil (``_Formatter``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
+def _sub(sub: Any, name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog="examples:\n" + examples,
+        formatter_class=_RawFormatter,
+    )
+    return parser
+
+
+EPILOG = """commands:
+  serve        speak protocol 1 (anyagent's sidecar protocol) on stdin/stdout, or another transport
+  agent        the ops framing: {"op": ...} requests answered by kind lines and a done line
+  list         the agents this machine has, their versions, and how to install the others
+  chat         chat with an agent in the terminal; from a pipe, one turn
+  schema       print the JSON Schema of every line
+  mcp-bridge   a stdio MCP server relayed to a session's tools_url
+  replay       re-run a recording made with --record, offline, and check every response
+  inspect      a running sidecar's live sessions, or what turns cost
+
+examples:
+  echo 'hello' | python3 -m agentproto chat mock
+  python3 -m agentproto serve --mock fixtures/mock-scripts/turn.json
+  echo '{"op":"capabilities"}' | python3 -m agentproto --single-shot
+
+Each command's --help has more. Exit codes: 0 success, 1 failure, 2 usage error,
+130 interrupted (Ctrl-C; 128 + the signal number for other signals)."""
+
+
+def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> argparse.ArgumentParser:
+    """The whole command line; ``commands`` maps each subcommand to the function that runs it."""
+    parser = Parser(
+        prog="agentproto",
+        description="One line-delimited JSON contract between programs and coding agents.",
+        epilog=EPILOG,
+        formatter_class=_RawFormatter,
+    )
+    parser.add_argument("--version", action=_Version, default=argparse.SUPPRESS)
+    parser.add_argument(
+        "--single-shot", dest="top_single_shot", action="store_true",
+        help="the ops framing: read all of stdin as one request, answer, exit",
+    )
+    parser.add_argument("--mock", dest="top_mock", metavar="SCRIPT", help="with --single-shot: play this mock script")
+    parser.add_argument(
+        "--record", dest="top_record", metavar="PATH", help="with --single-shot: append the pair to PATH"
+    )
+    parser.add_argument("--replay", dest="top_replay", metavar="PATH", help="replay a recording (as `replay PATH`)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+
+    serve = _sub(
+        sub, "serve", "speak protocol 1 (anyagent's sidecar protocol) on stdin/stdout",
+        "Protocol 1 on stdin/stdout: one JSON command per line in; the hello, replies, events, session\n"
+        "errors and closed lines out. --transport serves the same operations another way.",
+        "  echo '{\"id\": 1, \"cmd\": \"discover\"}' | python3 -m agentproto serve\n"
+        "  python3 -m agentproto serve --mock fixtures/mock-scripts/turn.json\n"
+        "  python3 -m agentproto serve --transport unix --listen /tmp/agentproto.sock\n"
+        "  AGENTPROTO_AUTH_TOKEN=$(openssl rand -hex 16) python3 -m agentproto serve --transport http --port 8080\n"
+        "  python3 -m agentproto serve --transport mcp     # register it with an MCP host",
+    )
+    serve.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
+    serve.add_argument(
+        "--stall-timeout",
+        type=_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="close a session none of whose events could be written for this long (default 60)",
+    )
+    serve.add_argument(
+        "--transport",
+        choices=("stdio", "unix", "http", "jsonrpc", "mcp"),
+        default="stdio",
+        help="stdio: protocol 1 frames (default); unix: protocol 1 per connection on a socket; "
+        "http: the ops framing over HTTP; jsonrpc: JSON-RPC 2.0 on stdio; mcp: an MCP server on stdio",
+    )
+    serve.add_argument("--listen", metavar="ADDR", help="unix: the socket PATH; http: HOST:PORT (port 0 picks one)")
+    serve.add_argument("--socket", metavar="PATH", help="unix: alias of --listen")
+    serve.add_argument("--port", type=int, metavar="N", help="http: shortcut for --listen 127.0.0.1:N")
+    serve.add_argument(
+        "--auth-token",
+        metavar="TOKEN",
+        help="http: require Authorization: Bearer TOKEN (at least 16 characters; required unless the "
+        "listen address is loopback). Better: set AGENTPROTO_AUTH_TOKEN, which stays out of ps; "
+        "this flag wins over it",
+    )
+    _record_option(serve)
+    serve.set_defaults(func=commands["serve"])
+
+    agent = _sub(
+        sub, "agent", "the ops framing ({\"op\": ...} requests, kind lines, done) on stdin/stdout",
+        "The ops framing: one {\"op\": NAME, ...} request per line, each answered by kind lines\n"
+        "(event, log, progress, result, error) and one {\"kind\": \"done\", \"exit_code\": N}.",
+        "  printf '%s\\n' '{\"op\":\"open\",\"agent\":\"mock\",\"dir\":\".\"}' '{\"op\":\"prompt\",\"text\":\"hi\"}' "
+        "| python3 -m agentproto agent\n"
+        "  echo '{\"op\":\"capabilities\"}' | python3 -m agentproto agent --single-shot",
+    )
+    agent.add_argument("--single-shot", action="store_true", help="read all of stdin as one request, answer, exit")
+    agent.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
+    agent.add_argument("--stall-timeout", type=_seconds, default=60.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    _record_option(agent)
+    agent.set_defaults(func=commands["agent"])
+
+    lister = _sub(
+        sub, "list", "the agents this machine has, and how to install the others",
+        "The catalog: each agent installed here with its version and path (versions are read in\n"
+        "parallel), each missing one with where it was searched and how to install it.",
+        "  python3 -m agentproto list\n"
+        "  python3 -m agentproto list --json | jq -r '.agents[].id'\n"
+        "  AGENTPROTO_CLAUDE_BIN=/opt/claude/bin/claude python3 -m agentproto list",
+    )
+    lister.add_argument("--json", action="store_true", help="print the discovery report as JSON")
+    lister.set_defaults(func=commands["list"])
+
+    chat = _sub(
+        sub, "chat", "chat with an agent in the terminal; from a pipe, run one turn",
+        "Chat with an agent. In a terminal: type a prompt, answer its questions; /help lists the\n"
+        "commands (/model, /mode, /set, /cancel, /info, /quit); Ctrl-C cancels a turn, and at the\n"
+        "prompt ends the chat. From a pipe: all of stdin is one prompt, the agent's answer goes to\n"
+        "stdout and everything else to stderr; permission requests are denied. AGENT is a catalog\n"
+        "id or a JSON agent reference ('{\"acp\": {\"name\": ..., \"path\": ..., \"args\": [...]}}' or\n"
+        "'{\"id\": \"claude\", \"path\": ...}'). NO_COLOR (or --color never) turns colour off.",
+        "  python3 -m agentproto chat claude\n"
+        "  echo 'title for this diff' | python3 -m agentproto chat codex > title.txt\n"
+        "  python3 -m agentproto chat --mock fixtures/mock-scripts/turn.json\n"
+        "  python3 -m agentproto chat '{\"acp\": {\"name\": \"mine\", \"path\": \"/opt/mine\", \"args\": []}}'\n"
+        "  echo hi | python3 -m agentproto chat --json mock | jq -c .kind",
+    )
+    chat.add_argument("agent", nargs="?", default="mock", help="catalog id or JSON agent reference (default: mock)")
+    chat.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
+    chat.add_argument("--tools", metavar="FILE", help="a JSON array of the app's own tools to give the agent")
+    chat.add_argument("--json", action="store_true", help="print the raw events, one JSON line each, for scripts")
+    chat.add_argument(
+        "--color", choices=("auto", "always", "never"), default="auto",
+        help="auto: on a terminal that is not TERM=dumb (default); NO_COLOR set turns it off in every case",
+    )
+    chat.set_defaults(func=commands["chat"])
+
+    schema = _sub(
+        sub, "schema", "print the JSON Schema of every line agentproto reads and writes",
+        "The JSON Schema (draft 7) of every line: protocol 1 frames and events, and the ops framing.",
+        "  python3 -m agentproto schema > agentproto.schema.json\n"
+        "  npx json-schema-to-typescript -i agentproto.schema.json -o agentproto.d.ts",
+    )
+    schema.set_defaults(func=commands["schema"])
+
+    bridge = _sub(
+        sub, "mcp-bridge", "a stdio MCP server relayed to a session's tools_url (HTTP)",
+        "A stdio MCP server that relays every message to a session's tools_url, for agents that\n"
+        "take only stdio MCP servers. It exits 0 at the end of its input, 1 once the session is gone.",
+        "  AGENTPROTO_TOOLS_URL=http://127.0.0.1:PORT/TOKEN/mcp/agentproto python3 -m agentproto mcp-bridge",
+    )
+    bridge.add_argument(
+        "url",
+        metavar="URL",
+        nargs="?",
+        help="the session's tools_url; better in AGENTPROTO_TOOLS_URL: the URL holds a secret token, "
+        "and a command line is visible to every local user",
+    )
+    bridge.set_defaults(func=commands["mcp-bridge"])
+
+    replay = _sub(
+        sub, "replay", "re-run a recording (--record) and check every response: exit 0 same, 1 drift, 2 bad file",
+        "Re-runs a file written by --record with no agent CLI and no network: the agents' recorded wire\n"
+        "stands in for them, and every response must come out as it was recorded (times, ids and\n"
+        "ports normalized). Exit 0: the same; 1: a drift, shown; 2: not a readable recording.",
+        "  python3 -m agentproto serve --record session.ndjson < commands.ndjson\n"
+        "  python3 -m agentproto replay session.ndjson\n"
+        "  python3 -m agentproto replay --update session.ndjson   # accept an intended change",
+    )
+    replay.add_argument("path", metavar="PATH")
+    replay.add_argument(
+        "--update", action="store_true", help="rewrite the recorded responses from this run (keeps the agent wire)"
+    )
+    replay.set_defaults(func=commands["replay"])
+
+    inspect = _sub(
+        sub, "inspect", "a running sidecar's live sessions (--sock), or what turns cost (--view cost)",
+        "The live sessions of a sidecar started with --control (or AGENTPROTO_CONTROL), read through\n"
+        "that socket; or, with --view cost, what turns cost, from the observations database.",
+        "  python3 -m agentproto serve --control /tmp/ap.ctl &\n"
+        "  python3 -m agentproto inspect --sock /tmp/ap.ctl\n"
+        "  python3 -m agentproto inspect --view cost --since 7d --by model --top 5",
+    )
+    inspect.add_argument("--view", choices=("agents", "cost"), default="agents")
+    inspect.add_argument("--sock", metavar="PATH", help="a sidecar's control socket (default: AGENTPROTO_CONTROL)")
+    inspect.add_argument("--agent", metavar="SESSION", help="one session's full snapshot")
+    inspect.add_argument("--since", default="24h", help="cost window: 30m, 24h, 7d, or an ISO date (default 24h)")
+    inspect.add_argument("--by", choices=("agent", "model", "day", "session"), default="agent")
+    inspect.add_argument("--top", type=int, metavar="N", help="also list the N most expensive turns")
+    inspect.add_argument(
+        "--db", metavar="PATH", help="the observations database (default: AGENTPROTO_DB, else the XDG state dir)"
+    )
+    inspect.add_argument("--format", choices=("table", "json"), help="default: table on a terminal, else json")
+    inspect.set_defaults(func=commands["inspect"])
+    return parser
+
+
+def check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The flags argparse accepts but that would be silently ignored: each a usage error."""
+    command = args.command
+    flag = "--mock" if args.top_mock is not None else "--record" if args.top_record is not None else None
+    if args.top_replay is not None and (command or args.top_single_shot or flag):
+        parser.error(f"--replay PATH goes alone (it is `replay PATH`), not with {command or flag or '--single-shot'}")
+    if args.top_single_shot and command not in (None, "agent"):
+        parser.error(f"--single-shot is the ops framing's, not {command}'s: use `agentproto --single-shot` alone")
+    if command is None:
+        if flag and not args.top_single_shot:
+            parser.error(f"{flag} without a command needs --single-shot (or goes after one: serve {flag} …)")
+        return
+    if flag:
+        parser.error(f"{flag} goes after the command: agentproto {command} {flag} …")
+    sub = _subparser(parser, command)
+    if command == "serve":
+        transport = args.transport
+        allowed = {"--port": ("http",), "--socket": ("unix",), "--listen": ("unix", "http"), "--auth-token": ("http",)}
+        given = {"--port": args.port, "--socket": args.socket, "--listen": args.listen, "--auth-token": args.auth_token}
+        for flag, transports in allowed.items():
+            if given[flag] is not None and transport not in transports:
+                needs = " or ".join(f"--transport {t}" for t in transports)
+                sub.error(f"{flag} needs {needs} (the transport is {transport})")
+    elif command == "chat":
+        if args.mock is not None and args.agent != "mock":
+            sub.error(f"--mock plays a script as the mock agent; it does not go with {args.agent}")
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:  # argparse keeps its subparsers here, and only here
+        if isinstance(action, argparse._SubParsersAction):
+            found: argparse.ArgumentParser = action.choices[name]
+            return found
+    return parser
