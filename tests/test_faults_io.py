@@ -346,6 +346,12 @@ def test_a_fault_at_every_write(frontend: str, at: int, fault: str, monkeypatch:
     clean = baseline(frontend, monkeypatch)
     run = Run(frontend, {"write": {at: fault}}, monkeypatch)
     run.check_ran()
+    if frontend == "p1-tty" and not run.io.injected:
+        # A terminal takes what it can at once: this run wrote in fewer pieces than the
+        # baseline and never reached write `at`. It must then be the clean run.
+        assert run.io.writes <= at and run.status == 0, (run.io.writes, run.status)
+        assert streams(frontend, run.lines) == streams(frontend, clean.lines)
+        return
     assert run.io.injected == [(fault, at)]
     if fault in ("eagain", "short"):
         assert run.status == 0
