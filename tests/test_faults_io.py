@@ -92,6 +92,10 @@ class App:
         if not data:
             self.loop.remove_reader(self.out_r)
             return
+        self.take(data)
+
+    def take(self, data: bytes) -> None:
+        """Bytes the server wrote: each whole line is read as the app reads it."""
         self.raw += data
         while b"\n" in self.raw:
             line, _, rest = bytes(self.raw).partition(b"\n")
@@ -418,14 +422,7 @@ class SocketApp(P1App):
             self.hung_up = True
             self.loop.remove_reader(self.out_r)
             return
-        self.raw += data
-        while b"\n" in self.raw:
-            line, _, rest = bytes(self.raw).partition(b"\n")
-            self.raw = bytearray(rest)
-            if line.strip():
-                obj = json.loads(line)
-                self.lines.append(obj)
-                self.react(obj)
+        self.take(data)
 
     def write(self, obj: dict[str, Any]) -> None:
         if not self.ended and not self.hung_up:
