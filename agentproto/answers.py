@@ -11,7 +11,8 @@ and generate, which has nobody to ask, takes ``hands_off_answer``.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
+from agentproto.typecheck import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import Any
 

@@ -28,16 +28,14 @@ import json
 import re
 
 from agentproto.errors import AgentError, Kind
+from agentproto.typecheck import TYPE_CHECKING, Protocol
 from agentproto.wire import _type_name
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
-    from typing import Any, Callable, Protocol
+    from typing import Any, Callable
 
     from agentproto.loop import Loop, Timer
     from agentproto.mcp import ToolCall
-else:
-    Protocol = object  # the Protocol classes here are interfaces for mypy only
 
 #: The MCP server the app's tools are served as (Claude's model sees ``mcp__agentproto__<name>``).
 APP_SERVER = "agentproto"

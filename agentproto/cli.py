@@ -28,8 +28,8 @@ from agentproto import private
 from agentproto.cli_args import build_parser as _build_parser
 from agentproto.cli_args import check_usage
 from agentproto.errors import log
+from agentproto.typecheck import TYPE_CHECKING
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 

@@ -9,8 +9,8 @@ import os
 import sys
 
 from agentproto import __version__
+from agentproto.typecheck import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
     from typing import Any, Callable, NoReturn
 

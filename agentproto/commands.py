@@ -10,7 +10,8 @@ Rules of this file:
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
+from agentproto.typecheck import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import Any, Callable, TypeGuard
 

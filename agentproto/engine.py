@@ -32,18 +32,16 @@ from agentproto.flow import HIGH_WATER, Flow
 from agentproto.loop import Loop, Timer
 from agentproto.session_requests import Requests
 from agentproto.turns import CONTENT, MESSAGE_KINDS, Prompt, QuietWindow, Turn
+from agentproto.typecheck import TYPE_CHECKING, Protocol
 from agentproto.wire import event_kind_name
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
-    from typing import Any, Callable, Protocol
+    from typing import Any, Callable
 
     from agentproto.apptools import Listen
     from agentproto.drivers.transport import LineTransport, Spawn, TransportFactory
     from agentproto.observations import Observer
     from agentproto.turns import Done as Done
-else:
-    Protocol = object  # the Protocol classes here are interfaces for mypy only
 
 ENGINE_OWNED = frozenset({"TurnStarted", "TurnEnded", "RequestClosed", "SessionUpdated", "StatusChanged"})
 _NOW = object()  # _send's default turn: the one running as it is sent (held events keep theirs)

@@ -24,7 +24,8 @@ import select
 import stat
 import sys
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
+from agentproto.typecheck import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import Any
 

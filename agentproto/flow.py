@@ -11,8 +11,8 @@ the ConsumerLagged error to fail the session with).
 from __future__ import annotations
 
 from agentproto.errors import AgentError, Kind
+from agentproto.typecheck import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
     from typing import Callable
 

@@ -28,8 +28,8 @@ import time
 
 from agentproto import proctree
 from agentproto.errors import log
+from agentproto.typecheck import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
     import subprocess
     from typing import Any, Callable

@@ -29,17 +29,15 @@ import time
 import weakref
 
 from agentproto.errors import log
+from agentproto.typecheck import TYPE_CHECKING, Protocol
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
     import sqlite3
-    from typing import Any, Mapping, Protocol
+    from typing import Any, Mapping
 
     from agentproto.drivers.base import Launch
     from agentproto.loop import Loop, Timer
     from agentproto.turns import Turn
-else:
-    Protocol = object  # the Protocol class here is an interface for mypy only
 
 
 class Session(Protocol):

@@ -28,6 +28,7 @@ from agentproto.engine import Session
 from agentproto.errors import ERROR_KINDS, AgentError, Kind
 from agentproto.explain import canonical, explain
 from agentproto.runtime import Runtime, Scope
+from agentproto.typecheck import TYPE_CHECKING, Protocol
 from agentproto.wire import (
     COMMAND_NAMES,
     COMMANDS,
@@ -38,11 +39,8 @@ from agentproto.wire import (
     event_kind_name,
 )
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
-    from typing import Any, Callable, Protocol
-else:
-    Protocol = object  # the Protocol classes here are interfaces for mypy only
+    from typing import Any, Callable
 
 EXIT_OK, EXIT_FAILED, EXIT_PROTOCOL = 0, 1, 2
 

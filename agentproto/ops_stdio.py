@@ -20,9 +20,9 @@ from agentproto.runtime import Runtime
 from agentproto.serve import INPUT_PAUSE_LINES
 from agentproto.stdio import Capture, Job, Pipeline, capture
 from agentproto.streams import LineReader, Output, Reader
+from agentproto.typecheck import TYPE_CHECKING
 from agentproto.wire import DEFAULT_MAX_LINE, TooLong, decode_json_line, encode
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
     from typing import Any, Callable
 

@@ -29,7 +29,8 @@ import stat
 
 # tempfile and shutil are imported where they are used: every start imports this module
 # (for cleanup), and they cost more start-up time than the rest of it (see cli.py).
-TYPE_CHECKING = False
+from agentproto.typecheck import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import TextIO
 

@@ -50,14 +50,12 @@ from json.encoder import encode_basestring_ascii as _escape
 
 from agentproto import __version__, private, redact
 from agentproto.errors import log
+from agentproto.typecheck import TYPE_CHECKING, Protocol
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
-    from typing import Any, Callable, Protocol, TextIO
+    from typing import Any, Callable, TextIO
 
     from agentproto.loop import Loop
-else:
-    Protocol = object  # the Protocol classes here are interfaces for mypy only
 
 FORMAT = 1
 #: Bytes of records that may wait for the next loop pass.

@@ -32,7 +32,8 @@ from __future__ import annotations
 import json
 import re
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
+from agentproto.typecheck import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import Any, Mapping
 

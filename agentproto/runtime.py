@@ -30,8 +30,8 @@ from agentproto.engine import Context, Session, Sink
 from agentproto.errors import AgentError, Kind
 from agentproto.loop import Loop
 from agentproto.observations import Observer
+from agentproto.typecheck import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
     from typing import Any, Callable
 

@@ -16,9 +16,9 @@ from agentproto import PROTOCOL, __version__
 from agentproto.engine import Session
 from agentproto.runtime import Runtime, Scope
 from agentproto.streams import LineReader, Output
+from agentproto.typecheck import TYPE_CHECKING
 from agentproto.wire import DEFAULT_MAX_LINE, AgentError, FrameError, TooLong, encode, encode_event, parse_command
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
     from typing import Any, Callable
 

@@ -9,7 +9,8 @@ checked here the same way whether the app sets them at ``open`` (``configure``) 
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
+from agentproto.typecheck import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import Any, Callable
 

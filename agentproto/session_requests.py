@@ -18,16 +18,14 @@ from __future__ import annotations
 from agentproto.answers import auto_answer, check_answer, request_id_of
 from agentproto.apptools import AppTools, Pending
 from agentproto.errors import AgentError, Kind
+from agentproto.typecheck import TYPE_CHECKING, Protocol
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
-    from typing import Any, Callable, Protocol
+    from typing import Any, Callable
 
     from agentproto.drivers.base import Driver, Launch
     from agentproto.loop import Loop
     from agentproto.turns import Done, Turn
-else:
-    Protocol = object  # the Protocol classes here are interfaces for mypy only
 
 
 class Owner(Protocol):

@@ -30,14 +30,12 @@ from collections import deque
 from agentproto.errors import log
 from agentproto.loop import Loop, Timer
 from agentproto.streams import Output, Reader
+from agentproto.typecheck import TYPE_CHECKING, Protocol
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
-    from typing import Callable, Protocol
+    from typing import Callable
 
     from agentproto.engine import Session
-else:
-    Protocol = object  # the Protocol classes here are interfaces for mypy only
 
 EXIT_OK, EXIT_FAILED = 0, 1
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)

@@ -22,9 +22,9 @@ import os
 import stat
 from collections import deque
 
+from agentproto.typecheck import TYPE_CHECKING
 from agentproto.wire import DEFAULT_MAX_LINE, LineFramer, TooLong
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
     from typing import Callable
 

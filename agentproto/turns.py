@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
+from agentproto.typecheck import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import Any, Callable
 

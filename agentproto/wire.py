@@ -29,8 +29,8 @@ from agentproto.errors import ERROR_KINDS as ERROR_KINDS
 from agentproto.errors import AgentError as AgentError
 from agentproto.errors import AppError, Kind
 from agentproto.errors import error_from_body as error_from_body
+from agentproto.typecheck import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
     from typing import Any, ClassVar, Iterable
 

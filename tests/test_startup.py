@@ -87,7 +87,7 @@ def test_version_imports_nothing_but_the_cli() -> None:
     ours = {n for n in names if n.startswith("agentproto")}
     assert ours <= {
         "agentproto", "agentproto.__main__", "agentproto.cli", "agentproto.cli_args", "agentproto.errors",
-        "agentproto.private",
+        "agentproto.private", "agentproto.typecheck",
     }, sorted(ours)  # fmt: skip
     assert "json" not in names and "selectors" not in names
 

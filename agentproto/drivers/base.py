@@ -49,17 +49,15 @@ import os
 from agentproto.apptools import APP_SERVER as APP_SERVER
 from agentproto.apptools import HOOK_TIMEOUT, TOOL_TIMEOUT
 from agentproto.errors import AgentError, Kind, excerpt, log
+from agentproto.typecheck import TYPE_CHECKING, Protocol
 from agentproto.wire import Record
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
-    from typing import Any, Callable, Protocol
+    from typing import Any, Callable
 
     from agentproto.drivers.transport import LineTransport, Spawn
     from agentproto.loop import Loop
     from agentproto.record import Wire
-else:
-    Protocol = object  # the Protocol classes here are interfaces for mypy only
 
 
 def fresh_id(purpose: str) -> str:

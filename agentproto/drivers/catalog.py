@@ -12,9 +12,9 @@ import os
 import re
 
 from agentproto.errors import AgentError
+from agentproto.typecheck import TYPE_CHECKING
 from agentproto.wire import Record
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
     from typing import Any, Mapping
 

@@ -28,9 +28,9 @@ import sys
 from agentproto import proctree
 from agentproto.drivers.transport import Spawn
 from agentproto.streams import Reader
+from agentproto.typecheck import TYPE_CHECKING
 from agentproto.wire import LineFramer, TooLong
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
     from typing import Any, Callable
 

@@ -24,16 +24,14 @@ so the driver seam (drivers/base.py) names it without depending on any implement
 
 from __future__ import annotations
 
+from agentproto.typecheck import TYPE_CHECKING, Protocol
 from agentproto.wire import Record
 
-TYPE_CHECKING = False  # typing is mypy's only: importing it costs start-up time (see cli.py)
 if TYPE_CHECKING:
-    from typing import Any, Callable, Protocol
+    from typing import Any, Callable
 
     from agentproto.loop import Loop
     from agentproto.record import Wire
-else:
-    Protocol = object  # the Protocol classes here are interfaces for mypy only
 
 #: An agent line may be long (a file's content in a tool result), but not endless.
 MAX_AGENT_LINE = 64 * 1024 * 1024
