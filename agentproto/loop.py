@@ -56,6 +56,62 @@ def _nothing() -> None:
     pass
 
 
+class Alarm:
+    """One callback due at one time at most, owned by one object (a handshake's deadline, a
+    stall check): ``set`` arms it (again, replacing the time it had), ``cancel`` disarms it,
+    and it is disarmed once it has fired, before its callback runs (which may set it again).
+    """
+
+    __slots__ = ("loop", "callback", "_timer")
+
+    def __init__(self, loop: Loop, callback: Callback) -> None:
+        self.loop = loop
+        self.callback = callback
+        self._timer: Timer | None = None
+
+    @property
+    def armed(self) -> bool:
+        return self._timer is not None
+
+    def set(self, delay: float) -> None:
+        self.cancel()
+        self._timer = self.loop.call_later(delay, self._fire)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _fire(self) -> None:
+        self._timer = None
+        self.callback()
+
+
+class Soon:
+    """A callback run once on the loop's next pass, however often it is asked for before that
+    (a flush, a delivery): ``request`` asks, ``pending`` says whether it is asked for."""
+
+    __slots__ = ("loop", "callback", "pending")
+
+    def __init__(self, loop: Loop, callback: Callback) -> None:
+        self.loop = loop
+        self.callback = callback
+        self.pending = False
+
+    def request(self) -> None:
+        if not self.pending:
+            self.pending = True
+            self.loop.call_soon(self._run)
+
+    def _run(self) -> None:
+        if self.pending:  # a ``cancel`` since the request leaves nothing to run
+            self.pending = False
+            self.callback()
+
+    def cancel(self) -> None:
+        self.pending = False
+
+
 class _Watch:
     """What the loop knows about one descriptor: a reader and/or a writer callback."""
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import tempfile
 
-from agentproto.loop import Loop
+from agentproto.loop import Alarm, Loop, Soon
 
 
 def test_timers_fire_in_order_and_cancelled_ones_never() -> None:
@@ -105,3 +105,68 @@ def test_a_callback_that_raises_costs_only_itself(capsys) -> None:  # type: igno
     assert after == ["still running"]
     err = capsys.readouterr().err
     assert err.count("internal error in an event-loop callback") == 2 and "a driver bug" in err
+
+
+def test_an_alarm_fires_once_at_its_last_time_and_never_when_cancelled() -> None:
+    loop = Loop()
+    fired: list[float] = []
+    start = loop.time()
+    alarm = Alarm(loop, lambda: fired.append(loop.time() - start))
+    alarm.set(5.0)
+    alarm.set(0.02)  # set again: the earlier time is gone
+    assert alarm.armed
+    loop.call_later(0.2, loop.stop)
+    loop.run()
+    assert len(fired) == 1 and fired[0] < 1.0 and not alarm.armed
+
+    alarm.set(0.01)
+    alarm.cancel()
+    assert not alarm.armed
+    loop.call_later(0.1, loop.stop)
+    loop.run()
+    assert len(fired) == 1
+    loop.close()
+
+
+def test_an_alarm_is_disarmed_before_its_callback_which_may_set_it_again() -> None:
+    loop = Loop()
+    seen: list[bool] = []
+
+    def again() -> None:
+        seen.append(alarm.armed)
+        if len(seen) < 3:
+            alarm.set(0.0)
+        else:
+            loop.stop()
+
+    alarm = Alarm(loop, again)
+    alarm.set(0.0)
+    loop.run()
+    assert seen == [False, False, False] and not alarm.armed
+    loop.close()
+
+
+def test_soon_runs_once_per_pass_however_often_requested_and_not_after_cancel() -> None:
+    loop = Loop()
+    runs: list[int] = []
+    soon = Soon(loop, lambda: runs.append(len(runs)))
+    soon.request()
+    soon.request()
+    assert soon.pending
+    loop.call_later(0.05, loop.stop)
+    loop.run()
+    assert runs == [0] and not soon.pending
+
+    soon.request()
+    soon.cancel()
+    soon.request()  # asked for again after the cancel: one run, not two
+    loop.call_later(0.05, loop.stop)
+    loop.run()
+    assert runs == [0, 1]
+
+    soon.request()
+    soon.cancel()
+    loop.call_later(0.05, loop.stop)
+    loop.run()
+    assert runs == [0, 1]
+    loop.close()
