@@ -43,12 +43,13 @@ from agentproto.httpcore import (
     response_head,
 )
 from agentproto.listen import Acceptor, hang_up
+from agentproto.loop import Alarm
 from agentproto.stdio import when_drained
 from agentproto.streams import Output, Reader
 
 if TYPE_CHECKING:
     from agentproto.engine import Session
-    from agentproto.loop import Loop, Timer
+    from agentproto.loop import Loop
 
 #: (status, JSON body, extra header fields) of a request that may not run.
 Refusal = tuple[int, Any, dict[str, str]]
@@ -155,19 +156,14 @@ class HttpConnection:
         self.checked = False  # the current request's head passed the checks
         self.idle = False  # waiting for a kept-alive connection's next request
         self.response: Response | None = None
-        self.timer: Timer | None = None
+        #: The deadline of the request being read, or of a kept-alive connection's idling.
+        self.deadline = Alarm(self.loop, self._timeout)
         server.idle[self] = None
-        self._arm(server.timeout(server.request_timeout))
+        self.deadline.set(server.timeout(server.request_timeout))
         self.reader.start()
 
     # -- reading ------------------------------------------------------------------------
-    def _arm(self, seconds: float) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-        self.timer = self.loop.call_later(seconds, self._timeout)
-
     def _timeout(self) -> None:
-        self.timer = None
         if self.closed or self.response is not None:
             return
         if self.idle:
@@ -178,7 +174,7 @@ class HttpConnection:
     def _feed(self, data: bytes) -> None:
         if self.idle:
             self.idle = False
-            self._arm(self.server.request_timeout)
+            self.deadline.set(self.server.request_timeout)
         try:
             request = self.parser.feed(data)
         except HttpError as error:
@@ -199,9 +195,7 @@ class HttpConnection:
     def _handle(self, request: Request) -> None:
         self.reader.pause()
         self.server.idle.pop(self, None)
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.deadline.cancel()
         response = self.response = Response(self, request)
         try:
             self.server.handler.handle(request, response)
@@ -241,7 +235,7 @@ class HttpConnection:
         self.response = None
         self.idle = True
         self.server.idle[self] = None  # the newest idle: evicted last
-        self._arm(self.server.timeout(self.server.idle_timeout))
+        self.deadline.set(self.server.timeout(self.server.idle_timeout))
         self.reader.start()
         if leftover:
             # Not from inside the engine's bookkeeping (an answer often ends there).
@@ -256,9 +250,7 @@ class HttpConnection:
             return
         self.closed = True
         self.reader.close()
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.deadline.cancel()
         hang_up(self.loop, self.sock, self.output)
         self.server.connections.discard(self)
         self.server.idle.pop(self, None)
@@ -290,7 +282,6 @@ class HttpServer:
         self.idle_timeout = idle_timeout
         self.max_head = max_head
         self.max_body = max_body
-        self.listener: socket.socket | None = None
         self.bound: tuple[str, int] = ("", 0)
         self.connections: set[HttpConnection] = set()
         #: The connections with no request being answered, the longest idle first.
@@ -299,8 +290,8 @@ class HttpServer:
         self.closing = False
 
     def listen(self, sock: socket.socket) -> tuple[str, int]:
-        """Serve on a bound, listening, non-blocking socket; returns its address."""
-        self.listener = sock
+        """Serve on a bound, listening, non-blocking socket (the server's from then on);
+        returns its address."""
         name = sock.getsockname()
         self.bound = (name[0], name[1])
         self.acceptor = Acceptor(self.loop, sock, self._serve)
@@ -337,9 +328,5 @@ class HttpServer:
         if self.acceptor is not None:
             self.acceptor.close()
             self.acceptor = None
-        if self.listener is not None:
-            self.loop.forget(self.listener)
-            self.listener.close()
-            self.listener = None
         for conn in list(self.connections):
             conn.close()

@@ -22,9 +22,10 @@ import stat
 from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto.errors import log
+from agentproto.loop import Alarm
 
 if TYPE_CHECKING:
-    from agentproto.loop import Loop, Timer
+    from agentproto.loop import Loop
     from agentproto.streams import Output
 
 
@@ -114,7 +115,8 @@ STARVED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 class Acceptor:
     """Accepts what waits on a listening socket, each as a non-blocking socket handed to
-    ``serve``; at most ``batch`` per wake-up (one flood of connections cannot hold the loop)."""
+    ``serve``; at most ``batch`` per wake-up (one flood of connections cannot hold the loop).
+    It owns the socket from then on: ``close`` closes it."""
 
     FIRST_BACKOFF = 0.05
     MAX_BACKOFF = 1.0
@@ -128,24 +130,24 @@ class Acceptor:
         self.batch = batch
         self.starved = 0  # accept() calls refused for want of a descriptor, this episode
         self.backoff = self.FIRST_BACKOFF
-        self.timer: Timer | None = None
+        #: Armed while accepting is stopped for want of a descriptor.
+        self.retry = Alarm(loop, self._retry)
         self.closed = False
 
     def start(self) -> None:
         self.loop.add_reader(self.listener, self._ready)
 
     def close(self) -> None:
-        """Stop accepting (the caller closes the listener)."""
+        """Stop accepting and close the listening socket."""
         self.closed = True
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.retry.cancel()
         self.loop.forget(self.listener)
+        self.listener.close()
 
     def freed(self) -> None:
         """A descriptor of ours was closed: if accepting was stopped for want of one, try now."""
-        if self.timer is not None and not self.closed:
-            self.timer.cancel()
+        if self.retry.armed and not self.closed:
+            self.retry.cancel()
             self._retry()
 
     def _ready(self) -> None:
@@ -172,30 +174,25 @@ class Acceptor:
             log(f"accept: {exc.strerror or exc}: not accepting connections until a descriptor frees")
         self.starved += 1
         self.loop.remove_reader(self.listener)
-        self.timer = self.loop.call_later(self.backoff, self._retry)
+        self.retry.set(self.backoff)
         self.backoff = min(self.backoff * 2, self.MAX_BACKOFF)
 
     def _retry(self) -> None:
-        self.timer = None
         if not self.closed:
             self.loop.add_reader(self.listener, self._ready)
 
 
-class UnixListener:
-    """A Unix socket listening at ``path`` (``bind_unix``) with its ``Acceptor``, from
+class UnixListener(Acceptor):
+    """An ``Acceptor`` on a Unix socket listening at ``path`` (``bind_unix``), accepting from
     construction to ``close``: the unix transport's and the control socket's."""
 
     def __init__(self, loop: "Loop", path: str, serve: Callable[[socket.socket], None]) -> None:
         self.path = path
-        self.sock, self.identity = bind_unix(path)  # OSError: the path is someone else's
-        self.acceptor = Acceptor(loop, self.sock, serve)
-        self.acceptor.start()
-
-    def freed(self) -> None:
-        self.acceptor.freed()
+        sock, self.identity = bind_unix(path)  # OSError: the path is someone else's
+        super().__init__(loop, sock, serve)
+        self.start()
 
     def close(self) -> None:
         """Stop accepting, close the socket, and remove its file if it is still ours."""
-        self.acceptor.close()
-        self.sock.close()
+        super().close()
         unlink_unix(self.path, self.identity)
