@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any, Callable
 from agentproto import inspect
 from agentproto.errors import AgentError, Kind, error_from_body, log
 from agentproto.listen import UnixListener, hang_up
+from agentproto.loop import Alarm
 from agentproto.streams import LineReader, Output, Reader
 from agentproto.wire import TooLong, decode_json_line, encode
 
 if TYPE_CHECKING:
-    from agentproto.loop import Loop, Timer
+    from agentproto.loop import Loop
     from agentproto.runtime import Runtime
 
 CONTROL_ENV = "AGENTPROTO_CONTROL"
@@ -86,13 +87,13 @@ class _Ask:
         self.finished = False
         self.sock: socket.socket | None = None
         self.reader: Reader | None = None
-        self.timer: Timer | None = None
+        self.deadline = Alarm(loop, lambda: self._fail(f"no answer within {ASK_TIMEOUT:g} s"))
 
     def _fail(self, why: str) -> None:
         self._finish(None, AgentError.detail(Kind.INVALID_CONFIGURATION, f"inspect: control socket {self.path}: {why}"))
 
     def start(self) -> None:
-        self.timer = self.loop.call_later(ASK_TIMEOUT, lambda: self._fail(f"no answer within {ASK_TIMEOUT:g} s"))
+        self.deadline.set(ASK_TIMEOUT)
         try:
             sock = self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.setblocking(False)
@@ -164,8 +165,7 @@ class _Ask:
         if self.finished:
             return
         self.finished = True
-        if self.timer is not None:
-            self.timer.cancel()
+        self.deadline.cancel()
         if self.reader is not None:
             self.reader.close()
         if self.sock is not None:

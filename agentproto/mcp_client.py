@@ -24,10 +24,11 @@ from urllib.parse import urlsplit
 
 from agentproto import __version__, jsonrpc
 from agentproto.httpcore import _CHUNK_LINE, _LENGTH, MAX_HEAD  # the request parser's own strict sizes
+from agentproto.loop import Alarm
 from agentproto.streams import Output, Reader
 
 if TYPE_CHECKING:
-    from agentproto.loop import Loop, Timer
+    from agentproto.loop import Loop
 
 MAX_BODY = 64 * 1024 * 1024
 #: The protocol version the client asks for (the server may answer an older one).
@@ -169,7 +170,9 @@ class HttpExchange:
         self.parser = ResponseParser()
         self.reader: Reader | None = None
         self.output: Output | None = None
-        self.timer: Timer | None = loop.call_later(timeout, self._timeout) if timeout > 0 else None
+        self.deadline = Alarm(loop, lambda: self._end(None, "no response in time"))
+        if timeout > 0:
+            self.deadline.set(timeout)
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         self.sock.setblocking(False)
@@ -204,16 +207,11 @@ class HttpExchange:
         response = self.parser.eof()
         self._end(response, None if response is not None else "the connection closed before the response ended")
 
-    def _timeout(self) -> None:
-        self.timer = None
-        self._end(None, "no response in time")
-
     def _end(self, response: HttpResponse | None, why: str | None) -> None:
         done, self.done = self.done, None
         if done is None:
             return
-        if self.timer is not None:
-            self.timer.cancel()
+        self.deadline.cancel()
         if self.reader is not None:
             self.reader.close()
         if self.output is not None:
