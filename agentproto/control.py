@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto import inspect
 from agentproto.errors import AgentError, Kind, error_from_body, log
-from agentproto.listen import UnixListener, hang_up
+from agentproto.listen import Accepted, UnixListener
 from agentproto.loop import Alarm
-from agentproto.streams import LineReader, Output, Reader
+from agentproto.streams import LineReader, Reader
 from agentproto.wire import TooLong, decode_json_line, encode
 
 if TYPE_CHECKING:
@@ -198,21 +198,17 @@ class ControlServer:
 
     def close(self) -> None:
         for conn in list(self.conns.values()):
-            conn.hang_up()
+            conn.close()
         if self.listener is not None:
             self.listener.close()
             self.listener = None
 
 
-class _ControlConn:
+class _ControlConn(Accepted):
     def __init__(self, server: ControlServer, sock: socket.socket) -> None:
+        super().__init__(server.loop, sock)
         self.server = server
-        self.sock = sock
-        self.fd = sock.fileno()
-        loop = server.loop
-        self.output = Output(loop, self.fd, lambda _exc: self.hang_up())
-        self.reader = LineReader(loop, self.fd, self._line, self._eof, lambda: len(self.output) > 64, MAX_REQUEST)
-        self.gone = False
+        self.reader = LineReader(self.loop, self.fd, self._line, self._eof, lambda: len(self.output) > 64, MAX_REQUEST)
 
     def start(self) -> None:
         self.reader.start()
@@ -234,7 +230,7 @@ class _ControlConn:
             return
 
         def answered(view: Any, error: AgentError | None) -> None:
-            if self.gone:
+            if self.closed:
                 return
             if error is not None:
                 self._send({"kind": "result", "op": "inspect", "ok": False, "error": error.body()})
@@ -251,17 +247,12 @@ class _ControlConn:
 
     def _eof(self) -> None:
         if not self.output.queue or self.output.failed:
-            self.hang_up()
+            self.close()
         else:
-            self.output.on_drained = self.hang_up
+            self.output.on_drained = self.close
 
-    def hang_up(self) -> None:
-        if self.gone:
-            return
-        self.gone = True
-        self.reader.close()
+    def forget(self) -> None:
         self.server.conns.pop(self.fd, None)
-        hang_up(self.server.loop, self.sock, self.output)
 
 
 def start_control(runtime: "Runtime", path: str | None) -> ControlServer | None:

@@ -42,10 +42,10 @@ from agentproto.httpcore import (
     keep_alive,
     response_head,
 )
-from agentproto.listen import Acceptor, hang_up
+from agentproto.listen import Accepted, Acceptor
 from agentproto.loop import Alarm
 from agentproto.stdio import when_drained
-from agentproto.streams import Output, Reader
+from agentproto.streams import Reader
 
 if TYPE_CHECKING:
     from agentproto.engine import Session
@@ -143,16 +143,12 @@ class Response:
             self.conn.answered(self)
 
 
-class HttpConnection:
+class HttpConnection(Accepted):
     def __init__(self, server: "HttpServer", sock: socket.socket) -> None:
+        super().__init__(server.loop, sock)
         self.server = server
-        self.loop: Loop = server.loop
-        self.sock = sock
-        self.fd = sock.fileno()
         self.parser = RequestParser(server.max_head, server.max_body)
-        self.output = Output(self.loop, self.fd, self._write_failed)
         self.reader = Reader(self.loop, self.fd, self._feed, self.close, 64 * 1024)
-        self.closed = False
         self.checked = False  # the current request's head passed the checks
         self.idle = False  # waiting for a kept-alive connection's next request
         self.response: Response | None = None
@@ -242,16 +238,8 @@ class HttpConnection:
             self.loop.call_soon(lambda: None if self.closed or self.response is not None else self._feed(leftover))
 
     # -- the end ------------------------------------------------------------------------
-    def _write_failed(self, _exc: OSError) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.reader.close()
+    def forget(self) -> None:
         self.deadline.cancel()
-        hang_up(self.loop, self.sock, self.output)
         self.server.connections.discard(self)
         self.server.idle.pop(self, None)
         if self.server.acceptor is not None:

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto.errors import log
 from agentproto.loop import Alarm
+from agentproto.streams import Output
 
 if TYPE_CHECKING:
     from agentproto.loop import Loop
-    from agentproto.streams import Output
+    from agentproto.streams import LineReader, Reader
 
 
 def bind_unix(path: str) -> tuple[socket.socket, tuple[int, int]]:
@@ -107,6 +108,32 @@ def hang_up(loop: "Loop", sock: socket.socket, output: "Output") -> None:
     except OSError:
         pass
     sock.close()
+
+
+class Accepted:
+    """One accepted connection: its socket, its writer (a write that fails closes it) and
+    the reader its subclass makes. ``close`` hangs it up once, then ``forget`` lets its
+    server drop it."""
+
+    reader: "Reader | LineReader"
+
+    def __init__(self, loop: "Loop", sock: socket.socket) -> None:
+        self.loop = loop
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.output = Output(loop, self.fd, lambda _exc: self.close())
+        self.closed = False
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.reader.close()
+        hang_up(self.loop, self.sock, self.output)
+        self.forget()
+
+    def forget(self) -> None:
+        """The connection is closed: its server lets go of it."""
 
 
 #: accept() errors that mean "no descriptor (or memory) for it now": back off, don't spin.
