@@ -17,7 +17,7 @@ import json
 from agentproto.engine import Session
 from agentproto.ops import EXIT_PROTOCOL, OpsContext, OpsHub
 from agentproto.runtime import Runtime
-from agentproto.serve import INPUT_PAUSE_LINES
+from agentproto.serve import Frontend
 from agentproto.stdio import Capture, Job, Pipeline, capture
 from agentproto.streams import LineReader, Output, Reader
 from agentproto.typecheck import TYPE_CHECKING
@@ -68,10 +68,10 @@ def _too_long() -> str:
     return f"request too long: more than {DEFAULT_MAX_LINE} bytes; discarded"
 
 
-class LineServer:
+class LineServer(Frontend):
     """An ops frontend reading JSON lines from one descriptor and writing to one ``Output``:
-    the agent loop, JSON-RPC and MCP. It owns the hub of the sessions it opens, reads
-    while its requests and output keep up, and winds down once (``end``)."""
+    the agent loop, JSON-RPC and MCP. It owns the hub of the sessions it opens, and reads
+    while its requests and output keep up."""
 
     #: Stop reading while this many requests are unanswered.
     MAX_JOBS = 1024
@@ -84,15 +84,11 @@ class LineServer:
         on_finished: Callable[[], None],
         recorder: Recorder | None = None,
     ) -> None:
-        self.runtime = runtime
-        self.loop = runtime.loop
-        self.output = output
+        super().__init__(runtime, output, recorder)
         self.on_finished = on_finished
-        self.recorder = recorder
         self.hub = OpsHub(runtime)
         self.ctx = OpsContext(self.hub)
         self.reader = self.make_reader(in_fd)
-        self.ending = False
         #: Answers in request order, for the framings that keep it.
         self.pipeline = Pipeline(
             self.loop, output.send, lambda job: self.answered(job.raw, job.captured), recorder is not None
@@ -112,14 +108,11 @@ class LineServer:
         raise NotImplementedError
 
     def make_reader(self, fd: int) -> LineReader | Reader:
-        return LineReader(self.loop, fd, self._line, self._eof, self._busy)
+        return LineReader(self.loop, fd, self._line, self._eof, self.busy)
 
     # What they share.
-    def start(self) -> None:
-        self.reader.start()
-
-    def _busy(self) -> bool:
-        return len(self.output) > INPUT_PAUSE_LINES or self.open_requests() > self.MAX_JOBS
+    def busy(self) -> bool:
+        return super().busy() or self.open_requests() > self.MAX_JOBS
 
     def _line(self, raw: bytes | TooLong) -> None:
         if self.ending:
@@ -161,12 +154,8 @@ class LineServer:
         if self.open_requests() == 0:
             self.end()
 
-    def end(self) -> None:
+    def wind_down(self) -> None:
         """EOF, halt, a signal, or stdout gone: close this server's sessions and finish."""
-        if self.ending:
-            return
-        self.ending = True
-        self.reader.close()
         self.hub.close_all(self.on_finished)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from agentproto import PROTOCOL, __version__
 from agentproto.engine import Session
 from agentproto.runtime import Runtime, Scope
-from agentproto.streams import LineReader, Output
+from agentproto.streams import LineReader, Output, Reader
 from agentproto.typecheck import TYPE_CHECKING
 from agentproto.wire import DEFAULT_MAX_LINE, AgentError, FrameError, TooLong, encode, encode_event, parse_command
 
@@ -37,7 +37,40 @@ def hello_line() -> bytes:
     return encode({"hello": {"protocol": PROTOCOL, "agentproto": __version__, "anyagent": ANYAGENT_COMPAT}})
 
 
-class P1Connection:
+class Frontend:
+    """What a framing on a byte stream shares (protocol 1's connection, the ops framings on
+    stdio): one runtime, one ``Output``, an optional recorder, and the reader its subclass
+    makes, which it pauses while too much waits unwritten (``busy``). Reading starts with
+    ``start``; ``end`` winds it down once: the reader closes, then ``wind_down``."""
+
+    reader: "LineReader | Reader"
+
+    def __init__(self, runtime: Runtime, output: Output, recorder: "Recorder | None") -> None:
+        self.runtime = runtime
+        self.loop = runtime.loop
+        self.output = output
+        self.recorder = recorder
+        self.ending = False
+
+    def start(self) -> None:
+        self.reader.start()
+
+    def busy(self) -> bool:
+        return len(self.output) > INPUT_PAUSE_LINES
+
+    def end(self) -> None:
+        """EOF, a signal, or the output gone: wind down, once."""
+        if self.ending:
+            return
+        self.ending = True
+        self.reader.close()
+        self.wind_down()
+
+    def wind_down(self) -> None:
+        raise NotImplementedError
+
+
+class P1Connection(Frontend):
     """One protocol 1 conversation: commands in, frames out."""
 
     def __init__(
@@ -51,28 +84,22 @@ class P1Connection:
         recorder: "Recorder | None" = None,
         record_tags: dict[str, Any] | None = None,
     ) -> None:
-        self.runtime = runtime
-        self.loop = runtime.loop
+        super().__init__(runtime, output, recorder)
         self.in_fd = in_fd
-        self.output = output
         self.on_finished = on_finished
         self.max_line = max_line
-        self.recorder = recorder
         self.record_tags = record_tags or {}
         #: Every line out goes through here: the output, or the recorder then the output.
         self.send: Callable[[bytes, "Session | None"], None] = self._record_send if recorder else output.send
-        self.reader = LineReader(
-            self.loop, in_fd, self._line, self.end_input, lambda: len(self.output) > INPUT_PAUSE_LINES, max_line
-        )
+        self.reader = LineReader(self.loop, in_fd, self._line, self.end, self.busy, max_line)
         self.scope = Scope(runtime)
         self.scope.on_empty = self._maybe_finished
-        self.eof = False
         self.finished = False
 
     # -- input --------------------------------------------------------------------------
     def start(self) -> None:
         self.send(hello_line(), None)
-        self.reader.start()
+        super().start()
 
     def _record_send(self, data: bytes, session: Session | None = None) -> None:
         assert self.recorder is not None
@@ -103,23 +130,17 @@ class P1Connection:
         except Exception:  # a bug must cost one command, never the sidecar
             done(None, AgentError.internal(command.name))
 
-    def end_input(self) -> None:
+    def wind_down(self) -> None:
         """EOF (or shutdown): close every session of this connection, then finish."""
-        if self.eof:
-            return
-        self.eof = True
         if self.recorder is not None:
             self.recorder.note("eof", **self.record_tags)  # replay ends the app's input here too
-        self.reader.close()
         if self.in_fd != self.output.fd:  # a socket is its own output: keep its writer
             self.loop.forget(self.in_fd)
         self.runtime.close_all(self.scope.sessions())
         self._maybe_finished()
 
-    end = end_input  # a stdio server winds down the same way (a signal, stdout gone)
-
     def _maybe_finished(self) -> None:
-        if self.eof and not self.scope.live and not self.scope.hidden and not self.finished:
+        if self.ending and not self.scope.live and not self.scope.hidden and not self.finished:
             self.finished = True
             self.on_finished(self)
 

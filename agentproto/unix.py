@@ -61,7 +61,7 @@ class UnixServer:
             return True
         for _sock, conn, output in self.conns.values():  # the oldest first
             if not conn.scope.live and not conn.scope.hidden and not output.queue:
-                conn.end_input()  # nothing to close, nothing unwritten: it hangs up now
+                conn.end()  # nothing to close, nothing unwritten: it hangs up now
                 return len(self.conns) < self.max_connections
         return False
 
@@ -72,7 +72,7 @@ class UnixServer:
         fd = sock.fileno()
 
         def failed(_exc: OSError) -> None:
-            conn.end_input()
+            conn.end()
 
         output = Output(self.loop, fd, failed)
         self.accepted += 1
@@ -104,7 +104,7 @@ class UnixServer:
         self.stopping = True
         self.close_listener()
         for _sock, conn, _output in list(self.conns.values()):
-            conn.end_input()
+            conn.end()
         if not self.conns:
             self.loop.stop()
 
