@@ -213,7 +213,22 @@ _LENGTH = re.compile(r"[0-9]{1,19}")
 _CHUNK_LINE = re.compile(r"([0-9A-Fa-f]{1,16})[ \t]*(?:;[\t\x20-\x7e\x80-\xff]*)?")
 
 
-class RequestParser:
+class MessageParser:
+    """What the request parser here and the client's response parser (mcp_client) keep of
+    one HTTP/1.1 message while it comes in: the bounds on its head and body, the bytes not
+    parsed yet, how its body is framed (``length`` or ``chunked``) and the body so far."""
+
+    def __init__(self, max_head: int, max_body: int) -> None:
+        self.max_head = max_head
+        self.max_body = max_body
+        self.buf = bytearray()
+        self.length: int | None = None
+        self.chunked = False
+        self.body = bytearray()
+        self.done = False
+
+
+class RequestParser(MessageParser):
     """Sans-IO HTTP/1.1 request reader: ``feed(bytes)`` returns the Request once complete,
     None while more is needed, or raises ``HttpError`` (and nothing else).
 
@@ -222,18 +237,12 @@ class RequestParser:
     where the last one stopped, so a request fed one byte at a time costs linear time."""
 
     def __init__(self, max_head: int = MAX_HEAD, max_body: int = MAX_BODY) -> None:
-        self.max_head = max_head
-        self.max_body = max_body
-        self.buf = bytearray()
+        super().__init__(max_head, max_body)
         self.scanned = 0  # how much of buf is known not to hold the separator looked for
         self.request: Request | None = None
-        self.length: int | None = None
-        self.chunked = False
         self.remaining = 0  # bytes of the current chunk still to come
         self.state = "head"  # head, length, size, data, data_end, trailer, done
         self.trailer = 0  # bytes of trailer fields so far
-        self.body = bytearray()
-        self.done = False
 
     @property
     def head_complete(self) -> bool:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from agentproto import __version__, jsonrpc
-from agentproto.httpcore import _CHUNK_LINE, _LENGTH, MAX_HEAD  # the request parser's own strict sizes
+from agentproto.httpcore import _CHUNK_LINE, _LENGTH, MAX_CHUNK_LINE, MAX_HEAD, MessageParser  # its strict grammar
 from agentproto.loop import Alarm
 from agentproto.streams import Output, Reader
 
@@ -46,21 +46,15 @@ class HttpResponse:
         self.body = body
 
 
-class ResponseParser:
+class ResponseParser(MessageParser):
     """Sans-IO HTTP/1.1 response reader: ``feed`` returns the response once complete (None
     while more is needed) or raises ValueError; ``eof`` ends a body that runs to the close."""
 
     def __init__(self, max_head: int = MAX_HEAD, max_body: int = MAX_BODY) -> None:
-        self.max_head = max_head
-        self.max_body = max_body
-        self.buf = bytearray()
+        super().__init__(max_head, max_body)  # ``length`` None: chunked, or until the close
         self.status = 0
         self.headers: dict[str, str] = {}
-        self.length: int | None = None  # None: chunked, or until the close
-        self.chunked = False
-        self.body = bytearray()
         self.head_done = False
-        self.done = False
 
     def feed(self, data: bytes) -> HttpResponse | None:
         if self.done:
@@ -126,7 +120,7 @@ class ResponseParser:
         while True:
             end = self.buf.find(b"\r\n")
             if end < 0:
-                if len(self.buf) > 1024:
+                if len(self.buf) > MAX_CHUNK_LINE:
                     raise ValueError("bad chunk size line")
                 return None
             match = _CHUNK_LINE.fullmatch(bytes(self.buf[:end]).decode("latin-1"))
