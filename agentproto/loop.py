@@ -56,6 +56,11 @@ def _nothing() -> None:
     pass
 
 
+#: What an unarmed ``Alarm`` holds: a timer already done with.
+_SPENT = Timer(0.0, _nothing)
+_SPENT.cancel()
+
+
 class Alarm:
     """One callback due at one time at most, owned by one object (a handshake's deadline, a
     stall check): ``set`` arms it (again, replacing the time it had), ``cancel`` disarms it,
@@ -67,24 +72,20 @@ class Alarm:
     def __init__(self, loop: Loop, callback: Callback) -> None:
         self.loop = loop
         self.callback = callback
-        self._timer: Timer | None = None
+        self._timer = _SPENT
 
+    # The loop marks a timer cancelled before it runs the timer's callback: a timer that has
+    # fired and one that was cancelled are both done with, and cancelling either is harmless.
     @property
     def armed(self) -> bool:
-        return self._timer is not None
+        return not self._timer.cancelled
 
     def set(self, delay: float) -> None:
-        self.cancel()
-        self._timer = self.loop.call_later(delay, self._fire)
+        self._timer.cancel()
+        self._timer = self.loop.call_later(delay, self.callback)
 
     def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _fire(self) -> None:
-        self._timer = None
-        self.callback()
+        self._timer.cancel()
 
 
 class Soon:
@@ -253,10 +254,7 @@ class Loop:
         """Call ``on_exit(returncode)`` once the child has exited and been reaped."""
         self._children[proc.pid] = (proc, on_exit)
         if signal.SIGCHLD not in self._signal_handlers:
-            try:
-                self.add_signal_handler(signal.SIGCHLD, self._poll_children)
-            except ValueError:
-                pass  # not the main thread: the periodic poll reaps instead
+            self._reap_on_sigchld()
         self.call_soon(self._poll_children)
 
     def unwatch_child(self, proc: subprocess.Popen[bytes]) -> None:
@@ -270,10 +268,13 @@ class Loop:
         self._adopt = False
         if proctree.become_subreaper() and hasattr(os, "waitid"):
             self._adopted = True
-            try:
-                self.add_signal_handler(signal.SIGCHLD, self._poll_children)
-            except ValueError:
-                pass  # not the main thread: the periodic poll reaps instead
+            self._reap_on_sigchld()
+
+    def _reap_on_sigchld(self) -> None:
+        try:
+            self.add_signal_handler(signal.SIGCHLD, self._poll_children)
+        except ValueError:
+            pass  # not the main thread: the periodic poll reaps instead
 
     def _poll_children(self) -> None:
         for pid, (proc, on_exit) in list(self._children.items()):
@@ -369,7 +370,7 @@ class Loop:
             while self._timers and (self._timers[0][2].cancelled or self._timers[0][0] <= now):
                 _, _, timer = heapq.heappop(self._timers)
                 if not timer.cancelled:
-                    timer.cancelled = True
+                    timer.cancelled = True  # before its callback runs (Alarm counts on it)
                     self._guard(timer.callback)
             if self._children and now >= next_child_poll:
                 self._poll_children()
