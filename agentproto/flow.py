@@ -11,19 +11,20 @@ the ConsumerLagged error to fail the session with).
 from __future__ import annotations
 
 from agentproto.errors import AgentError, Kind
+from agentproto.loop import Alarm
 from agentproto.typecheck import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Callable
 
-    from agentproto.loop import Loop, Timer
+    from agentproto.loop import Loop
 
 HIGH_WATER = 1024
 LOW_WATER = 512
 
 
 class Flow:
-    __slots__ = ("loop", "stall_timeout", "pause", "resume", "stalled", "unwritten", "paused", "last_progress", "timer")
+    __slots__ = ("loop", "stall_timeout", "pause", "resume", "stalled", "unwritten", "paused", "last_progress", "alarm")
 
     def __init__(
         self,
@@ -41,7 +42,7 @@ class Flow:
         self.unwritten = 0
         self.paused = False
         self.last_progress = loop.time()
-        self.timer: Timer | None = None
+        self.alarm = Alarm(loop, self._check)
 
     def grew(self) -> None:
         """The session counted one more event waiting (``unwritten += 1``, inline there: it
@@ -49,8 +50,8 @@ class Flow:
         (reached on the way up: it grows by one, so past it there is nothing to call for)."""
         if self.unwritten == 1:
             self.last_progress = self.loop.time()
-            if self.timer is None:
-                self.timer = self.loop.call_later(self.stall_timeout, self._check)
+            if not self.alarm.armed:
+                self.alarm.set(self.stall_timeout)
         elif self.unwritten >= HIGH_WATER and not self.paused:
             self.paused = True
             self.pause()
@@ -64,12 +65,9 @@ class Flow:
             self.resume()
 
     def stop(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.alarm.cancel()
 
     def _check(self) -> None:
-        self.timer = None
         if self.unwritten <= 0:
             return
         idle = self.loop.time() - self.last_progress
@@ -83,4 +81,4 @@ class Flow:
                 )
             )
         else:
-            self.timer = self.loop.call_later(self.stall_timeout - idle, self._check)
+            self.alarm.set(self.stall_timeout - idle)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from agentproto.loop import Alarm
 from agentproto.typecheck import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -72,28 +73,22 @@ class Turn:
             self.quiet.cancel()
 
 
-class QuietWindow:
+class QuietWindow(Alarm):
     """The end of a turn whose agent may never report one: ``ended`` runs once the turn has
     been quiet for ``window`` seconds. Every event of the turn starts the wait over, and an
     open request or a running tool holds it open (the agent is waiting, not done)."""
 
-    __slots__ = ("loop", "window", "turn", "ended", "timer")
+    __slots__ = ("window", "turn", "ended")
 
     def __init__(self, loop: Loop, window: float, turn: Turn, ended: Callable[[], None]) -> None:
-        self.loop = loop
+        super().__init__(loop, self._quiet)
         self.window = window
         self.turn = turn
         self.ended = ended
-        self.timer: Timer | None = None
         self.restart()
 
     def restart(self) -> None:
-        self.cancel()
-        self.timer = self.loop.call_later(self.window, self._quiet)
-
-    def cancel(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
+        self.set(self.window)
 
     def _quiet(self) -> None:
         if self.turn.requests or self.turn.tools:
