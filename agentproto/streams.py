@@ -22,6 +22,7 @@ import os
 import stat
 from collections import deque
 
+from agentproto.loop import Soon
 from agentproto.typecheck import TYPE_CHECKING
 from agentproto.wire import DEFAULT_MAX_LINE, LineFramer, TooLong
 
@@ -80,12 +81,15 @@ class Reader:
             data = b""
         if not data:
             self.close()
-            self.on_eof()
+            self._ended()
             return
         self.on_data(data)
 
+    def _ended(self) -> None:
+        self.on_eof()
 
-class LineReader:
+
+class LineReader(Reader):
     """Lines of one descriptor through the loop, with bounded memory and back-pressure.
 
     Every framing reads its input this way. A line of nothing but white space is no
@@ -96,7 +100,6 @@ class LineReader:
     seconds. ``close()`` stops at once, even in the middle of a chunk (``halt``).
     """
 
-    READ_SIZE = 256 * 1024
     RECHECK = 0.05
 
     def __init__(
@@ -108,32 +111,12 @@ class LineReader:
         busy: Callable[[], bool] | None = None,
         max_line: int = DEFAULT_MAX_LINE,
     ) -> None:
-        self.loop = loop
-        self.fd = fd
+        super().__init__(loop, fd, self._data, on_eof)
         self.on_line = on_line
-        self.on_eof = on_eof
         self.busy = busy
         self.framer = LineFramer(max_line)
-        self._reader = Reader(loop, fd, self._data, self._end, self.READ_SIZE)
 
-    @property
-    def reading(self) -> bool:
-        return self._reader.reading
-
-    @property
-    def eof(self) -> bool:
-        return self._reader.eof
-
-    def start(self) -> None:
-        self._reader.start()
-
-    def pause(self) -> None:
-        self._reader.pause()
-
-    def close(self) -> None:
-        self._reader.close()
-
-    def _end(self) -> None:
+    def _ended(self) -> None:
         for line in self.framer.close():
             if not isinstance(line, bytes) or line.strip():
                 self.on_line(line)
@@ -174,7 +157,7 @@ class Output:
         self.on_error = on_error
         self.queue: deque[tuple[bytes, "Session | None"]] = deque()
         self.offset = 0  # bytes of queue[0] already written
-        self.scheduled = False
+        self._flush_soon = Soon(loop, self.flush)
         self.waiting = False  # registered for EVENT_WRITE
         self.failed = False
         self.on_drained: Callable[[], None] | None = None
@@ -194,9 +177,8 @@ class Output:
                 session.delivered(1)  # nobody will read it; don't hold the agent back
             return
         self.queue.append((data, session))
-        if not self.scheduled and not self.waiting:
-            self.scheduled = True
-            self.loop.call_soon(self.flush)
+        if not self.waiting:
+            self._flush_soon.request()
 
     def _next_blob(self) -> memoryview:
         """What to write next: queue[0]'s unwritten rest, plus whole lines after it up to
@@ -216,7 +198,6 @@ class Output:
         return memoryview(b"".join(chunks))
 
     def flush(self) -> None:
-        self.scheduled = False
         io = self.loop.io
         while self.queue and not self.failed:
             blob = self._next_blob()
