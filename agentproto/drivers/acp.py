@@ -42,6 +42,7 @@ from agentproto.jsonrpc import (
     Response,
     RpcError,
 )
+from agentproto.loop import Alarm
 from agentproto.wire import decode_json_line
 
 PROTOCOL_VERSION = 1
@@ -94,7 +95,8 @@ class AcpDriver(AcpTurns, LineDriver):
         self._last_seen = self.loop.time()
         self._heard = 0  # lines the agent wrote (the turn timer's sign of life)
         self._heard_checked = 0
-        self._timer: Any = None
+        self._handshake = Alarm(self.loop, self._handshake_expired)
+        self._turn_check = Alarm(self.loop, self._turn_timer)
         self._term_tool: dict[str, str] = {}
         self._term_backlog: dict[str, list[str]] = {}
         self.terminals = Terminals(self.loop, launch.child_env, launch.dir, self._terminal_output)
@@ -205,7 +207,7 @@ class AcpDriver(AcpTurns, LineDriver):
         except AgentError:
             self._state = "closed"
             raise
-        self._timer = self.loop.call_later(self.handshake_timeout, self._handshake_expired)
+        self._handshake.set(self.handshake_timeout)
         self._request(
             "initialize",
             {
@@ -231,7 +233,7 @@ class AcpDriver(AcpTurns, LineDriver):
         if self._state != "opening":
             return
         self._state = "closing"
-        self._cancel_timer()
+        self._handshake.cancel()
         self.host.open_failed(error)
         self._shutdown(grace=0.5)
 
@@ -360,7 +362,7 @@ class AcpDriver(AcpTurns, LineDriver):
 
     def _opened(self) -> None:
         self._state = "open"
-        self._cancel_timer()
+        self._handshake.cancel()
         self._reported = self.details()
         self.host.opened(
             self.details(), resume_token=self._session, title=self._title, configuration=self.configuration()
@@ -427,7 +429,8 @@ class AcpDriver(AcpTurns, LineDriver):
 
     def _shutdown(self, grace: float) -> None:
         self.terminals.close_all()
-        self._cancel_timer()
+        self._handshake.cancel()
+        self._turn_check.cancel()
         if self.transport is not None:
             self.transport.shutdown(grace)
 
@@ -435,7 +438,8 @@ class AcpDriver(AcpTurns, LineDriver):
         state = self._state
         self._state = "closing"
         self.terminals.close_all()
-        self._cancel_timer()
+        self._handshake.cancel()
+        self._turn_check.cancel()
         if state == "opening":
             self.host.open_failed(AgentError.process_exited(status, stderr))
         elif state == "open":

@@ -48,7 +48,7 @@ from agentproto.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, OnResponse, Rpc
 if TYPE_CHECKING:
     from agentproto.drivers.acp_services import Terminals
     from agentproto.drivers.base import Host, Launch
-    from agentproto.loop import Loop, Timer
+    from agentproto.loop import Alarm, Loop
 
 #: ACP's JSON-RPC error code for "authentication required".
 AUTH_REQUIRED = -32000
@@ -79,7 +79,7 @@ class AcpTurns:
     _state: str
     _session: str | None
     _turn: _Turn | None
-    _timer: "Timer | None"
+    _turn_check: "Alarm"
     _last_seen: float
     _heard: int
     _heard_checked: int
@@ -158,22 +158,14 @@ class AcpTurns:
             blocks.append(link)
         return blocks
 
-    def _cancel_timer(self) -> None:
-        """Cancel the session's one timer (the handshake's, then the running turn's)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
     def _arm_turn_timer(self) -> None:
-        self._cancel_timer()
         self._heard_checked = self._heard
-        self._timer = self.loop.call_later(self.turn_timeout / TIMER_CHECKS, self._turn_timer)
+        self._turn_check.set(self.turn_timeout / TIMER_CHECKS)
 
     def _turn_timer(self) -> None:
         """Every part of the timeout: a turn whose agent wrote nothing (and waits on
         nothing of ours) for the whole timeout ends Failed. Lines are counted, not
         timed, so the silence is known to within one part of the timeout."""
-        self._timer = None
         turn = self._turn
         if turn is None or self._state != "open":
             return
@@ -184,7 +176,7 @@ class AcpTurns:
             self._heard_checked = self._heard
             self._last_seen = now
         if now - self._last_seen < self.turn_timeout:
-            self._timer = self.loop.call_later(self.turn_timeout / TIMER_CHECKS, self._turn_timer)
+            self._turn_check.set(self.turn_timeout / TIMER_CHECKS)
             return
         self._notify("session/cancel", {"sessionId": self._session})
         self._end_turn(
@@ -227,7 +219,7 @@ class AcpTurns:
             if snapshot is not None and snapshot["status"] in FINISHED and not snapshot["_terminals"]:
                 del self._tools[tool_id]
         self._turn = None
-        self._cancel_timer()
+        self._turn_check.cancel()
         if stop is not None:
             self.host.end_turn(stop, usage)
 

@@ -53,7 +53,7 @@ from agentproto.drivers.base import APP_SERVER, Host, Launch, LineDriver
 from agentproto.drivers.fields import obj, objects, text
 from agentproto.drivers.process import run_capture
 from agentproto.errors import AgentError, Kind, excerpt
-from agentproto.loop import Timer
+from agentproto.loop import Alarm
 from agentproto.wire import decode_json_line
 
 HANDSHAKE_TIMEOUT = 60.0
@@ -115,7 +115,9 @@ class AgyDriver(LineDriver):
         self.injected: deque[str] = deque()  # what the app's PreInvocation hooks injected
         self.switches: list[Callable[[AgentError | None], None]] = []
         self.startup_failure: AgentError | None = None
-        self.timer: Timer | None = None
+        #: The current process's deadlines: its init, and its exit once asked to leave.
+        self.handshake = Alarm(host.loop, self._handshake_expired)
+        self.exit_grace = Alarm(host.loop, self.kill_current)
         self.servers = server_names([APP_SERVER] + [str(s["name"]) for s in launch.mcp_servers])
 
     # -- lifecycle
@@ -169,19 +171,9 @@ class AgyDriver(LineDriver):
         # The exit is reported once agy's whole group (its MCP servers, hooks and
         # commands) is gone: nothing of a session outlives it.
         self.spawn(argv, self.launch.child_env(), wait_group=True)
-        self._arm(handshake_timeout(), self._handshake_expired)
-
-    def _arm(self, delay: float, callback: Callable[[], None]) -> None:
-        self._disarm()
-        self.timer = self.host.loop.call_later(delay, callback)
-
-    def _disarm(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.handshake.set(handshake_timeout())
 
     def _handshake_expired(self) -> None:
-        self.timer = None
         if self.initialized or self.state not in ("opening", "open"):
             return
         error = AgentError.detail(Kind.HANDSHAKE_TIMEOUT, f"agy wrote no init in {handshake_timeout():g} s")
@@ -252,7 +244,8 @@ class AgyDriver(LineDriver):
             self._remove_dir()
 
     def on_exit(self, status: str | None, stderr: str) -> None:
-        self._disarm()
+        self.handshake.cancel()
+        self.exit_grace.cancel()
         self.transport = None
         self.initialized = False
         failure, self.startup_failure = self.startup_failure, None
@@ -299,10 +292,9 @@ class AgyDriver(LineDriver):
         """Ask the current process to exit (a new one follows); killed if it does not."""
         self.restart = True
         how()
-        self._arm(EXIT_GRACE, self.kill_current)
+        self.exit_grace.set(EXIT_GRACE)
 
     def kill_current(self) -> None:
-        self.timer = None
         if self.transport is not None:
             self.transport.kill()
 
@@ -430,7 +422,7 @@ class AgyDriver(LineDriver):
     def _on_init(self, msg: dict[str, Any]) -> None:
         if self.initialized:
             return
-        self._disarm()
+        self.handshake.cancel()
         self.initialized = True
         body = body_of(msg)
         self.running_model = text(body.get("model")) or self.model
