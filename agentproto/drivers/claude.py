@@ -49,7 +49,7 @@ from agentproto.drivers.claude_mapping import (
 from agentproto.drivers.claude_stream import MessageStream
 from agentproto.drivers.fields import integer, obj
 from agentproto.errors import AgentError, Kind
-from agentproto.loop import Timer
+from agentproto.loop import Alarm
 from agentproto.wire import decode_json_line
 
 HANDSHAKE_TIMEOUT = 60.0
@@ -74,7 +74,7 @@ class ClaudeDriver(LineDriver):
         self.state = "opening"  # opening -> open -> closing -> gone
         self._init: dict[str, Any] | None = None
         self._version: Any = False  # False until get_binary_version answered
-        self._handshake: Timer | None = None
+        self._handshake = Alarm(host.loop, self._handshake_expired)
         self.stream = MessageStream(host, launch.new_id)
         self.control = ControlChannel(host, self.send, self.stream)
         #: What each message type of the CLI's goes to.
@@ -128,7 +128,7 @@ class ClaudeDriver(LineDriver):
         except BaseException:
             private.remove_tree(self._private)
             raise
-        self._handshake = self.host.loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_expired)
+        self._handshake.set(HANDSHAKE_TIMEOUT)
         # The app's hooks are callbacks of ours: no shell command, no settings file.
         self.control.register_hooks(launch.hooks)
         self._request({"subtype": "initialize", "hooks": hooks_config(launch.hooks)}, self._initialized)
@@ -178,8 +178,7 @@ class ClaudeDriver(LineDriver):
     def _maybe_opened(self) -> None:
         if self.state != "opening" or self._init is None or self._version is False:
             return
-        if self._handshake is not None:
-            self._handshake.cancel()
+        self._handshake.cancel()
         launch = self.launch
         auth = auth_status(self._init.get("account"), launch.executable)
         probing = launch.throwaway and not launch.tools_disabled
@@ -241,8 +240,7 @@ class ClaudeDriver(LineDriver):
         private.remove_tree(self._private)
         self.stream.flush()
         previous, self.state = self.state, "gone"
-        if self._handshake is not None:
-            self._handshake.cancel()
+        self._handshake.cancel()
         self.control.fail_calls("claude exited")
         if previous == "opening":
             tail = stderr.strip()[-2000:]

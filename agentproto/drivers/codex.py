@@ -52,6 +52,7 @@ from agentproto.jsonrpc import (
     Request,
     RpcError,
 )
+from agentproto.loop import Alarm
 from agentproto.wire import decode_json_line
 
 CLIENT_INFO = {"name": "agentproto", "title": "agentproto", "version": "0.1"}
@@ -92,7 +93,7 @@ class CodexDriver(CodexItems, LineDriver):
         self.rpc = Peer(version_member=False)
         self._ready = False
         self._closing = False
-        self._handshake_timer: Any = None
+        self._handshake = Alarm(self.loop, self._handshake_expired)
         self.thread_id: str | None = None
         self.details: dict[str, Any] = {}
         # settings sent with the next turn/start (None: Codex's own)
@@ -113,7 +114,7 @@ class CodexDriver(CodexItems, LineDriver):
         self._requests: dict[str, tuple[Any, str, dict[str, Any]]] = {}
         self._usage_base: dict[str, int] | None = None
         self._usage_total: dict[str, int] = {}
-        self._stall_timer: Any = None
+        self._stall_check = Alarm(self.loop, self._stalled)
         self._last_progress = 0.0
         self._held: tuple[str, str, list[str]] | None = None
         self._compacted_turn: Any = None
@@ -158,7 +159,7 @@ class CodexDriver(CodexItems, LineDriver):
         # Codex locks the thread while any of its processes lives: the exit is reported
         # once the whole group is gone, so a resume can follow at once.
         self.spawn(argv, env, wait_group=True)
-        self._handshake_timer = self.loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_expired)
+        self._handshake.set(HANDSHAKE_TIMEOUT)
         self._request(
             "initialize",
             {"clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": True, "requestAttestation": False}},
@@ -174,8 +175,7 @@ class CodexDriver(CodexItems, LineDriver):
             )
 
     def _open_failed(self, error: AgentError) -> None:
-        if self._handshake_timer is not None:
-            self._handshake_timer.cancel()
+        self._handshake.cancel()
         self._closing = True
         self.host.open_failed(error)
 
@@ -283,8 +283,7 @@ class CodexDriver(CodexItems, LineDriver):
         self.sandbox = self.sandbox or SANDBOX_NAMES.get(str(sandbox))
         self.details["config_options"] = config_options(self._models, self.model, self.effort, self.sandbox, self.mode)
         self._ready = True
-        if self._handshake_timer is not None:
-            self._handshake_timer.cancel()
+        self._handshake.cancel()
         self.host.opened(self.details, resume_token=self.thread_id, title=thread.get("name"))
 
     def close(self) -> None:
@@ -295,7 +294,7 @@ class CodexDriver(CodexItems, LineDriver):
 
     def _end(self, stop: Callable[[LineTransport], None]) -> None:
         self._closing = True
-        self._stop_stall()
+        self._stall_check.cancel()
         if self.transport is None:
             self.host.closed()
         else:
@@ -303,9 +302,8 @@ class CodexDriver(CodexItems, LineDriver):
 
     def on_exit(self, status: str | None, stderr: str) -> None:
         self._flush_deltas()
-        self._stop_stall()
-        if self._handshake_timer is not None:
-            self._handshake_timer.cancel()
+        self._stall_check.cancel()
+        self._handshake.cancel()
         if not self._closing:
             self._closing = True
             self.host.fail(AgentError.process_exited(status, stderr))
@@ -483,7 +481,7 @@ class CodexDriver(CodexItems, LineDriver):
         self._cancel_wanted = False
         self.turn_id = None
         self._tools.clear()
-        self._stop_stall()
+        self._stall_check.cancel()
         self.host.end_turn(stop, usage)
 
     def _turn_usage(self) -> dict[str, int] | None:
@@ -503,28 +501,21 @@ class CodexDriver(CodexItems, LineDriver):
 
     # -- the no-progress watchdog ---------------------------------------------------------
 
-    def _arm_stall(self, delay: float | None = None) -> None:
-        self._stop_stall()
+    def _arm_stall(self) -> None:
         self._last_progress = self.loop.time()
         if self.stall_secs > 0:
-            self._stall_timer = self.loop.call_later(self.stall_secs if delay is None else delay, self._stalled)
-
-    def _stop_stall(self) -> None:
-        if self._stall_timer is not None:
-            self._stall_timer.cancel()
-            self._stall_timer = None
+            self._stall_check.set(self.stall_secs)
 
     def _progress(self) -> None:
         # Called for every line of a turn: only note the time; the timer re-arms itself.
         self._last_progress = self.loop.time()
 
     def _stalled(self) -> None:
-        self._stall_timer = None
         if not self._turn_wanted:
             return
         quiet = self.loop.time() - self._last_progress
         if quiet < self.stall_secs:
-            self._stall_timer = self.loop.call_later(self.stall_secs - quiet, self._stalled)
+            self._stall_check.set(self.stall_secs - quiet)
             return
         if self._requests or any(
             t["status"] in ("Pending", "Running") and t["kind"] == "Execute" for t in self._tools.values()
