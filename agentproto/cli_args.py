@@ -34,6 +34,10 @@ def _record_option(parser: argparse.ArgumentParser, control: bool = True) -> Non
         )
 
 
+def _mock_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
+
+
 def _seconds(text: str) -> float:
     """A ``--stall-timeout``: a finite number of seconds above 0."""
     try:
@@ -99,17 +103,6 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
-def _sub(sub: Any, name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = sub.add_parser(
-        name,
-        help=summary,
-        description=description,
-        epilog="examples:\n" + examples,
-        formatter_class=_RawFormatter,
-    )
-    return parser
-
-
 EPILOG = """commands:
   serve        speak protocol 1 (anyagent's sidecar protocol) on stdin/stdout, or another transport
   agent        the ops framing: {"op": ...} requests answered by kind lines and a done line
@@ -149,8 +142,20 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     parser.add_argument("--replay", dest="top_replay", metavar="PATH", help="replay a recording (as `replay PATH`)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
 
-    serve = _sub(
-        sub, "serve", "speak protocol 1 (anyagent's sidecar protocol) on stdin/stdout",
+    def command(name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
+        """A subcommand: its help, its examples, and the function in ``commands`` that runs it."""
+        found: argparse.ArgumentParser = sub.add_parser(
+            name,
+            help=summary,
+            description=description,
+            epilog="examples:\n" + examples,
+            formatter_class=_RawFormatter,
+        )
+        found.set_defaults(func=commands[name])
+        return found
+
+    serve = command(
+        "serve", "speak protocol 1 (anyagent's sidecar protocol) on stdin/stdout",
         "Protocol 1 on stdin/stdout: one JSON command per line in; the hello, replies, events, session\n"
         "errors and closed lines out. --transport serves the same operations another way.",
         "  echo '{\"id\": 1, \"cmd\": \"discover\"}' | python3 -m agentproto serve\n"
@@ -159,7 +164,7 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         "  AGENTPROTO_AUTH_TOKEN=$(openssl rand -hex 16) python3 -m agentproto serve --transport http --port 8080\n"
         "  python3 -m agentproto serve --transport mcp     # register it with an MCP host",
     )
-    serve.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
+    _mock_option(serve)
     serve.add_argument(
         "--stall-timeout",
         type=_seconds,
@@ -185,10 +190,9 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         "this flag wins over it",
     )
     _record_option(serve)
-    serve.set_defaults(func=commands["serve"])
 
-    agent = _sub(
-        sub, "agent", "the ops framing ({\"op\": ...} requests, kind lines, done) on stdin/stdout",
+    agent = command(
+        "agent", "the ops framing ({\"op\": ...} requests, kind lines, done) on stdin/stdout",
         "The ops framing: one {\"op\": NAME, ...} request per line, each answered by kind lines\n"
         "(event, log, progress, result, error) and one {\"kind\": \"done\", \"exit_code\": N}.",
         "  printf '%s\\n' '{\"op\":\"open\",\"agent\":\"mock\",\"dir\":\".\"}' '{\"op\":\"prompt\",\"text\":\"hi\"}' "
@@ -196,13 +200,12 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         "  echo '{\"op\":\"capabilities\"}' | python3 -m agentproto agent --single-shot",
     )
     agent.add_argument("--single-shot", action="store_true", help="read all of stdin as one request, answer, exit")
-    agent.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
+    _mock_option(agent)
     agent.add_argument("--stall-timeout", type=_seconds, default=60.0, metavar="SECONDS", help=argparse.SUPPRESS)
     _record_option(agent)
-    agent.set_defaults(func=commands["agent"])
 
-    lister = _sub(
-        sub, "list", "the agents this machine has, and how to install the others",
+    lister = command(
+        "list", "the agents this machine has, and how to install the others",
         "The catalog: each agent installed here with its version and path (versions are read in\n"
         "parallel), each missing one with where it was searched and how to install it.",
         "  python3 -m agentproto list\n"
@@ -210,10 +213,9 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         "  AGENTPROTO_CLAUDE_BIN=/opt/claude/bin/claude python3 -m agentproto list",
     )
     lister.add_argument("--json", action="store_true", help="print the discovery report as JSON")
-    lister.set_defaults(func=commands["list"])
 
-    chat = _sub(
-        sub, "chat", "chat with an agent in the terminal; from a pipe, run one turn",
+    chat = command(
+        "chat", "chat with an agent in the terminal; from a pipe, run one turn",
         "Chat with an agent. In a terminal: type a prompt, answer its questions; /help lists the\n"
         "commands (/model, /mode, /set, /cancel, /info, /quit); Ctrl-C cancels a turn, and at the\n"
         "prompt ends the chat. From a pipe: all of stdin is one prompt, the agent's answer goes to\n"
@@ -227,25 +229,23 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         "  echo hi | python3 -m agentproto chat --json mock | jq -c .kind",
     )
     chat.add_argument("agent", nargs="?", default="mock", help="catalog id or JSON agent reference (default: mock)")
-    chat.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
+    _mock_option(chat)
     chat.add_argument("--tools", metavar="FILE", help="a JSON array of the app's own tools to give the agent")
     chat.add_argument("--json", action="store_true", help="print the raw events, one JSON line each, for scripts")
     chat.add_argument(
         "--color", choices=("auto", "always", "never"), default="auto",
         help="auto: on a terminal that is not TERM=dumb (default); NO_COLOR set turns it off in every case",
     )
-    chat.set_defaults(func=commands["chat"])
 
-    schema = _sub(
-        sub, "schema", "print the JSON Schema of every line agentproto reads and writes",
+    command(
+        "schema", "print the JSON Schema of every line agentproto reads and writes",
         "The JSON Schema (draft 7) of every line: protocol 1 frames and events, and the ops framing.",
         "  python3 -m agentproto schema > agentproto.schema.json\n"
         "  npx json-schema-to-typescript -i agentproto.schema.json -o agentproto.d.ts",
     )
-    schema.set_defaults(func=commands["schema"])
 
-    bridge = _sub(
-        sub, "mcp-bridge", "a stdio MCP server relayed to a session's tools_url (HTTP)",
+    bridge = command(
+        "mcp-bridge", "a stdio MCP server relayed to a session's tools_url (HTTP)",
         "A stdio MCP server that relays every message to a session's tools_url, for agents that\n"
         "take only stdio MCP servers. It exits 0 at the end of its input, 1 once the session is gone.",
         "  AGENTPROTO_TOOLS_URL=http://127.0.0.1:PORT/TOKEN/mcp/agentproto python3 -m agentproto mcp-bridge",
@@ -257,10 +257,9 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         help="the session's tools_url; better in AGENTPROTO_TOOLS_URL: the URL holds a secret token, "
         "and a command line is visible to every local user",
     )
-    bridge.set_defaults(func=commands["mcp-bridge"])
 
-    replay = _sub(
-        sub, "replay", "re-run a recording (--record) and check every response: exit 0 same, 1 drift, 2 bad file",
+    replay = command(
+        "replay", "re-run a recording (--record) and check every response: exit 0 same, 1 drift, 2 bad file",
         "Re-runs a file written by --record with no agent CLI and no network: the agents' recorded wire\n"
         "stands in for them, and every response must come out as it was recorded (times, ids and\n"
         "ports normalized). Exit 0: the same; 1: a drift, shown; 2: not a readable recording.",
@@ -272,10 +271,9 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     replay.add_argument(
         "--update", action="store_true", help="rewrite the recorded responses from this run (keeps the agent wire)"
     )
-    replay.set_defaults(func=commands["replay"])
 
-    inspect = _sub(
-        sub, "inspect", "a running sidecar's live sessions (--sock), or what turns cost (--view cost)",
+    inspect = command(
+        "inspect", "a running sidecar's live sessions (--sock), or what turns cost (--view cost)",
         "The live sessions of a sidecar started with --control (or AGENTPROTO_CONTROL), read through\n"
         "that socket; or, with --view cost, what turns cost, from the observations database.",
         "  python3 -m agentproto serve --control /tmp/ap.ctl &\n"
@@ -292,7 +290,6 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         "--db", metavar="PATH", help="the observations database (default: AGENTPROTO_DB, else the XDG state dir)"
     )
     inspect.add_argument("--format", choices=("table", "json"), help="default: table on a terminal, else json")
-    inspect.set_defaults(func=commands["inspect"])
     return parser
 
 
