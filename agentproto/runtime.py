@@ -533,30 +533,28 @@ class Runtime:
                     held.append((name, args, sink, scope, done))
             elif session.state != "open":
                 done(None, AgentError.session_closed(session.id))
-            elif name == "prompt":
-                session.prompt(args["text"], list(args.get("attachments") or []), done)
-            elif name == "answer":
-                session.answer(args["request"], args["answer"], done)
-            elif name == "configure":
-                session.configure(args["option"], args["value"], done)
-            elif name == "cancel":
-                session.cancel(bool(args.get("clear_queue")), args.get("turn"), done)
-            elif name == "rollback":
-                session.rollback(args["turns"], args["scope"], done)
-            elif name == "dequeue":
-                session.dequeue(args["prompt"], done)
-            elif name == "compact":
-                session.compact(done)
-            elif name == "close":
-                session.close(done)
-            elif name == "info":
-                done(session.snapshot(), None)
+            elif name in SESSION_COMMANDS:
+                SESSION_COMMANDS[name](session, args, done)
             else:
                 done(None, AgentError.detail(Kind.INVALID_REQUEST, f"unknown command {name}"))
 
     def _run_held(self, session_id: str) -> None:
         for name, args, sink, scope, done in self._held.pop(session_id, ()):
             self.execute(name, args, sink, scope, done)
+
+
+#: The commands an open session runs: each calls its Session method with the command's fields.
+SESSION_COMMANDS: dict[str, Callable[[Session, dict[str, Any], Done], None]] = {
+    "prompt": lambda session, args, done: session.prompt(args["text"], list(args.get("attachments") or []), done),
+    "answer": lambda session, args, done: session.answer(args["request"], args["answer"], done),
+    "configure": lambda session, args, done: session.configure(args["option"], args["value"], done),
+    "cancel": lambda session, args, done: session.cancel(bool(args.get("clear_queue")), args.get("turn"), done),
+    "rollback": lambda session, args, done: session.rollback(args["turns"], args["scope"], done),
+    "dequeue": lambda session, args, done: session.dequeue(args["prompt"], done),
+    "compact": lambda session, args, done: session.compact(done),
+    "close": lambda session, args, done: session.close(done),
+    "info": lambda session, args, done: done(session.snapshot(), None),
+}
 
 
 class Scope:
