@@ -27,6 +27,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from agentproto.drivers.transport import Spawn
+from agentproto.loop import Soon
 
 if TYPE_CHECKING:
     from agentproto.loop import Loop
@@ -37,7 +38,6 @@ class ReplayTransport:
     """One session's agent, as its recording has it."""
 
     def __init__(self, loop: "Loop", spawn: Spawn, wire: "Wire") -> None:
-        self.loop = loop
         self.spawn = spawn
         self.wire = wire
         self.session = wire.session
@@ -45,7 +45,7 @@ class ReplayTransport:
         #: Reads fed and not delivered yet: one per loop pass, as they come off a pipe (a
         #: driver that merges what one read brought flushes between two reads).
         self._reads: deque[list[bytes]] = deque()
-        self._delivering = False
+        self._delivery = Soon(loop, self._next)
         self._paused = False
         self._stdin_open = True
         self._exited = False
@@ -62,15 +62,17 @@ class ReplayTransport:
         self.write((json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8", "surrogatepass"))
 
     def close_stdin(self) -> None:
-        self.wire.control("close_stdin")
-        self._stdin_open = False
+        self._stop("close_stdin")
 
     def shutdown(self, grace: float) -> None:
-        self.wire.control("shutdown")
-        self._stdin_open = False
+        self._stop("shutdown")
 
     def kill(self) -> None:
-        self.wire.control("kill")
+        self._stop("kill")
+
+    def _stop(self, action: str) -> None:
+        """A shutdown step, recorded: nothing the driver writes after it reaches the agent."""
+        self.wire.control(action)
         self._stdin_open = False
 
     def signal(self, signum: int) -> None:
@@ -80,9 +82,8 @@ class ReplayTransport:
         self._paused = True
 
     def resume(self) -> None:
-        if self._paused:
-            self._paused = False
-            self._schedule()
+        self._paused = False
+        self._schedule()  # nothing twice: a delivery already asked for is not asked for again
 
     @property
     def running(self) -> bool:
@@ -104,12 +105,10 @@ class ReplayTransport:
         self._schedule()
 
     def _schedule(self) -> None:
-        if not self._delivering and not self._paused:
-            self._delivering = True
-            self.loop.call_soon(self._next)
+        if not self._paused:
+            self._delivery.request()
 
     def _next(self) -> None:
-        self._delivering = False
         if self._exited or self._paused:
             return
         if self._reads:
