@@ -50,6 +50,7 @@ from json.encoder import encode_basestring_ascii as _escape
 
 from agentproto import __version__, private, redact
 from agentproto.errors import log
+from agentproto.loop import Soon
 from agentproto.typecheck import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -121,7 +122,6 @@ class Recorder:
     ) -> None:
         self.path = path
         self.clock = clock
-        self.loop = loop
         self.file: TextIO | None = None
         self.warned = False
         #: The run's header, written before its first record (None: no header, a test's).
@@ -132,7 +132,9 @@ class Recorder:
                            "tmpdir": tempfile.gettempdir(), "mock": mock_facts(mock), "t": clock()}  # fmt: skip
         self._buffer: list[str] = []
         self._buffered = 0
-        self._flush_queued = False
+        #: The next pass's flush of what is buffered; None without a loop: each record is
+        #: written at once.
+        self._flush_soon = None if loop is None else Soon(loop, self.flush)
 
     def open(self) -> None:
         """Open the file now, raising what refuses it (``private.UnsafePath``, OSError): for
@@ -177,7 +179,7 @@ class Recorder:
             header, self.header = self.header, None
             self._write(header)
         data = redact.scrub(record) + "\n"  # ASCII: every other character is escaped
-        if self.loop is None:
+        if self._flush_soon is None:
             self._put(data.encode("ascii"))
             return
         if self._buffered + len(data) > MAX_BUFFER:
@@ -185,13 +187,10 @@ class Recorder:
             return
         self._buffer.append(data)
         self._buffered += len(data)
-        if not self._flush_queued:
-            self._flush_queued = True
-            self.loop.call_soon(self.flush)
+        self._flush_soon.request()
 
     def flush(self) -> None:
         """Write what is buffered (one write of whole records)."""
-        self._flush_queued = False
         if self._buffer:
             data = "".join(self._buffer).encode("ascii")
             self._buffer.clear()
