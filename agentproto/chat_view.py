@@ -64,9 +64,7 @@ class Screen:
     def answer(self, text: str) -> None:
         if not text:
             return
-        self.clear_status()
-        if self.open == "err":
-            self._err("\n")
+        self._take_line("out")
         self.out.send(text.encode("utf-8", "surrogateescape"))
         self.out.flush()  # a terminal shows it now, in order with what stderr shows
         self.open = None if text.endswith("\n") else "out"
@@ -87,9 +85,7 @@ class Screen:
         """Part of a line on stderr (reasoning as it streams)."""
         if not text:
             return
-        self.clear_status()
-        if self.open == "out":
-            self.fresh_line()
+        self._take_line("err")
         self._err(self.style(code, text))
         self.open = None if text.endswith("\n") else "err"
 
@@ -111,6 +107,13 @@ class Screen:
         elif self.open == "err":
             self._err("\n")
         self.open = None
+
+    def _take_line(self, stream: str) -> None:
+        """Before part of a line on ``stream`` ("out" or "err"): the status line goes, and the
+        other stream's unfinished line ends first."""
+        self.clear_status()
+        if self.open not in (None, stream):
+            self.fresh_line()
 
     def mute(self) -> None:
         """Nothing more on stderr either (stdout's reader went away: the chat ends quietly)."""
