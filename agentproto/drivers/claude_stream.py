@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto.drivers.claude_mapping import result_text, tool_snapshot
 from agentproto.drivers.fields import obj, objects, opt_integer, opt_text, text
+from agentproto.loop import Soon
 
 if TYPE_CHECKING:
     from agentproto.drivers.base import Host
@@ -56,7 +57,7 @@ class MessageStream:
         #: The reason a synthetic "authentication_failed" message gave, this turn.
         self.auth_failed: str | None = None
         self._pending: list[Any] | None = None  # [kind, message id, parent, text] not yet sent
-        self._flush_scheduled = False
+        self._flush_soon = Soon(host.loop, self.flush)
 
     # -- events out
     def emit(self, kind: Any, parent: str | None = None, extensions: dict[str, Any] | None = None) -> None:
@@ -73,17 +74,11 @@ class MessageStream:
                 return
             self.flush()
         self._pending = [kind, message_id, parent, piece]
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.host.loop.call_soon(self._flush_soon)
+        self._flush_soon.request()
 
     @property
     def holding(self) -> bool:
         return self._pending is not None
-
-    def _flush_soon(self) -> None:
-        self._flush_scheduled = False
-        self.flush()
 
     def flush(self) -> None:
         pending, self._pending = self._pending, None

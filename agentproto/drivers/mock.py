@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from agentproto.drivers.base import APP_SERVER, Driver, Host, Launch
 from agentproto.errors import AgentError, Kind
+from agentproto.loop import Alarm, Soon
 from agentproto.wire import event_kind_name, load_json
 
 SCRIPT_FIELDS: dict[str, Any] = {
@@ -170,8 +171,8 @@ class MockDriver(Driver):
         self.turn_open = False
         self.awaiting = False
         self.paused = False
-        self.sleeping = False
-        self.scheduled = False
+        self.sleep = Alarm(host.loop, self._schedule)  # a Sleep step: armed while it lasts
+        self.player = Soon(host.loop, self._play)
         self.usage: dict[str, int] | None = None
         #: Answers that arrived before the script reached its AwaitAnswer (the app, or the
         #: engine's auto-approval, can be quicker than the player between two ticks).
@@ -315,20 +316,14 @@ class MockDriver(Driver):
 
     # -- playing --------------------------------------------------------------------------
     def _schedule(self) -> None:
-        if not self.scheduled and not self.gone:
-            self.scheduled = True
-            self.host.loop.call_soon(self._play)
-
-    def _wake(self) -> None:
-        self.sleeping = False
-        self._schedule()
+        if not self.gone:
+            self.player.request()
 
     def _play(self) -> None:
-        self.scheduled = False
         host = self.host
         steps = self.steps
         budget = STEPS_PER_TICK
-        while steps and not (self.paused or self.awaiting or self.sleeping or self.gone or self.calling):
+        while steps and not (self.paused or self.awaiting or self.sleep.armed or self.gone or self.calling):
             if budget == 0:
                 self._schedule()
                 return
@@ -356,8 +351,7 @@ class MockDriver(Driver):
             elif tag == "Usage":
                 self.usage = dict(body)
             elif tag == "Sleep":
-                self.sleeping = True
-                host.loop.call_later(body / 1000.0, self._wake)
+                self.sleep.set(body / 1000.0)
             elif tag == "Repeat":
                 times = body["times"]
                 if times > 0:

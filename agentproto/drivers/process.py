@@ -27,6 +27,7 @@ import sys
 
 from agentproto import proctree
 from agentproto.drivers.transport import Spawn
+from agentproto.loop import Alarm
 from agentproto.streams import Reader
 from agentproto.typecheck import TYPE_CHECKING
 from agentproto.wire import LineFramer, TooLong
@@ -87,7 +88,7 @@ class ProcessTransport:
         self._returncode: int | None = None
         self._reported = False
         self._group_deadline: float | None = None
-        self._group_check: "Timer | None" = None
+        self._group_check = Alarm(loop, self._maybe_exited)
         self._timers: list["Timer"] = []
         self._gone = False
         self._wire = wire
@@ -120,7 +121,6 @@ class ProcessTransport:
             _widen_pipe(self.proc.stdout.fileno(), spawn.pipe_size)
         self._stdout = Reader(loop, self.proc.stdout.fileno(), self._read, self._stdout_ended, self.READ_SIZE)
         self._stderr = Reader(loop, self.proc.stderr.fileno(), self._read_stderr, self._stderr_ended, 65536)
-        self._paused = False
         self._stdout.start()
         self._stderr.start()
         loop.watch_child(self.proc, self._reaped)
@@ -194,9 +194,13 @@ class ProcessTransport:
             self._gone = True
             self._shut(self.GONE_GRACE)
 
-    def close_stdin(self) -> None:
+    def _recorded(self, what: str, **fields: Any) -> None:
+        """Put what the driver asked of the agent's process on the wire's record."""
         if self._wire is not None:
-            self._wire.control("close_stdin")
+            self._wire.control(what, **fields)
+
+    def close_stdin(self) -> None:
+        self._recorded("close_stdin")
         self._end_input()
 
     def _end_input(self) -> None:
@@ -252,15 +256,12 @@ class ProcessTransport:
     def _stderr_ended(self) -> None:
         self._maybe_exited()
 
+    # Flow control is stdout's reader: it stops reading until resumed (a no-op at its EOF).
     def pause(self) -> None:
-        if not self._paused:
-            self._paused = True
-            self._stdout.pause()
+        self._stdout.pause()
 
     def resume(self) -> None:
-        if self._paused:
-            self._paused = False
-            self._stdout.start()
+        self._stdout.start()
 
     # -- the agent's end -------------------------------------------------------------
 
@@ -291,10 +292,6 @@ class ProcessTransport:
             reader.close()
         self._maybe_exited()
 
-    def _group_tick(self) -> None:
-        self._group_check = None
-        self._maybe_exited()
-
     def _maybe_exited(self) -> None:
         if self._reported or self._returncode is None:
             return
@@ -305,8 +302,8 @@ class ProcessTransport:
             # promises they are gone.
             assert self._group_deadline is not None
             if self.loop.time() < self._group_deadline:
-                if self._group_check is None:
-                    self._group_check = self.loop.call_later(0.02, self._group_tick)
+                if not self._group_check.armed:
+                    self._group_check.set(0.02)
                 return
             self._signal_group(signal.SIGKILL)
         self._reported = True
@@ -330,8 +327,7 @@ class ProcessTransport:
         return self.tree.signal(signum)
 
     def signal(self, signum: int) -> None:
-        if self._wire is not None:
-            self._wire.control("signal", signum=signum)
+        self._recorded("signal", signum=signum)
         if self._returncode is None:
             try:
                 os.kill(self.pgid, signum)
@@ -339,8 +335,7 @@ class ProcessTransport:
                 pass
 
     def shutdown(self, grace: float = 3.0) -> None:
-        if self._wire is not None:
-            self._wire.control("shutdown")
+        self._recorded("shutdown")
         self._shut(grace)
 
     def _shut(self, grace: float) -> None:
@@ -354,8 +349,7 @@ class ProcessTransport:
             self._timers.append(self.loop.call_later(self.TERM_GRACE, self._kill))
 
     def kill(self) -> None:
-        if self._wire is not None:
-            self._wire.control("kill")
+        self._recorded("kill")
         self._kill()
 
     def _kill(self) -> None:
