@@ -170,25 +170,14 @@ class Tree:
         members = self.members()
         if members is not None:
             return bool(members)
-        try:
-            os.killpg(self.leader, 0)  # no /proc: the group is all we know
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
+        return send_signal(self.leader, 0, group=True)  # no /proc: the group is all we know
 
     def signal(self, signum: int) -> bool:
         """Send ``signum`` to the group and to every process of the tree; whether any was alive."""
-        try:
-            os.killpg(self.leader, signum)
-            sent = True
-        except (ProcessLookupError, PermissionError):
-            sent = False
+        sent = send_signal(self.leader, signum, group=True)
         members = self.members()
         for pid in members or ():
-            try:
-                os.kill(pid, signum)
-            except (ProcessLookupError, PermissionError):
-                pass
+            send_signal(pid, signum)
         return bool(members) if members is not None else sent
 
 
@@ -200,7 +189,17 @@ def kill_descendants() -> None:
         return
     for pid in _descendants(table, _children_of(table)):
         if table[pid].alive:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            send_signal(pid, signal.SIGKILL)
+
+
+def send_signal(pid: int, signum: int, group: bool = False) -> bool:
+    """Send ``signum`` to process ``pid`` (with ``group``, to process group ``pid``);
+    whether it was there to take it (one that is gone, or not ours to signal, was not)."""
+    try:
+        if group:
+            os.killpg(pid, signum)
+        else:
+            os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
