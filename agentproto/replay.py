@@ -56,6 +56,7 @@ from agentproto.replay_check import (
 )
 from agentproto.replay_transport import ReplayTransport
 from agentproto.runtime import Runtime
+from agentproto.streams import Output
 
 EXIT_OK, EXIT_DRIFT, EXIT_INVALID = 0, 1, 2
 #: Seconds of a loop with nothing to do before replay stops waiting for a record.
@@ -228,45 +229,26 @@ def _name(stream: tuple[Any, ...]) -> str:
 
 
 class _Writer:
-    """Bytes to a non-blocking socket on the loop, then (optionally) its write side shut."""
+    """Bytes to our end of a socket pair, written at once as far as it takes them (the
+    Output keeps the rest until it does), then (optionally) its write side shut."""
 
     def __init__(self, loop: Loop, sock: socket.socket) -> None:
-        self.loop = loop
         self.sock = sock
-        self.pending = bytearray()
-        self.shut = False
-        self.watching = False
+        self.output = Output(loop, sock.fileno(), lambda _exc: None)
 
     def send(self, data: bytes) -> None:
-        self.pending += data
-        self._flush()
+        self.output.send(data)
+        self.output.flush()
 
     def end(self) -> None:
-        self.shut = True
-        self._flush()
+        self.output.on_drained = self._shut
+        self.output.flush()  # drained already: shut now
 
-    def _flush(self) -> None:
-        while self.pending:
-            try:
-                sent = self.sock.send(self.pending)
-            except BlockingIOError:
-                break
-            except OSError:
-                self.pending.clear()
-                break
-            del self.pending[:sent]
-        if self.pending and not self.watching:
-            self.watching = True
-            self.loop.add_writer(self.sock, self._flush)
-        elif not self.pending:
-            if self.watching:
-                self.watching = False
-                self.loop.remove_writer(self.sock)
-            if self.shut:
-                try:
-                    self.sock.shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass
+    def _shut(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
 
 
 class _NoConnection:
@@ -324,8 +306,6 @@ class Frontend:
         return theirs.fileno(), _Writer(self.loop, ours)
 
     def connect(self, conn: Any) -> None:
-        from agentproto.streams import Output
-
         fd, writer = self._pair()
         self.writers[conn] = writer
         output = Output(self.loop, fd, lambda _exc: None)

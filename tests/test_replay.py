@@ -256,3 +256,37 @@ def test_an_appended_recording_replays_run_by_run(tmp_path: Path) -> None:
     last["response"] = last["response"].replace("{", '{"edited":true,', 1)
     done = replay(write(tmp_path / "edited.ndjson", recs))
     assert done.returncode == 1 and "(run 2): request" in done.stderr and "(run 1)" not in done.stderr
+
+
+
+def test_input_more_than_a_socket_takes_at_once_replays(tmp_path: Path) -> None:
+    # A 9 MiB line (recorded by its head and size) and a 4 MiB one: replay writes each into
+    # the frontend's socket pair in many writes, as the frontend reads them.
+    record = tmp_path / "big.ndjson"
+    lines = b'{"id": 1, "cmd": "discover", "pad": "' + b"x" * (9 * 1024 * 1024) + b'"}\n'
+    lines += json.dumps({"id": 2, "cmd": "discover", "pad": "y" * (4 * 1024 * 1024)}).encode() + b"\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "agentproto", "serve", "--record", str(record)],
+        input=lines, capture_output=True, env=no_agents_env(), cwd=str(ROOT), timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0
+    recs = records(record)
+    assert [bool(r.get("too_long")) for r in recs if r.get("dir") == "in"] == [True, False]
+    done = replay(record)
+    assert done.returncode == 0, done.stderr
+    assert "every response matched" in done.stderr
+
+
+def test_a_single_shot_request_more_than_a_socket_takes_is_whole_before_its_end(tmp_path: Path) -> None:
+    # --single-shot's input ends right after the request: the end (the write side shut) must
+    # wait until the last of its 4 MiB is written, or the request replays cut short.
+    record = tmp_path / "big.ndjson"
+    request = json.dumps({"op": "capabilities", "pad": "y" * (4 * 1024 * 1024)})
+    done = subprocess.run(
+        [sys.executable, "-m", "agentproto", "--single-shot", "--record", str(record)],
+        input=request, capture_output=True, text=True, env=no_agents_env(), cwd=str(ROOT), timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0 and '"kind":"result"' in done.stdout
+    done = replay(record)
+    assert done.returncode == 0, done.stderr
+    assert "every response matched" in done.stderr
