@@ -101,19 +101,18 @@ class Runtime:
     ) -> None:
         self.loop = loop
         self.mock_script = mock_script
-        self.stall_timeout = stall_timeout
         self.sessions: dict[str, Session] = {}
         #: Session ids are issued in order (s1, s2, …): an id up to this one that is not live
         #: is closed. Nothing is kept per closed session (a sidecar may see millions).
         self._last_id = 0
-        #: How sessions start their agents (replay and fault injection replace it).
-        self.transport_factory = transport_factory
         #: The frontend's ``--record``: every session's agent wire is recorded into it too.
         self.recorder = recorder
         #: Every session's figures for inspect, and the observations database's rows.
         self.observer = observer if observer is not None else Observer(loop, None)
         #: The loopback listener of the sessions' own tools and hooks, opened on first use.
         self.listener: Listener | None = None
+        #: What every session shares; the stall timeout and how sessions start their agents
+        #: (replay and fault injection put their own in) are kept there, and only there.
         self.context = Context(loop, stall_timeout, self._forget, transport_factory, self._listen, self.observer)
         #: Commands sent to a session while it was opening, by session id, in order: run once
         #: its open is answered (an entry exists only while there is something to hold).
@@ -336,7 +335,7 @@ class Runtime:
                 [entry["executable_path"], *found_spec.version_args],
                 version_read,
                 timeout=10.0,
-                factory=self.transport_factory,
+                factory=self.context.transport_factory,
             )
 
     def probe(self, args: dict[str, Any], done: Done) -> Session | None:
