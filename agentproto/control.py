@@ -19,7 +19,6 @@ Rules of this file:
 
 from __future__ import annotations
 
-import errno
 import os
 import socket
 from typing import TYPE_CHECKING, Any, Callable
@@ -27,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from agentproto import inspect
 from agentproto.errors import AgentError, Kind, error_from_body, log
 from agentproto.listen import Accepted, UnixListener
-from agentproto.loop import Alarm
-from agentproto.streams import LineReader, Reader
+from agentproto.mcp_client import Exchange
+from agentproto.streams import LineReader
 from agentproto.wire import TooLong, decode_json_line, encode
 
 if TYPE_CHECKING:
@@ -74,77 +73,63 @@ def run_inspect(runtime: "Runtime", args: dict[str, Any], done: Done, follow_soc
 def ask(loop: "Loop", path: str, request: dict[str, Any], done: Done) -> None:
     """Send ``request`` to the control socket at ``path`` and hand its result's view to
     ``done`` (or the error it answered, or why it could not be asked)."""
-    _Ask(loop, path, request, done).start()
+    try:
+        asking = _Ask(loop, path, request, done)
+    except OSError as exc:  # no socket to ask through
+        error = _cannot(path, exc.strerror or str(exc))
+        loop.call_soon(lambda: done(None, error))
+        return
+    try:
+        asking.connect(path)
+    except OSError as exc:
+        why = exc.strerror or str(exc)  # ``exc`` is unbound once the except block ends
+        loop.call_soon(lambda: asking.fail(why))
 
 
-class _Ask:
+def _cannot(path: str, why: str) -> AgentError:
+    return AgentError.detail(Kind.INVALID_CONFIGURATION, f"inspect: control socket {path}: {why}")
+
+
+class _Ask(Exchange):
+    read_size = None  # the Reader's own: an answer may be large, and is searched per read
+
     def __init__(self, loop: "Loop", path: str, request: dict[str, Any], done: Done) -> None:
-        self.loop = loop
+        super().__init__(loop, socket.AF_UNIX, encode(request), done, ASK_TIMEOUT)
         self.path = path
-        self.data = encode(request)
-        self.done_cb = done
-        self.received = bytearray()
-        self.finished = False
-        self.sock: socket.socket | None = None
-        self.reader: Reader | None = None
-        self.deadline = Alarm(loop, lambda: self._fail(f"no answer within {ASK_TIMEOUT:g} s"))
+        self.answer = bytearray()
 
-    def _fail(self, why: str) -> None:
-        self._finish(None, AgentError.detail(Kind.INVALID_CONFIGURATION, f"inspect: control socket {self.path}: {why}"))
+    # How it fails, in its own words.
+    def fail(self, why: str) -> None:
+        self.end(None, _cannot(self.path, why))
 
-    def start(self) -> None:
-        self.deadline.set(ASK_TIMEOUT)
-        try:
-            sock = self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.setblocking(False)
-            code = sock.connect_ex(self.path)
-        except OSError as exc:
-            why = exc.strerror or str(exc)  # ``exc`` is unbound once the except block ends
-            self.loop.call_soon(lambda: self._fail(why))
-            return
-        if code not in (0, errno.EINPROGRESS, errno.EAGAIN):
-            self.loop.call_soon(lambda: self._fail(os.strerror(code)))
-            return
-        self.loop.add_writer(sock, self._send)
+    def refused(self, code: int) -> None:
+        self.fail(os.strerror(code))
 
-    def _send(self) -> None:
-        assert self.sock is not None
-        try:
-            sent = self.loop.io.write(self.sock.fileno(), self.data)
-        except BlockingIOError:
-            return
-        except OSError as exc:
-            self._fail(exc.strerror or str(exc))
-            return
-        self.data = self.data[sent:]
-        if self.data:
-            return
-        self.loop.remove_writer(self.sock)
-        self.reader = Reader(self.loop, self.sock.fileno(), self._data, self._eof)
-        self.reader.start()
+    def unsent(self, exc: OSError) -> None:
+        self.fail(exc.strerror or str(exc))
 
-    def _data(self, data: bytes) -> None:
-        self.received += data
-        if len(self.received) > MAX_ANSWER:
-            self._fail(f"an answer over {MAX_ANSWER} bytes")
+    def late(self) -> None:
+        self.fail(f"no answer within {ASK_TIMEOUT:g} s")
+
+    def received(self, data: bytes) -> None:
+        self.answer += data
+        if len(self.answer) > MAX_ANSWER:
+            self.fail(f"an answer over {MAX_ANSWER} bytes")
             return
-        for line in bytes(self.received).split(b"\n")[:-1]:
+        for line in bytes(self.answer).split(b"\n")[:-1]:
             try:
                 obj = decode_json_line(line)
             except ValueError:
                 continue
             if isinstance(obj, dict) and obj.get("kind") == "done":
-                self._answered()
+                self.closed()
                 return
 
-    def _eof(self) -> None:
-        if not self.finished:
-            self._answered()
-
-    def _answered(self) -> None:
+    def closed(self) -> None:
+        """The answer's ``done`` is in, or the socket closed: what it answered."""
         result: dict[str, Any] | None = None
         protocol: str | None = None
-        for line in bytes(self.received).split(b"\n"):
+        for line in bytes(self.answer).split(b"\n"):
             try:
                 obj = decode_json_line(line) if line.strip() else None
             except ValueError:
@@ -154,24 +139,12 @@ class _Ask:
             elif isinstance(obj, dict) and obj.get("kind") == "error":
                 protocol = str(obj.get("message"))
         if result is None:
-            self._fail(protocol or "it closed without an answer")
+            self.fail(protocol or "it closed without an answer")
         elif not result.get("ok"):
             error = result.get("error")
-            self._finish(None, error_from_body(error if isinstance(error, dict) else {"message": "refused"}))
+            self.end(None, error_from_body(error if isinstance(error, dict) else {"message": "refused"}))
         else:
-            self._finish({k: v for k, v in result.items() if k not in ("kind", "op", "ok")}, None)
-
-    def _finish(self, view: Any, error: AgentError | None) -> None:
-        if self.finished:
-            return
-        self.finished = True
-        self.deadline.cancel()
-        if self.reader is not None:
-            self.reader.close()
-        if self.sock is not None:
-            self.loop.forget(self.sock)
-            self.sock.close()
-        self.done_cb(view, error)
+            self.end({k: v for k, v in result.items() if k not in ("kind", "op", "ok")}, None)
 
 
 # -- the server -------------------------------------------------------------------------------

@@ -149,59 +149,72 @@ class ResponseParser(MessageParser):
         return self._finish()
 
 
-Done = Callable[["HttpResponse | None", "str | None"], None]
+class Exchange:
+    """One request and its answer over a client socket of its own, on the loop: connected
+    without blocking, the request written through an ``Output`` and the answer read through
+    a ``Reader`` (so ``loop.io`` sees every byte), within the deadline ``timeout`` sets (0:
+    none). ``end(answer, problem)`` calls ``done`` with them once and closes it all; the
+    subclass reads the answer (``received``, ``closed``) and words a failure (``fail``)."""
 
-
-class HttpExchange:
-    """One request on its own connection; ``done(response, None)`` or ``done(None, why)``, once."""
+    #: How much one read takes (None: the Reader's default).
+    read_size: int | None = 64 * 1024
 
     def __init__(
-        self, loop: "Loop", address: tuple[str, int], request: bytes, done: Done, timeout: float = 0.0
+        self, loop: "Loop", family: int, request: bytes, done: Callable[[Any, Any], None], timeout: float
     ) -> None:
         self.loop = loop
         self.request = request
-        self.done: Done | None = done
-        self.parser = ResponseParser()
+        self.done: Callable[[Any, Any], None] | None = done
         self.reader: Reader | None = None
         self.output: Output | None = None
-        self.deadline = Alarm(loop, lambda: self._end(None, "no response in time"))
-        if timeout > 0:
-            self.deadline.set(timeout)
-        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         self.sock.setblocking(False)
+        self.deadline = Alarm(loop, self.late)
+        if timeout > 0:
+            self.deadline.set(timeout)
+
+    def connect(self, address: Any) -> None:
+        """Start connecting to ``address`` (an OSError it raises is the caller's)."""
         code = self.sock.connect_ex(address)
         if code in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
-            loop.add_writer(self.sock, self._connected)
+            self.loop.add_writer(self.sock, self._connected)
         else:
-            loop.call_soon(lambda: self._end(None, f"cannot connect: {errno.errorcode.get(code, code)}"))
+            self.loop.call_soon(lambda: self.refused(code))
 
     def _connected(self) -> None:
         self.loop.remove_writer(self.sock)
         code = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if code:
-            self._end(None, f"cannot connect: {errno.errorcode.get(code, code)}")
+            self.refused(code)
             return
         fd = self.sock.fileno()
-        self.output = Output(self.loop, fd, lambda exc: self._end(None, f"cannot send: {exc.strerror or exc}"))
-        self.reader = Reader(self.loop, fd, self._data, self._eof, 64 * 1024)
+        self.output = Output(self.loop, fd, self.unsent)
+        self.reader = Reader(self.loop, fd, self.received, self.closed, self.read_size)
         self.output.send(self.request)
         self.reader.start()
 
-    def _data(self, data: bytes) -> None:
-        try:
-            response = self.parser.feed(data)
-        except ValueError as exc:
-            self._end(None, f"bad response: {exc}")
-            return
-        if response is not None:
-            self._end(response, None)
+    # What the subclass decides.
+    def received(self, data: bytes) -> None:
+        raise NotImplementedError
 
-    def _eof(self) -> None:
-        response = self.parser.eof()
-        self._end(response, None if response is not None else "the connection closed before the response ended")
+    def closed(self) -> None:
+        """The other side closed the connection."""
+        raise NotImplementedError
 
-    def _end(self, response: HttpResponse | None, why: str | None) -> None:
+    def fail(self, why: str) -> None:
+        self.end(None, why)
+
+    def refused(self, code: int) -> None:
+        self.fail(f"cannot connect: {errno.errorcode.get(code, code)}")
+
+    def unsent(self, exc: OSError) -> None:
+        self.fail(f"cannot send: {exc.strerror or exc}")
+
+    def late(self) -> None:
+        self.fail("no response in time")
+
+    # The end.
+    def end(self, answer: Any, problem: Any) -> None:
         done, self.done = self.done, None
         if done is None:
             return
@@ -212,7 +225,34 @@ class HttpExchange:
             self.output.close()
         self.loop.forget(self.sock)
         self.sock.close()
-        done(response, why)
+        done(answer, problem)
+
+
+Done = Callable[["HttpResponse | None", "str | None"], None]
+
+
+class HttpExchange(Exchange):
+    """One request on its own connection; ``done(response, None)`` or ``done(None, why)``, once."""
+
+    def __init__(
+        self, loop: "Loop", address: tuple[str, int], request: bytes, done: Done, timeout: float = 0.0
+    ) -> None:
+        super().__init__(loop, socket.AF_INET6 if ":" in address[0] else socket.AF_INET, request, done, timeout)
+        self.parser = ResponseParser()
+        self.connect(address)
+
+    def received(self, data: bytes) -> None:
+        try:
+            response = self.parser.feed(data)
+        except ValueError as exc:
+            self.fail(f"bad response: {exc}")
+            return
+        if response is not None:
+            self.end(response, None)
+
+    def closed(self) -> None:
+        response = self.parser.eof()
+        self.end(response, None if response is not None else "the connection closed before the response ended")
 
 
 def split_url(url: str) -> tuple[tuple[str, int], str, str]:
