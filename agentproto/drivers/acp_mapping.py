@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from agentproto.apptools import APP_SERVER
-from agentproto.drivers.fields import obj, opt_text, text
+from agentproto.drivers.fields import choices, first_text, named, obj, opt_text, text
 from agentproto.errors import AgentError, Kind
 from agentproto.session_info import select_option
 from agentproto.wire import tool_update
@@ -110,18 +110,14 @@ def map_plan(entries: Any) -> list[dict[str, str]]:
 
 
 def map_commands(commands: Any) -> list[dict[str, Any]]:
-    out = []
-    for command in commands if isinstance(commands, list) else []:
-        if isinstance(command, dict) and isinstance(command.get("name"), str):
-            hint = command.get("input")
-            out.append(
-                {
-                    "name": command["name"],
-                    "description": text(command.get("description")),
-                    "input_hint": opt_text(hint.get("hint")) if isinstance(hint, dict) else None,
-                }
-            )
-    return out
+    return [
+        {
+            "name": command["name"],
+            "description": text(command.get("description")),
+            "input_hint": opt_text(obj(command.get("input")).get("hint")),
+        }
+        for command in named(commands, "name")
+    ]
 
 
 def block_text(block: Any) -> str:
@@ -139,15 +135,6 @@ def block_text(block: Any) -> str:
     return ""
 
 
-def _first_str(raw: Any, *keys: str) -> str | None:
-    if isinstance(raw, dict):
-        for key in keys:
-            value = raw.get(key)
-            if isinstance(value, str) and value:
-                return value
-    return None
-
-
 def tool_input(kind: str, raw: Any, locations: list[str]) -> Any:
     """A ToolInput guessed from ACP's tool kind and raw input (ACP has no typed input)."""
     if kind == "Execute":
@@ -155,22 +142,22 @@ def tool_input(kind: str, raw: Any, locations: list[str]) -> Any:
         if isinstance(command, list):
             command = " ".join(str(c) for c in command)
         if isinstance(command, str) and command:
-            return {"Command": {"command": command, "cwd": _first_str(raw, "cwd", "workdir")}}
+            return {"Command": {"command": command, "cwd": first_text(raw, "cwd", "workdir")}}
     elif kind in ("Read", "Edit", "Delete", "Move"):
-        path = _first_str(raw, "path", "file_path", "filePath", "abs_path", "notebook_path") or (
+        path = first_text(raw, "path", "file_path", "filePath", "abs_path", "notebook_path") or (
             locations[0] if locations else None
         )
         if path:
             return {"Path": path}
     elif kind == "Search":
-        pattern = _first_str(raw, "pattern", "query", "regex", "glob")
+        pattern = first_text(raw, "pattern", "query", "regex", "glob")
         if pattern:
             return {"Pattern": pattern}
     elif kind == "Fetch":
-        url = _first_str(raw, "url", "uri")
+        url = first_text(raw, "url", "uri")
         if url:
             return {"Url": url}
-        query = _first_str(raw, "query")
+        query = first_text(raw, "query")
         if query:
             return {"Query": query}
     return "None"
@@ -210,7 +197,7 @@ def merge_tool_call(snapshot: dict[str, Any] | None, acp: dict[str, Any]) -> dic
     raw_output = fields.get("rawOutput")
     output: str | None = "\n".join(texts) if texts else None
     if output is None and raw_output is not None:
-        output = raw_output if isinstance(raw_output, str) else _first_str(raw_output, "output", "stdout")
+        output = raw_output if isinstance(raw_output, str) else first_text(raw_output, "output", "stdout")
         if output is None:
             output = json.dumps(raw_output, ensure_ascii=False)
     raw = None
@@ -219,7 +206,7 @@ def merge_tool_call(snapshot: dict[str, Any] | None, acp: dict[str, Any]) -> dic
         name = None
         if isinstance(meta, dict):
             for value in meta.values():
-                name = _first_str(value, "toolName") or name
+                name = first_text(value, "toolName") or name
         raw = {
             "name": name or str(fields.get("title") or fields.get("kind") or "tool"),
             "input": fields.get("rawInput"),
@@ -256,27 +243,17 @@ def map_config_options(
     """
     out: list[tuple[dict[str, Any], str, str]] = []
     taken: set[str] = set()
-    for opt in config_options if isinstance(config_options, list) else []:
-        if not isinstance(opt, dict) or not isinstance(opt.get("id"), str):
-            continue
+    for opt in named(config_options, "id"):
         kind: Any
         if opt.get("type") == "boolean":
             kind = "Boolean"
             current = opt.get("currentValue") if isinstance(opt.get("currentValue"), bool) else None
         elif opt.get("type") == "select":
-            choices = []
+            entries: list[dict[str, Any]] = []
             for item in opt.get("options") or []:
                 group = item.get("options") if isinstance(item, dict) and "group" in item else [item]
-                for choice in group or []:
-                    if isinstance(choice, dict) and isinstance(choice.get("value"), str):
-                        choices.append(
-                            {
-                                "value": choice["value"],
-                                "label": str(choice.get("name") or choice["value"]),
-                                "description": choice.get("description"),
-                            }
-                        )
-            kind = {"Select": {"choices": choices}}
+                entries += choices(group, "value", "name")
+            kind = {"Select": {"choices": entries}}
             current = opt.get("currentValue") if isinstance(opt.get("currentValue"), str) else None
         else:
             continue  # an option type this client does not know: the agent keeps its default
@@ -302,12 +279,8 @@ def map_config_options(
         (models, "model", "Model", "availableModels", "modelId", "currentModelId"),
     ):
         if isinstance(state, dict) and oid not in taken and isinstance(state.get(listed), list):
-            choices = [
-                {"value": m[key], "label": str(m.get("name") or m[key]), "description": m.get("description")}
-                for m in state[listed]
-                if isinstance(m, dict) and isinstance(m.get(key), str)
-            ]
-            out.append((select_option(oid, name, choices, state.get(current), oid), oid, oid))
+            option = select_option(oid, name, choices(state[listed], key, "name"), state.get(current), oid)
+            out.append((option, oid, oid))
             taken.add(oid)
     return out
 
@@ -332,9 +305,7 @@ def login_steps(auth_methods: Any, launch_argv: list[str], hints: dict[str, Any]
             env = {str(k): str(v) for k, v in (method.get("env") or {}).items()}
             steps.append({"Terminal": {"command": [*launch_argv, *args], "env": env, "description": description}})
         elif kind == "env_var":
-            for var in method.get("vars") or []:
-                if isinstance(var, dict) and isinstance(var.get("name"), str):
-                    steps.append({"EnvVar": {"name": var["name"]}})
+            steps += ({"EnvVar": {"name": var["name"]}} for var in named(method.get("vars"), "name"))
         elif method.get("id") in hints:
             steps.append(hints[method["id"]])
     return steps

@@ -13,6 +13,7 @@ import mimetypes
 from typing import Any
 
 from agentproto.drivers.base import APP_SERVER, Launch
+from agentproto.drivers.fields import choices, first_text, named
 from agentproto.session_info import select_option
 from agentproto.wire import tool_update
 
@@ -91,11 +92,7 @@ def tool_kind(name: str) -> Any:
 
 
 def _path_of(tool_input: dict[str, Any]) -> str | None:
-    for key in ("file_path", "notebook_path", "path"):
-        value = tool_input.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
+    return first_text(tool_input, "file_path", "notebook_path", "path")
 
 
 def tool_input_of(name: str, tool_input: dict[str, Any]) -> Any:
@@ -230,38 +227,25 @@ def auth_status(account: Any, executable: str) -> dict[str, Any]:
 def config_options(
     init: dict[str, Any], model: str | None, mode: str, effort: str | None
 ) -> list[dict[str, Any]]:
-    choices = []
-    for entry in init.get("models") or []:
-        if isinstance(entry, dict) and isinstance(entry.get("value"), str):
-            choices.append(
-                {
-                    "value": entry["value"],
-                    "label": str(entry.get("displayName") or entry["value"]),
-                    "description": entry.get("description"),
-                }
-            )
+    models = choices(init.get("models"), "value", "displayName")
     modes = [{"value": v, "label": label, "description": d} for v, label, d in MODES]
     efforts = [{"value": e, "label": e.capitalize()} for e in EFFORTS]
     return [
-        select_option("model", "Model", choices, model or "default", "model"),
+        select_option("model", "Model", models, model or "default", "model"),
         select_option("mode", "Mode", modes, mode, "mode"),
         select_option("effort", "Effort", efforts, effort, "thought_level"),
     ]
 
 
 def slash_commands(init: dict[str, Any]) -> list[dict[str, Any]]:
-    commands = []
-    for entry in init.get("commands") or []:
-        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
-            hint = entry.get("argumentHint")
-            commands.append(
-                {
-                    "name": entry["name"],
-                    "description": str(entry.get("description") or ""),
-                    "input_hint": hint or None,
-                }
-            )
-    return commands
+    return [
+        {
+            "name": entry["name"],
+            "description": str(entry.get("description") or ""),
+            "input_hint": entry.get("argumentHint") or None,
+        }
+        for entry in named(init.get("commands"), "name")
+    ]
 
 
 def turn_usage(result: dict[str, Any]) -> dict[str, int] | None:
@@ -308,22 +292,16 @@ def question_request(request_id: str, tool_input: dict[str, Any]) -> dict[str, A
     for i, q in enumerate(tool_input.get("questions") or []):
         if not isinstance(q, dict):
             continue
-        choices = []
-        for option in q.get("options") or []:
-            if isinstance(option, dict) and isinstance(option.get("label"), str):
-                choices.append(
-                    {
-                        "id": option["label"],
-                        "label": option["label"],
-                        "description": option.get("description"),
-                    }
-                )
+        options = [
+            {"id": option["label"], "label": option["label"], "description": option.get("description")}
+            for option in named(q.get("options"), "label")
+        ]
         questions.append(
             {
                 "id": f"q{i}",
                 "text": str(q.get("question") or ""),
                 "header": q.get("header"),
-                "choices": choices,
+                "choices": options,
                 "multi_select": bool(q.get("multiSelect")),
                 "allows_free_text": True,
             }

@@ -33,6 +33,7 @@ from agentproto.drivers.codex_mapping import (
 )
 from agentproto.drivers.fields import (
     integer,
+    named,
     obj,
     objects,
     opt_integer,
@@ -393,7 +394,7 @@ class CodexItems:
         self._progress()
         questions = []
         for q in objects(params.get("questions")):
-            opts = [o for o in objects(q.get("options")) if isinstance(o.get("label"), str)]
+            opts = named(q.get("options"), "label")
             questions.append(
                 {
                     "id": text(q.get("id")),

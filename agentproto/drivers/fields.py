@@ -22,6 +22,16 @@ def opt_text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def first_text(value: Any, *keys: str) -> str | None:
+    """The first of ``keys`` whose value in the object ``value`` is a non-empty string."""
+    members = obj(value)
+    for key in keys:
+        found = members.get(key)
+        if isinstance(found, str) and found:
+            return found
+    return None
+
+
 def obj(value: Any) -> dict[str, Any]:
     """``value`` if it is a JSON object, else an empty one."""
     return value if isinstance(value, dict) else {}
@@ -30,6 +40,20 @@ def obj(value: Any) -> dict[str, Any]:
 def objects(value: Any) -> list[dict[str, Any]]:
     """The objects of a JSON array (other entries skipped); [] if it is not an array."""
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def named(value: Any, key: str) -> list[dict[str, Any]]:
+    """The objects of a JSON array whose ``key`` is a string (other entries skipped)."""
+    return [v for v in objects(value) if isinstance(v.get(key), str)]
+
+
+def choices(value: Any, key: str, label: str) -> list[dict[str, Any]]:
+    """The choices of a Select option, from an agent's array of objects: each one's ``key``
+    is the value, its ``label`` (or the value) the label, and its description is kept."""
+    return [
+        {"value": v[key], "label": str(v.get(label) or v[key]), "description": v.get("description")}
+        for v in named(value, key)
+    ]
 
 
 def strings(value: Any) -> list[str]:
