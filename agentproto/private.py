@@ -34,7 +34,7 @@ from agentproto.typecheck import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import TextIO
 
-__all__ = ["UnsafePath", "session_dir", "remove_tree", "write_private", "open_append", "cleanup"]
+__all__ = ["UnsafePath", "session_dir", "remove_tree", "write_private", "open_append", "lstat", "cleanup"]
 
 _root: str | None = None
 _root_pid = 0  # the process that made it: a forked child must not remove its parent's area
@@ -105,10 +105,7 @@ def write_private(path: str, data: str | bytes) -> None:
 
 def open_append(path: str) -> TextIO:
     """A UTF-8 text file opened to append, created 0600 if missing; UnsafePath if refused."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
+    st = lstat(path)
     if st is not None:
         # Refuse before opening: opening a FIFO or a device can block or act on it.
         _check(st)
@@ -128,6 +125,14 @@ def open_append(path: str) -> TextIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def lstat(path: str) -> os.stat_result | None:
+    """What is at ``path`` itself (a symbolic link is not followed), or None: nothing is."""
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
 
 
 _SYMLINK = "it is a symbolic link; refusing to write through it"
