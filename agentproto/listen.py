@@ -21,6 +21,7 @@ import socket
 import stat
 from typing import TYPE_CHECKING, Any, Callable
 
+from agentproto import private
 from agentproto.errors import log
 from agentproto.loop import Alarm
 from agentproto.streams import Output
@@ -33,10 +34,7 @@ if TYPE_CHECKING:
 def bind_unix(path: str) -> tuple[socket.socket, tuple[int, int]]:
     """A listening socket at ``path``, owner-only, and its file's (st_dev, st_ino). Only a
     stale socket there is replaced: anything else is refused (OSError), never deleted."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
+    st = private.lstat(path)
     if st is not None:
         if not stat.S_ISSOCK(st.st_mode):
             raise OSError(f"{path} exists and is not a socket; refusing to replace it")
