@@ -499,19 +499,13 @@ class Runtime:
         if name == "discover":
             self.discover(done)
         elif name == "open":
-            session = self.open(args, sink, done)
-            if session is not None and session.state != "closed":
-                scope.add(session)
+            scope.add(self.open(args, sink, done))
         elif name == "probe":
-            session = self.probe(args, done)
-            if session is not None and session.state != "closed":
-                scope.add(session, visible=False)
+            scope.add(self.probe(args, done), visible=False)
         elif name == "plan_usage":
             self.plan_usage(args, done)
         elif name == "generate":
-            session = self.generate(args, done, on_event)
-            if session is not None and session.state != "closed":
-                scope.add(session, visible=False)
+            scope.add(self.generate(args, done, on_event), visible=False)
         else:
             try:
                 session = scope.lookup(args["session"])
@@ -571,7 +565,10 @@ class Scope:
         #: Called when the last session of this scope has closed.
         self.on_empty: Callable[[], None] | None = None
 
-    def add(self, session: Session, visible: bool = True) -> None:
+    def add(self, session: Session | None, visible: bool = True) -> None:
+        """Hold the session a command opened (none, or one closed already: nothing to hold)."""
+        if session is None or session.state == "closed":
+            return
         (self.live if visible else self.hidden)[session.id] = session
         session.scopes.append(self)
 
