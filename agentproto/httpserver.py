@@ -25,6 +25,7 @@ Rules of this file:
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 from typing import TYPE_CHECKING, Any, Protocol
@@ -147,7 +148,7 @@ class HttpConnection(Accepted):
     def __init__(self, server: "HttpServer", sock: socket.socket) -> None:
         super().__init__(server.loop, sock)
         self.server = server
-        self.parser = RequestParser(server.max_head, server.max_body)
+        self.parser = server.new_parser()
         self.reader = Reader(self.loop, self.fd, self._feed, self.close, 64 * 1024)
         self.checked = False  # the current request's head passed the checks
         self.idle = False  # waiting for a kept-alive connection's next request
@@ -226,7 +227,7 @@ class HttpConnection(Accepted):
             return
         self.output.on_drained = None
         leftover = self.parser.leftover()
-        self.parser = RequestParser(self.server.max_head, self.server.max_body)
+        self.parser = self.server.new_parser()
         self.checked = False
         self.response = None
         self.idle = True
@@ -268,8 +269,8 @@ class HttpServer:
         self.max_connections = max_connections
         self.request_timeout = request_timeout
         self.idle_timeout = idle_timeout
-        self.max_head = max_head
-        self.max_body = max_body
+        #: A request parser bounded as this server's requests are.
+        self.new_parser = functools.partial(RequestParser, max_head, max_body)
         self.bound: tuple[str, int] = ("", 0)
         self.connections: set[HttpConnection] = set()
         #: The connections with no request being answered, the longest idle first.
