@@ -51,13 +51,20 @@ def _settle() -> None:
 
 
 def _load_mock(path: str | None) -> dict[str, Any] | None:
+    return _read_mock(path)[0]
+
+
+def _read_mock(path: str | None) -> tuple[dict[str, Any] | None, bytes]:
+    """The ``--mock`` script, checked, and its bytes: read once, so that a record's header
+    describes the very script that is played."""
     if path is None:
-        return None
+        return None, b""
     from agentproto.drivers.mock import ScriptError, load_script
 
     try:
-        with open(path, encoding="utf-8") as f:
-            return load_script(f.read())
+        with open(path, "rb") as f:
+            raw = f.read()
+        return load_script(raw.decode("utf-8")), raw
     except OSError as exc:
         raise SystemExit(_fail(f"cannot read mock script {path}: {exc.strerror}")) from None
     except ScriptError as exc:
@@ -80,15 +87,17 @@ class _Sidecar:
         from agentproto.runtime import Runtime
 
         loop = Loop(adopt_orphans=True)  # nothing an agent detaches outlives its session
+        self.observer = Observer(loop, db_path(getattr(args, "db", None)))
+        script, raw = _read_mock(args.mock)
         self.recorder: "Recorder | None" = None
         if args.record:
-            from agentproto.record import Recorder
+            from agentproto.record import Recorder, mock_facts
 
-            self.recorder = Recorder(args.record, loop=loop, frontend=frontend, mock=args.mock)
-        self.observer = Observer(loop, db_path(getattr(args, "db", None)))
+            mock = None if script is None else mock_facts(args.mock, raw)
+            self.recorder = Recorder(args.record, loop=loop, frontend=frontend, mock=mock)
         self.runtime = Runtime(
             loop,
-            mock_script=_load_mock(args.mock),
+            mock_script=script,
             stall_timeout=args.stall_timeout,
             recorder=self.recorder,
             observer=self.observer,

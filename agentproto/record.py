@@ -92,20 +92,10 @@ class Sink(Protocol):
     def note(self, direction: str, **fields: Any) -> None: ...
 
 
-def mock_facts(path: str | None) -> dict[str, Any] | None:
-    """The header's ``mock``: the script's path, its sha256 and its content (JSON)."""
-    if path is None:
-        return None
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError:
-        return {"path": os.path.abspath(path), "sha256": None, "script": None}
-    try:
-        script = json.loads(raw)
-    except ValueError:
-        script = None
-    return {"path": os.path.abspath(path), "sha256": hashlib.sha256(raw).hexdigest(), "script": script}
+def mock_facts(path: str, raw: bytes) -> dict[str, Any]:
+    """The header's ``mock``: the path of the script that is played, the sha256 of its
+    bytes ``raw`` and its content (``raw`` holds a script that loaded: it is JSON)."""
+    return {"path": os.path.abspath(path), "sha256": hashlib.sha256(raw).hexdigest(), "script": json.loads(raw)}
 
 
 class Recorder:
@@ -118,7 +108,7 @@ class Recorder:
         *,
         loop: "Loop | None" = None,
         frontend: str | None = None,
-        mock: str | None = None,
+        mock: dict[str, Any] | None = None,
     ) -> None:
         self.path = path
         self.clock = clock
@@ -129,7 +119,7 @@ class Recorder:
         if frontend is not None:
             redact.SECRETS.learn_environment(os.environ)  # what every agent inherits
             self.header = {"recording": FORMAT, "agentproto": __version__, "frontend": frontend,
-                           "tmpdir": tempfile.gettempdir(), "mock": mock_facts(mock), "t": clock()}  # fmt: skip
+                           "tmpdir": tempfile.gettempdir(), "mock": mock, "t": clock()}  # fmt: skip
         self._buffer: list[str] = []
         self._buffered = 0
         #: The next pass's flush of what is buffered; None without a loop: each record is
