@@ -140,19 +140,17 @@ STARVED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 class Acceptor:
     """Accepts what waits on a listening socket, each as a non-blocking socket handed to
-    ``serve``; at most ``batch`` per wake-up (one flood of connections cannot hold the loop).
+    ``serve``; at most ``BATCH`` per wake-up (one flood of connections cannot hold the loop).
     It owns the socket from then on: ``close`` closes it."""
 
+    BATCH = 64
     FIRST_BACKOFF = 0.05
     MAX_BACKOFF = 1.0
 
-    def __init__(
-        self, loop: "Loop", listener: socket.socket, serve: Callable[[socket.socket], None], batch: int = 64
-    ) -> None:
+    def __init__(self, loop: "Loop", listener: socket.socket, serve: Callable[[socket.socket], None]) -> None:
         self.loop = loop
         self.listener = listener
         self.serve = serve
-        self.batch = batch
         self.starved = 0  # accept() calls refused for want of a descriptor, this episode
         self.backoff = self.FIRST_BACKOFF
         #: Armed while accepting is stopped for want of a descriptor.
@@ -176,7 +174,7 @@ class Acceptor:
             self._retry()
 
     def _ready(self) -> None:
-        for _ in range(self.batch):
+        for _ in range(self.BATCH):
             try:
                 sock, _addr = self.listener.accept()
             except (BlockingIOError, InterruptedError):
