@@ -22,7 +22,7 @@ import sys
 from typing import Any, Callable
 
 from agentproto.errors import write_stderr
-from agentproto.listing import SPINNER, live_terminal
+from agentproto.listing import SPINNER, is_terminal, live_terminal
 from agentproto.loop import Loop
 from agentproto.streams import Output
 
@@ -32,11 +32,7 @@ def use_color(choice: str) -> bool:
         return False  # NO_COLOR wins over everything, --color always included
     if choice in ("always", "never"):
         return choice == "always"
-    try:
-        tty = sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        return False
-    return tty and os.environ.get("TERM", "") != "dumb"
+    return is_terminal(sys.stderr) and os.environ.get("TERM", "") != "dumb"
 
 
 class Screen:
@@ -50,7 +46,7 @@ class Screen:
         self.out = Output(loop, sys.stdout.fileno(), on_stdout_gone)
         self.color = use_color(color)
         self.live = live_terminal(sys.stderr)
-        self.out_is_tty = _isatty(sys.stdout)
+        self.out_is_tty = is_terminal(sys.stdout)
         self.open: str | None = None  # the stream whose last line is unfinished: "out" or "err"
         self.status_shown = False
         self.last_write = loop.time()
@@ -149,13 +145,6 @@ class Screen:
         if self.status_shown:
             self.status_shown = False
             write_stderr("\r\x1b[K")
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
 
 
 # -- the words ----------------------------------------------------------------------------

@@ -27,14 +27,18 @@ SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 TICK = 0.1
 
 
+def is_terminal(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal; not when it is closed or has no descriptor."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
 def live_terminal(stream: Any) -> bool:
     """May a spinner or an updating line be drawn on ``stream``? Only on a terminal that
     understands it, and not when the user asked for plain output (``NO_COLOR``)."""
-    try:
-        tty = bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
-    return tty and os.environ.get("TERM", "") not in ("", "dumb") and not os.environ.get("NO_COLOR")
+    return is_terminal(stream) and os.environ.get("TERM", "") not in ("", "dumb") and not os.environ.get("NO_COLOR")
 
 
 class Interrupted(Exception):
