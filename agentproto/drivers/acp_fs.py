@@ -31,6 +31,7 @@ Rules of this file:
 from __future__ import annotations
 
 import collections
+import contextlib
 import errno
 import io
 import os
@@ -279,6 +280,19 @@ def _chunks(text: io.TextIOWrapper) -> Iterator[str]:
             yield data
 
 
+@contextlib.contextmanager
+def _file(root: str, path: str, want: str) -> Iterator[int]:
+    """The descriptor of ``path`` (``resolve``'s, for ``want``), closed after; an OSError
+    meanwhile fails the call with an internal error that names the path."""
+    fd = resolve(root, path, "path", want)
+    try:
+        yield fd
+    except OSError as exc:
+        raise RpcError(INTERNAL_ERROR, f"cannot {want} `path` {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+
+
 def read_text_file(root: str, params: Any) -> dict[str, Any]:
     """``fs/read_text_file``: ``line`` is 1-based, ``limit`` a count of lines."""
     params = params_object(params)
@@ -286,11 +300,10 @@ def read_text_file(root: str, params: Any) -> dict[str, Any]:
     line = count_param(params.get("line"), "line")
     limit = count_param(params.get("limit"), "limit")
     skip = max(line - 1, 0) if line else 0
-    fd = resolve(root, path, "path", "read")
-    raw = _CappedReader(fd, READ_SCAN_CAP)
     taken: list[str] = []
     size = 0
-    try:
+    with _file(root, path, "read") as fd:
+        raw = _CappedReader(fd, READ_SCAN_CAP)
         if limit == 0:
             return {"content": ""}
         text = io.TextIOWrapper(io.BufferedReader(raw, _CHUNK), encoding="utf-8", errors="replace", newline="")
@@ -324,10 +337,6 @@ def read_text_file(root: str, params: Any) -> dict[str, Any]:
                     f"refused: `path` {path}: the read stopped after the first {READ_SCAN_CAP} bytes "
                     "of the file (the most one read looks at)"
                 )
-    except OSError as exc:
-        raise RpcError(INTERNAL_ERROR, f"cannot read `path` {path}: {exc.strerror}") from None
-    finally:
-        os.close(fd)
     return {"content": "".join(taken)}
 
 
@@ -342,15 +351,10 @@ def write_text_file(root: str, params: Any) -> None:
         data = content.encode("utf-8")
     except UnicodeEncodeError:
         raise invalid("`content` is not valid Unicode text (a lone surrogate)") from None
-    fd = resolve(root, path, "path", "write")
-    try:
+    with _file(root, path, "write") as fd:
         # Truncated only now, after the checks: the open itself never cut a file.
         os.ftruncate(fd, 0)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-    except OSError as exc:
-        raise RpcError(INTERNAL_ERROR, f"cannot write `path` {path}: {exc.strerror}") from None
-    finally:
-        os.close(fd)
     return None
