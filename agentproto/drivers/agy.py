@@ -224,7 +224,7 @@ class AgyDriver(LineDriver):
         self.host.opened(details(version, auth, self.model, choices))
 
     def close(self) -> None:
-        self._fail_switches(AgentError.session_closed(self.host.session_id))
+        self._end_switches(AgentError.session_closed(self.host.session_id))
         if self.transport is None or self.state == "gone":
             self.state = "gone"
             self._remove_dir()
@@ -260,7 +260,7 @@ class AgyDriver(LineDriver):
         ):
             # The new model was refused: the session goes on with the one that ran.
             self.model = self.running_model
-            self._fail_switches(failure)
+            self._end_switches(failure)
             self._restarted()
             return
         previous, self.state = self.state, "gone"
@@ -270,7 +270,7 @@ class AgyDriver(LineDriver):
             early = f"agy exited (status {status}) before it was ready" + (f": {tail}" if tail else "")
             self.host.open_failed(failure or AgentError.detail(Kind.SPAWN_FAILED, early))
         elif previous == "open":
-            self._fail_switches(AgentError.session_closed(self.host.session_id))
+            self._end_switches(AgentError.session_closed(self.host.session_id))
             self.host.fail(failure or AgentError.process_exited(status, stderr))
         self.host.closed()
 
@@ -385,11 +385,10 @@ class AgyDriver(LineDriver):
 
     def _settle_switches(self) -> None:
         if self.initialized and not self.restart and self.model == self.running_model:
-            waiting, self.switches = self.switches, []
-            for done in waiting:
-                done(None)
+            self._end_switches(None)
 
-    def _fail_switches(self, error: AgentError) -> None:
+    def _end_switches(self, error: AgentError | None) -> None:
+        """Answer every model switch waiting: done (None), or failed with ``error``."""
         waiting, self.switches = self.switches, []
         for done in waiting:
             done(error)
