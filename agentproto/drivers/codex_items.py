@@ -54,6 +54,20 @@ APPROVALS = (
     "item/permissions/requestApproval",
 )
 ELICITATION = "mcpServer/elicitation/request"
+#: The notifications that are a warning to pass on as a Diagnostic.
+WARNINGS = ("warning", "configWarning", "deprecationNotice", "guardianWarning")
+#: Notifications about the thread as a whole: one about another thread is none of ours.
+THREAD_NOTIFICATIONS = frozenset(
+    {
+        *WARNINGS,
+        "serverRequest/resolved",
+        "turn/started",
+        "error",
+        "thread/name/updated",
+        "thread/tokenUsage/updated",
+        "thread/compacted",
+    }
+)
 #: Notifications about one item of the running turn, named by ``itemId``.
 ITEM_NOTIFICATIONS = frozenset(
     {
@@ -115,38 +129,30 @@ class CodexItems:
         self.host.diagnostic("Warning", f"codex: skipped {method}: {why}")
 
     def _notification(self, method: str, params: dict[str, Any]) -> None:
+        if method in THREAD_NOTIFICATIONS and not self._mine(params):
+            return
         if method == "serverRequest/resolved":
             # Codex settled a request itself (an interrupt, a timeout): the app must not
             # keep waiting on it. One the app answered was popped already.
             request_id = self._request_id(params.get("requestId"))
-            if self._mine(params) and self._requests.pop(request_id, None) is not None:
+            if self._requests.pop(request_id, None) is not None:
                 self.host.request_withdrawn(request_id)
             return
         if method == "turn/started":
             turn_id = obj(params.get("turn")).get("id")
-            if (
-                self._mine(params)
-                and self._turn_wanted
-                and self.turn_id is None
-                and isinstance(turn_id, str)
-                and turn_id not in self._ended
-            ):
+            if self._turn_wanted and self.turn_id is None and isinstance(turn_id, str) and turn_id not in self._ended:
                 self.turn_id = turn_id  # a compaction turn, started by thread/compact/start
             return
         if method == "turn/completed":
             self._turn_completed(params)
             return
-        if method in ("warning", "configWarning", "deprecationNotice", "guardianWarning"):
-            if not self._mine(params):
-                return
+        if method in WARNINGS:
             message = text(params.get("message")) or text(params.get("summary"))
             if text(params.get("details")):
                 message += f" ({params['details']})"
             self.host.diagnostic("Warning", f"codex: {message}")
             return
         if method == "error":
-            if not self._mine(params):
-                return
             message = text(obj(params.get("error")).get("message"), "an error")
             if params.get("willRetry"):
                 self.host.diagnostic("Warning", f"codex: {message} (retrying)")
@@ -155,12 +161,10 @@ class CodexItems:
                 self._progress()
             return
         if method == "thread/name/updated":
-            if self._mine(params) and text(params.get("threadName")):
+            if text(params.get("threadName")):
                 self.host.update(title=params["threadName"])
             return
         if method == "thread/tokenUsage/updated":
-            if not self._mine(params):
-                return
             usage = obj(params.get("tokenUsage"))
             total = obj(usage.get("total"))
             self._usage_total = {k: integer(total.get(k)) for k in ("inputTokens", "cachedInputTokens", "outputTokens")}
@@ -169,8 +173,7 @@ class CodexItems:
             self.host.emit({"ContextUsage": {"used_tokens": used, "window_tokens": window, "cost_usd": None}})
             return
         if method == "thread/compacted":
-            if self._mine(params):
-                self._compacted(params.get("turnId"))
+            self._compacted(params.get("turnId"))
             return
         if not self._current(params):
             return
