@@ -164,9 +164,7 @@ class Chat:
             self.loop.call_soon(lambda: None if self.turn_running else self._show_prompt())
 
     def session_error(self, session: Session, error: AgentError) -> None:
-        self.screen.note(f"{error.kind}: {error.message}", "31")
-        self._login_help(error)
-        self.status = EXIT_FAILED
+        self._failed(error)
 
     def session_closed(self, session: Session) -> None:
         self.session = None
@@ -214,10 +212,14 @@ class Chat:
         if self.interactive and not self.pending and not self.finished:
             self.screen.ask("> ", "1")
 
-    def _login_help(self, error: AgentError) -> None:
+    def _failed(self, error: AgentError) -> None:
+        """The session failed, or did not open: what went wrong (and how to log in, when
+        that was it); the chat's exit status is 1."""
+        self.screen.note(f"{error.kind}: {error.message}", "31")
         steps = login_steps(error.fields.get("login") or [])
         if steps:
             self.screen.note("to log in: " + "; or ".join(steps))
+        self.status = EXIT_FAILED
 
     # -- requests ------------------------------------------------------------------------
     def _ask(self) -> None:
@@ -519,9 +521,7 @@ class Chat:
     def run(self) -> int:
         def opened(info: Any, error: AgentError | None) -> None:
             if error is not None:
-                self.screen.note(f"{error.kind}: {error.message}", "31")
-                self._login_help(error)
-                self.status = EXIT_FAILED
+                self._failed(error)
                 self._finish()
                 return
             if self.interactive:
