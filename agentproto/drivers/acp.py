@@ -31,7 +31,7 @@ from agentproto.drivers.acp_mapping import (
 )
 from agentproto.drivers.acp_services import Terminals
 from agentproto.drivers.acp_turns import AUTH_REQUIRED, AcpTurns, _Turn
-from agentproto.drivers.base import Host, Launch, LineDriver
+from agentproto.drivers.base import NOT_JSON, Host, Launch, LineDriver
 from agentproto.drivers.fields import obj, opt_text
 from agentproto.errors import AgentError, Kind, excerpt
 from agentproto.jsonrpc import (
@@ -43,7 +43,6 @@ from agentproto.jsonrpc import (
     RpcError,
 )
 from agentproto.loop import Alarm
-from agentproto.wire import decode_json_line
 
 PROTOCOL_VERSION = 1
 
@@ -141,11 +140,8 @@ class AcpDriver(AcpTurns, LineDriver):
         # Counted, not timed: the turn timer reads the count (a clock call per streamed
         # chunk would be a visible part of the relay's cost).
         self._heard += 1
-        try:
-            msg = decode_json_line(line)
-        except ValueError as exc:
-            if line.strip():
-                self.host.diagnostic("Warning", f"the agent wrote a line that is {exc}: {line[:200]!r}")
+        msg = self.decode(line, "the agent wrote")
+        if msg is NOT_JSON:
             return
         if type(msg) is dict and self._live and msg.get("method") == "session/update" and "id" not in msg:
             # The hot path, before the peer classifies: a streamed chunk of the answer.

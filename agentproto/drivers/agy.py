@@ -49,12 +49,11 @@ from agentproto.drivers.agy_mapping import (
     user_message,
 )
 from agentproto.drivers.agy_plugin import SessionDir
-from agentproto.drivers.base import APP_SERVER, Host, Launch, LineDriver
+from agentproto.drivers.base import APP_SERVER, NOT_JSON, Host, Launch, LineDriver
 from agentproto.drivers.fields import obj, objects, text
 from agentproto.drivers.process import run_capture
 from agentproto.errors import AgentError, Kind, excerpt
 from agentproto.loop import Alarm
-from agentproto.wire import decode_json_line
 
 HANDSHAKE_TIMEOUT = 60.0
 #: How long ``close`` waits after ending agy's input before signalling its group.
@@ -395,12 +394,8 @@ class AgyDriver(LineDriver):
 
     # -- what agy writes
     def on_line(self, line: bytes) -> None:
-        if not line.strip():
-            return
-        try:
-            msg = decode_json_line(line)
-        except ValueError as exc:
-            self.host.diagnostic("Warning", f"agy wrote a line that is {exc}: {excerpt(line)}")
+        msg = self.decode(line, "agy wrote", excerpt)
+        if msg is NOT_JSON:
             return
         if not isinstance(msg, dict):
             self.host.diagnostic("Warning", f"agy wrote a JSON value that is not an object: {excerpt(line)}")

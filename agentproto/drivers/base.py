@@ -50,7 +50,7 @@ from agentproto.apptools import APP_SERVER as APP_SERVER
 from agentproto.apptools import HOOK_TIMEOUT, TOOL_TIMEOUT
 from agentproto.errors import AgentError, Kind, excerpt, log
 from agentproto.typecheck import TYPE_CHECKING, Protocol
-from agentproto.wire import Record
+from agentproto.wire import Record, decode_json_line
 
 if TYPE_CHECKING:
     from typing import Any, Callable
@@ -283,6 +283,14 @@ class Driver:
         pass
 
 
+#: What ``LineDriver.decode`` returns for a line that is not JSON.
+NOT_JSON: Any = object()
+
+
+def _head(line: bytes) -> str:
+    return repr(line[:200])
+
+
 class LineDriver(Driver):
     """A driver that talks to its agent over one line transport (``self.transport``)."""
 
@@ -322,6 +330,16 @@ class LineDriver(Driver):
     def on_line(self, line: bytes) -> None:
         """One line the agent wrote (without its newline)."""
         raise NotImplementedError
+
+    def decode(self, line: bytes, who: str, quote: Callable[[bytes], str] = _head) -> Any:
+        """The JSON value of one agent line, or NOT_JSON: a Warning then says why (``who``
+        "wrote a line that is ...", the line as ``quote`` shows it); a blank line, nothing."""
+        try:
+            return decode_json_line(line)
+        except ValueError as exc:
+            if line.strip():
+                self.host.diagnostic("Warning", f"{who} a line that is {exc}: {quote(line)}")
+            return NOT_JSON
 
     def _guarded_line(self, line: bytes) -> None:
         # The line guard: whatever one line does to the mapping costs that line only.

@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from agentproto.drivers.base import Host, Launch, LineDriver
+from agentproto.drivers.base import NOT_JSON, Host, Launch, LineDriver
 from agentproto.drivers.codex_items import CodexItems
 from agentproto.drivers.codex_mapping import (
     DELTAS,
@@ -53,7 +53,6 @@ from agentproto.jsonrpc import (
     RpcError,
 )
 from agentproto.loop import Alarm
-from agentproto.wire import decode_json_line
 
 CLIENT_INFO = {"name": "agentproto", "title": "agentproto", "version": "0.1"}
 HANDSHAKE_TIMEOUT = 60.0
@@ -326,11 +325,8 @@ class CodexDriver(CodexItems, LineDriver):
         self.send(self.rpc.error(request_id, RpcError(code, message)))
 
     def on_line(self, line: bytes) -> None:
-        try:
-            message = decode_json_line(line)
-        except ValueError as exc:
-            if line.strip():
-                self.host.diagnostic("Warning", f"codex: skipped a line that is {exc}: {line[:200]!r}")
+        message = self.decode(line, "codex: skipped")
+        if message is NOT_JSON:
             return
         if type(message) is dict and "id" not in message:
             method = message.get("method")
