@@ -420,8 +420,7 @@ class AcpDriver(AcpTurns, LineDriver):
             return
         self._state = "closing"
         self.terminals.close_all()
-        if self.transport is not None:
-            self.transport.kill()
+        self.kill_agent()
 
     def _shutdown(self, grace: float) -> None:
         self.terminals.close_all()

@@ -116,7 +116,7 @@ class AgyDriver(LineDriver):
         self.startup_failure: AgentError | None = None
         #: The current process's deadlines: its init, and its exit once asked to leave.
         self.handshake = Alarm(host.loop, self._handshake_expired)
-        self.exit_grace = Alarm(host.loop, self.kill_current)
+        self.exit_grace = Alarm(host.loop, self.kill_agent)
         self.servers = server_names([APP_SERVER] + [str(s["name"]) for s in launch.mcp_servers])
 
     # -- lifecycle
@@ -292,10 +292,6 @@ class AgyDriver(LineDriver):
         self.restart = True
         how()
         self.exit_grace.set(EXIT_GRACE)
-
-    def kill_current(self) -> None:
-        if self.transport is not None:
-            self.transport.kill()
 
     # -- turns
     def start_turn(self, turn_id: str, text: str, attachments: list[str]) -> None:

@@ -369,6 +369,11 @@ class LineDriver(Driver):
     def on_too_long(self, size: int) -> None:
         self.host.diagnostic("Warning", f"{self.launch.agent_id} wrote a {size}-byte line; skipped")
 
+    def kill_agent(self) -> None:
+        """Kill the agent's process group now, if it runs (its exit is reported as ever)."""
+        if self.transport is not None:
+            self.transport.kill()
+
     def send(self, obj: Any) -> None:
         """One JSON message to the agent (dropped once the agent is gone)."""
         if self.transport is not None:

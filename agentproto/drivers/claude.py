@@ -233,8 +233,7 @@ class ClaudeDriver(LineDriver):
     def kill(self) -> None:
         if self.state == "open":
             self.state = "closing"
-        if self.transport is not None:
-            self.transport.kill()
+        self.kill_agent()
 
     def on_exit(self, status: str | None, stderr: str) -> None:
         private.remove_tree(self._private)
