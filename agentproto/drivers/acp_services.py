@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto import proctree
 from agentproto.drivers.acp_fs import count_param, invalid, os_text, params_object, resolve
+from agentproto.drivers.process import start_tree
 from agentproto.jsonrpc import INTERNAL_ERROR, RpcError
 
 if TYPE_CHECKING:
@@ -65,10 +66,10 @@ class Terminal:
         "tree",
     )
 
-    def __init__(self, terminal_id: str, proc: subprocess.Popen[bytes], limit: int, mark: str) -> None:
+    def __init__(self, terminal_id: str, proc: subprocess.Popen[bytes], tree: proctree.Tree, limit: int) -> None:
         self.id = terminal_id
         self.proc = proc
-        self.tree = proctree.Tree(proc.pid, mark)
+        self.tree = tree
         self.limit = limit
         self.out = bytearray()
         self.truncated = False
@@ -158,9 +159,8 @@ class Terminals:
             else:
                 cwd = os.path.join(self._default_cwd, cwd_param)
         argv = [command, *args]
-        env, mark = proctree.mark_env(env)
         try:
-            proc = self._spawn(argv, cwd, env)
+            proc, tree = start_tree(argv, cwd, env, subprocess.DEVNULL, subprocess.STDOUT)
         except FileNotFoundError as exc:
             # Some agents put a whole command line in `command`; split it as words (still
             # no shell: no expansion, no pipes) rather than fail on a missing "ls -la".
@@ -168,7 +168,7 @@ class Terminals:
                 raise RpcError(INTERNAL_ERROR, f"cannot run {command}: {exc.strerror}") from None
             try:
                 words = shlex.split(command)
-                proc = self._spawn(words, cwd, env)
+                proc, tree = start_tree(words, cwd, env, subprocess.DEVNULL, subprocess.STDOUT)
             except (ValueError, OSError, subprocess.SubprocessError) as exc2:
                 raise RpcError(INTERNAL_ERROR, f"cannot run {command}: {exc2}") from None
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
@@ -176,7 +176,7 @@ class Terminals:
         finally:
             if cwd_fd is not None:
                 os.close(cwd_fd)
-        terminal = Terminal(f"term-{next(self._ids)}", proc, limit, mark)
+        terminal = Terminal(f"term-{next(self._ids)}", proc, tree, limit)
         self._terminals[terminal.id] = terminal
         self._all.append(terminal)
         assert proc.stdout is not None
@@ -185,19 +185,6 @@ class Terminals:
             self._watch(terminal)
         self.loop.watch_child(proc, lambda rc: self._reaped(terminal, rc))
         return {"terminalId": terminal.id}
-
-    @staticmethod
-    def _spawn(argv: list[str], cwd: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
-        )
 
     def _watch(self, terminal: Terminal) -> None:
         self.loop.add_reader(terminal.proc.stdout, lambda: self._read(terminal))

@@ -33,11 +33,34 @@ from agentproto.typecheck import TYPE_CHECKING
 from agentproto.wire import LineFramer, TooLong
 
 if TYPE_CHECKING:
+    import subprocess
     from typing import Any, Callable
 
     from agentproto.drivers.transport import LineTransport, TransportFactory
     from agentproto.loop import Loop, Timer
     from agentproto.record import Wire
+
+
+def start_tree(
+    argv: list[str], cwd: str | None, env: dict[str, str], stdin: int, stderr: int
+) -> tuple[subprocess.Popen[bytes], proctree.Tree]:
+    """Start a child that leads its own session and process group, holding none of our
+    descriptors but its pipes (its stdout a pipe), and its ``Tree``: the mark put in its
+    environment finds what it starts, however detached."""
+    import subprocess
+
+    env, mark = proctree.mark_env(env)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        start_new_session=True,
+        close_fds=True,
+    )
+    return proc, proctree.Tree(proc.pid, mark)
 
 
 def process_transport(loop: "Loop", spawn: Spawn, wire: "Wire | None" = None) -> LineTransport:
@@ -96,23 +119,12 @@ class ProcessTransport:
         # subprocess (and the threading it imports) only once an agent starts: see cli.py.
         import subprocess
 
-        env, mark = proctree.mark_env(spawn.env)
         loop.spawning()  # the sidecar adopts what the agent will detach
-        self.proc = subprocess.Popen(
-            spawn.argv,
-            cwd=spawn.cwd,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-        )
+        self.proc, self.tree = start_tree(spawn.argv, spawn.cwd, spawn.env, subprocess.PIPE, subprocess.PIPE)
         if wire is not None:
             wire.spawned(spawn.argv, spawn.cwd)
         self.pid: int | None = self.proc.pid  # start_new_session: it leads its own group
         self.pgid = self.proc.pid
-        self.tree = proctree.Tree(self.pgid, mark)
         assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
         self._stdin_fd: int | None = self.proc.stdin.fileno()
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
