@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from agentproto.loop import Loop
     from agentproto.runtime import Runtime
 
-CONTROL_ENV = "AGENTPROTO_CONTROL"
 ASK_TIMEOUT = 10.0
 #: A control request is small: a longer line is refused without being kept.
 MAX_REQUEST = 64 * 1024

@@ -244,10 +244,6 @@ class RequestParser(MessageParser):
         self.state = "head"  # head, length, size, data, data_end, trailer, done
         self.trailer = 0  # bytes of trailer fields so far
 
-    @property
-    def head_complete(self) -> bool:
-        return self.request is not None
-
     def leftover(self) -> bytes:
         """Once the request is complete: the bytes received after it (a pipelined request)."""
         return bytes(self.buf) if self.done else b""

@@ -139,8 +139,6 @@ class Out(Protocol):
 
 # -- mailboxes: a session's events until a request streams them --------------------------
 
-_CLOSED = object()
-
 
 class _Mailbox:
     def __init__(self, hub: "OpsHub", session: Session) -> None:
