@@ -240,9 +240,12 @@ class MockDriver(Driver):
         if not self.gone:
             self._stop()
 
-    def _stop(self) -> None:
+    def _stop(self, failure: AgentError | None = None) -> None:
+        """Gone: no step plays again; the failure (a Die step's) is reported before closed."""
         self.gone = True
         self.steps.clear()
+        if failure is not None:
+            self.host.fail(failure)
         self.host.loop.call_soon(self.host.closed)
 
     # -- turns ----------------------------------------------------------------------------
@@ -336,10 +339,7 @@ class MockDriver(Driver):
                     else:
                         self.awaiting = True
                 else:  # Die
-                    self.gone = True
-                    steps.clear()
-                    host.fail(AgentError.process_exited("9", "mock died"))
-                    host.loop.call_soon(host.closed)
+                    self._stop(AgentError.process_exited("9", "mock died"))
                 continue
             (tag, body), = step.items()
             if tag == "Emit":
