@@ -49,6 +49,7 @@ import os
 from agentproto.apptools import APP_SERVER as APP_SERVER
 from agentproto.apptools import HOOK_TIMEOUT, TOOL_TIMEOUT
 from agentproto.errors import AgentError, Kind, excerpt, log
+from agentproto.loop import Soon
 from agentproto.typecheck import TYPE_CHECKING, Protocol
 from agentproto.wire import Record, decode_json_line
 
@@ -387,3 +388,36 @@ class LineDriver(Driver):
     def resume_output(self) -> None:
         if self.transport is not None:
             self.transport.resume()
+
+
+class Deltas:
+    """Text deltas held back to go out as one event: consecutive deltas of one message (of
+    one kind, under one parent tool) become one, sent by ``flush`` (a driver calls it
+    before any other event) and on the loop's next pass at the latest. An agent that
+    writes a line per token then costs one event per read, not per token."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self._held: tuple[str, str, str | None, list[str]] | None = None
+        self._flush_soon = Soon(host.loop, self.flush)
+
+    @property
+    def holding(self) -> bool:
+        return self._held is not None
+
+    def delta(self, kind: str, message_id: str, piece: str, parent: str | None = None) -> None:
+        """A ``kind`` delta ("TextDelta", "ReasoningDelta") of ``message_id``."""
+        held = self._held
+        if held is not None:
+            if held[0] == kind and held[1] == message_id and held[2] == parent:
+                held[3].append(piece)
+                return
+            self.flush()
+        self._held = (kind, message_id, parent, [piece])
+        self._flush_soon.request()
+
+    def flush(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            kind, message_id, parent, pieces = held
+            self.host.emit({kind: {"message_id": message_id, "text": "".join(pieces)}}, None, parent)

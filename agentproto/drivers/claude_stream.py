@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from agentproto.drivers.base import Deltas
 from agentproto.drivers.claude_mapping import result_text, tool_snapshot
 from agentproto.drivers.fields import obj, objects, opt_integer, opt_text, text
-from agentproto.loop import Soon
 
 if TYPE_CHECKING:
     from agentproto.drivers.base import Host
@@ -42,11 +42,12 @@ class _Message:
         self.uuid: str | None = None  # the transcript entry of its last block
 
 
-class MessageStream:
-    """One session's message state: the messages and tools of the running turn."""
+class MessageStream(Deltas):
+    """One session's message state: the messages and tools of the running turn, and the
+    deltas of the read being handled (``Deltas``)."""
 
     def __init__(self, host: "Host", new_id: Callable[[str], str]) -> None:
-        self.host = host
+        super().__init__(host)
         #: Message ids the CLI did not give are made up through the launch (recorded, replayed).
         self.new_id = new_id
         self.messages: dict[str, _Message] = {}
@@ -56,35 +57,11 @@ class MessageStream:
         self.context_used = 0
         #: The reason a synthetic "authentication_failed" message gave, this turn.
         self.auth_failed: str | None = None
-        self._pending: list[Any] | None = None  # [kind, message id, parent, text] not yet sent
-        self._flush_soon = Soon(host.loop, self.flush)
 
     # -- events out
     def emit(self, kind: Any, parent: str | None = None, extensions: dict[str, Any] | None = None) -> None:
-        if self._pending is not None:
-            self.flush()
+        self.flush()
         self.host.emit(kind, extensions, parent)
-
-    def delta(self, kind: str, message_id: str, piece: str, parent: str | None) -> None:
-        """A text or reasoning delta; the deltas of one read are sent as one event."""
-        pending = self._pending
-        if pending is not None:
-            if pending[0] == kind and pending[1] == message_id and pending[2] == parent:
-                pending[3] += piece
-                return
-            self.flush()
-        self._pending = [kind, message_id, parent, piece]
-        self._flush_soon.request()
-
-    @property
-    def holding(self) -> bool:
-        return self._pending is not None
-
-    def flush(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            kind, message_id, parent, piece = pending
-            self.host.emit({kind: {"message_id": message_id, "text": piece}}, None, parent)
 
     def tool_status(
         self, tool: dict[str, Any], status: str, output: str | None = None, parent: str | None = None

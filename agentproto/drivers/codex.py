@@ -26,7 +26,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from agentproto.drivers.base import NOT_JSON, Host, Launch, LineDriver
+from agentproto.drivers.base import NOT_JSON, Deltas, Host, Launch, LineDriver
 from agentproto.drivers.codex_items import CodexItems
 from agentproto.drivers.codex_mapping import (
     DELTAS,
@@ -109,13 +109,13 @@ class CodexDriver(CodexItems, LineDriver):
         self._cancel_wanted = False
         self._ended: set[str] = set()
         self._streamed: set[str] = set()
+        self.deltas = Deltas(host)
         self._tools: dict[str, dict[str, Any]] = {}
         self._requests: dict[str, tuple[Any, str, dict[str, Any]]] = {}
         self._usage_base: dict[str, int] | None = None
         self._usage_total: dict[str, int] = {}
         self._stall_check = Alarm(self.loop, self._stalled)
         self._last_progress = 0.0
-        self._held: tuple[str, str, list[str]] | None = None
         self._compacted_turn: Any = None
         self.mcp_env: dict[str, str] = {}  # AGENTPROTO_MCP_<n>_<m>: the MCP servers' secrets
         env = launch.child_env()
@@ -300,7 +300,7 @@ class CodexDriver(CodexItems, LineDriver):
             stop(self.transport)  # its exit reports closed (on_exit)
 
     def on_exit(self, status: str | None, stderr: str) -> None:
-        self._flush_deltas()
+        self.deltas.flush()
         self._stall_check.cancel()
         self._handshake.cancel()
         if not self._closing:
@@ -346,10 +346,10 @@ class CodexDriver(CodexItems, LineDriver):
                     if type(delta) is str and type(item_id) is str:
                         self._buffer_delta(delta_kind, item_id, delta)
                     else:
-                        self._flush_deltas()
+                        self.deltas.flush()
                         self._skipped(str(method), "its delta and itemId must be strings")
                 return
-        self._flush_deltas()
+        self.deltas.flush()
         kind = self.rpc.receive(message)  # a response runs its call's callback here
         if isinstance(kind, (Request, Notification)):
             params = kind.params if isinstance(kind.params, dict) else {}
@@ -372,21 +372,8 @@ class CodexDriver(CodexItems, LineDriver):
         loop tick, so order and latency are kept while a burst costs one event.
         """
         self._last_progress = self.loop.time()
-        held = self._held
-        if held is not None:
-            if held[1] == item_id and held[0] == kind:
-                held[2].append(text)
-                return
-            self._flush_deltas()
         self._streamed.add(item_id)
-        self._held = (kind, item_id, [text])
-        self.loop.call_soon(self._flush_deltas)
-
-    def _flush_deltas(self) -> None:
-        held = self._held
-        if held is not None:
-            self._held = None
-            self.host.emit({held[0]: {"message_id": held[1], "text": "".join(held[2])}})
+        self.deltas.delta(kind, item_id, text)
 
     # -- turns ------------------------------------------------------------------------------
 
@@ -470,7 +457,7 @@ class CodexDriver(CodexItems, LineDriver):
         self._request("thread/compact/start", {"threadId": self.thread_id}, started)
 
     def _end_turn(self, stop: Any, usage: dict[str, int] | None = None) -> None:
-        self._flush_deltas()
+        self.deltas.flush()
         if self.turn_id:
             self._ended.add(self.turn_id)
         self._turn_wanted = False
