@@ -48,26 +48,29 @@ class Reply(Protocol):
         """Every response of the message has been given."""
 
 
+#: How a tool call's answer is handed back: its result, or the error instead.
+Answer = Callable[["dict[str, Any] | None", "RpcError | None"], None]
+
+
 class ToolCall:
     """One ``tools/call`` being answered: the tool set calls ``result`` or ``fail`` once."""
 
-    __slots__ = ("name", "arguments", "_answer", "_notify", "_token", "_progress", "answered")
+    __slots__ = ("name", "arguments", "_answer", "_notify", "_token", "_progress")
 
     def __init__(
         self,
         name: str,
         arguments: dict[str, Any],
-        answer: Callable[[dict[str, Any] | None, RpcError | None], None],
+        answer: Answer,
         notify: Callable[[dict[str, Any]], None],
         token: Any,
     ) -> None:
         self.name = name
         self.arguments = arguments
-        self._answer = answer
+        self._answer: Answer | None = answer  # None once answered
         self._notify = notify
         self._token = token
         self._progress = 0
-        self.answered = False
 
     @property
     def wants_progress(self) -> bool:
@@ -75,7 +78,7 @@ class ToolCall:
 
     def progress(self, message: str, total: float | None = None) -> None:
         """A progress notification, when the client asked for them (else nothing)."""
-        if self._token is None or self.answered:
+        if self._token is None or self._answer is None:
             return
         self._progress += 1
         params: dict[str, Any] = {"progressToken": self._token, "progress": self._progress, "message": message}
@@ -85,15 +88,16 @@ class ToolCall:
 
     def result(self, result: dict[str, Any]) -> None:
         """The call's ``CallToolResult`` (``content``, ``structuredContent``, ``isError``)."""
-        if not self.answered:
-            self.answered = True
-            self._answer(result, None)
+        self._give(result, None)
 
     def fail(self, error: RpcError) -> None:
         """A protocol error instead of a result (bad arguments, an unknown tool)."""
-        if not self.answered:
-            self.answered = True
-            self._answer(None, error)
+        self._give(None, error)
+
+    def _give(self, result: dict[str, Any] | None, error: RpcError | None) -> None:
+        answer, self._answer = self._answer, None
+        if answer is not None:
+            answer(result, error)
 
 
 class ToolSet(Protocol):
