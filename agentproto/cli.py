@@ -67,6 +67,8 @@ def _read_mock(path: str | None) -> tuple[dict[str, Any] | None, bytes]:
         return load_script(raw.decode("utf-8")), raw
     except OSError as exc:
         raise SystemExit(_fail(f"cannot read mock script {path}: {exc.strerror}")) from None
+    except UnicodeDecodeError as exc:
+        raise SystemExit(_fail(f"mock script {path}: not UTF-8 text (at byte {exc.start})")) from None
     except ScriptError as exc:
         raise SystemExit(_fail(f"mock script {path}: {exc}")) from None
 

@@ -395,10 +395,12 @@ def _mock_script(header: dict[str, Any] | None) -> dict[str, Any] | None:
         text = json.dumps(mock["script"])
     elif mock.get("path"):
         try:
-            with open(mock["path"], encoding="utf-8") as f:
-                text = f.read()
+            with open(mock["path"], "rb") as f:
+                text = f.read().decode("utf-8")
         except OSError as exc:
             raise Invalid(0, f"the mock script {mock['path']} cannot be read: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise Invalid(0, f"the mock script {mock['path']} is not UTF-8 text (at byte {exc.start})") from None
     if text is None:
         raise Invalid(0, "the header names a mock script without its content or path")
     try:

@@ -133,6 +133,15 @@ def test_the_usage_checks_keep_what_is_right() -> None:
     assert run("chat", "mock", "--mock", script("turn"), stdin=b"x").returncode == 0
 
 
+@pytest.mark.parametrize("command", [["serve"], ["agent", "--single-shot"], ["chat"]])
+def test_a_mock_script_that_is_not_utf8_is_one_line_exit_1(command: list[str], tmp_path: Path) -> None:
+    bad = tmp_path / "latin1.json"
+    bad.write_bytes(b'{"turns": [], "name": "caf\xe9"}')
+    result = run(*command, "--mock", str(bad), stdin=b'{"op": "capabilities"}')
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.decode().splitlines() == [f"agentproto: mock script {bad}: not UTF-8 text (at byte 26)"]
+
+
 def test_schema_prints_the_schema() -> None:
     result = run("schema")
     assert result.returncode == 0
