@@ -75,7 +75,18 @@ def _text(value: Any) -> str:
         return f"(an error message that is a {type(value).__name__} nested too deeply to show)"
 
 
-class Request:
+class _Message:
+    """What the kinds of message below share: their members are slots, and their repr shows
+    each of them but ``params`` and ``result`` (which may be large)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        shown = (f"{name}={getattr(self, name)!r}" for name in self.__slots__ if name not in ("params", "result"))
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+
+class Request(_Message):
     """A call from the other side; answer it with ``Peer.result`` or ``Peer.error``."""
 
     __slots__ = ("id", "method", "params")
@@ -85,22 +96,16 @@ class Request:
         self.method = method
         self.params = params
 
-    def __repr__(self) -> str:
-        return f"Request({self.id!r}, {self.method!r})"
 
-
-class Notification:
+class Notification(_Message):
     __slots__ = ("method", "params")
 
     def __init__(self, method: str, params: Any) -> None:
         self.method = method
         self.params = params
 
-    def __repr__(self) -> str:
-        return f"Notification({self.method!r})"
 
-
-class Response:
+class Response(_Message):
     """The other side's answer to one of our calls (``matched`` when it was ours)."""
 
     __slots__ = ("id", "result", "error", "matched")
@@ -111,11 +116,8 @@ class Response:
         self.error = error
         self.matched = matched
 
-    def __repr__(self) -> str:
-        return f"Response({self.id!r}, error={self.error!r}, matched={self.matched})"
 
-
-class Invalid:
+class Invalid(_Message):
     """A message that is not JSON-RPC; ``id`` is the request's id when it could be read."""
 
     __slots__ = ("id", "error")
@@ -123,9 +125,6 @@ class Invalid:
     def __init__(self, rpc_id: Any, error: RpcError) -> None:
         self.id = rpc_id
         self.error = error
-
-    def __repr__(self) -> str:
-        return f"Invalid({self.id!r}, {self.error!r})"
 
 
 Message = Union[Request, Notification, Response, Invalid]
