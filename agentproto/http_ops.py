@@ -82,7 +82,6 @@ class OpsHttp:
     sessions (the server's, not a connection's)."""
 
     def __init__(self, runtime: Runtime, auth_token: str | None, recorder: Recorder | None) -> None:
-        self.runtime = runtime
         self.loop = runtime.loop
         self.auth_token = auth_token
         self.recorder = recorder
