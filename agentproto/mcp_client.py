@@ -165,10 +165,11 @@ class Exchange:
         self.loop = loop
         self.request = request
         self.done: Callable[[Any, Any], None] | None = done
-        self.reader: Reader | None = None
-        self.output: Output | None = None
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         self.sock.setblocking(False)
+        fd = self.sock.fileno()
+        self.output = Output(loop, fd, self.unsent)  # written once connected
+        self.reader = Reader(loop, fd, self.received, self.closed, self.read_size)
         self.deadline = Alarm(loop, self.late)
         if timeout > 0:
             self.deadline.set(timeout)
@@ -187,9 +188,6 @@ class Exchange:
         if code:
             self.refused(code)
             return
-        fd = self.sock.fileno()
-        self.output = Output(self.loop, fd, self.unsent)
-        self.reader = Reader(self.loop, fd, self.received, self.closed, self.read_size)
         self.output.send(self.request)
         self.reader.start()
 
@@ -219,10 +217,8 @@ class Exchange:
         if done is None:
             return
         self.deadline.cancel()
-        if self.reader is not None:
-            self.reader.close()
-        if self.output is not None:
-            self.output.close()
+        self.reader.close()
+        self.output.close()
         self.loop.forget(self.sock)
         self.sock.close()
         done(answer, problem)
