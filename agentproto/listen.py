@@ -100,7 +100,6 @@ def hang_up(loop: "Loop", sock: socket.socket, output: "Output") -> None:
     output.on_drained = None
     loop.forget(sock)
     output.close()
-    output.failed = True
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:

@@ -281,6 +281,11 @@ class Output:
             self.on_error = on_error
 
     def close(self) -> None:
+        """Stop writing for good: a flush already asked for does not run (the descriptor
+        may be closed and its number given to another file next), and later lines are
+        dropped and counted as delivered."""
+        self.failed = True
+        self._flush_soon.cancel()
         if self.waiting:
             self.loop.remove_writer(self.fd)
             self.waiting = False

@@ -216,3 +216,28 @@ def test_write_chunk_batches_small_lines_into_one_write() -> None:
     loop.close()
     os.close(r)
     os.close(w)
+
+
+def test_a_closed_output_writes_nothing_more_to_its_descriptor_number() -> None:
+    """Regression: a flush asked for before ``close`` still ran on the next pass, writing to
+    the descriptor number after its owner had closed it: another file opened in between
+    (here a pipe that got the same number) received the closed connection's bytes."""
+    loop = Loop()
+    r, w = os.pipe()
+    out = Output(loop, w, lambda exc: None)
+    session = Counted()
+    out.send(b"for the closed connection\n", session)  # type: ignore[arg-type]
+    r2, other = os.pipe()
+    os.set_blocking(r2, False)
+    out.close()
+    os.close(w)
+    w2 = os.dup(other)  # the lowest free number: w's again, now another pipe's writer
+    assert w2 == w
+    out.send(b"later\n", session)  # type: ignore[arg-type]
+    loop.call_later(0.05, loop.stop)
+    loop.run()
+    assert drain(r2) == b""
+    assert session.delivered_count == 1  # the line sent after the close is dropped, and counted
+    loop.close()
+    for fd in (r, r2, other, w2):
+        os.close(fd)
