@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto import inspect
 from agentproto.errors import AgentError, Kind, error_from_body, log
-from agentproto.listen import Accepted, UnixListener
-from agentproto.mcp_client import Exchange
+from agentproto.listen import Accepted, Exchange, UnixListener
 from agentproto.streams import LineReader
 from agentproto.wire import TooLong, decode_json_line, encode
 

@@ -2,7 +2,8 @@
 the app's tools as a real agent would, and how ``mcp-bridge`` relays stdio to the listener.
 
 Rules of this file:
-- Nothing blocks: each POST is its own non-blocking connection (``Connection: close``),
+- Nothing blocks: each POST is its own non-blocking connection (``Connection: close``, a
+  ``listen.Exchange``),
   connected through the loop and read and written through ``streams.Reader`` and
   ``streams.Output`` (so ``loop.io`` sees every byte). No thread, no blocking socket call.
 - ``ResponseParser`` is sans-IO: bytes in, one response out, bounded (head and body), and
@@ -15,7 +16,6 @@ Rules of this file:
 
 from __future__ import annotations
 
-import errno
 import json
 import re
 import socket
@@ -24,8 +24,7 @@ from urllib.parse import urlsplit
 
 from agentproto import __version__, jsonrpc
 from agentproto.httpcore import _CHUNK_LINE, _LENGTH, MAX_CHUNK_LINE, MAX_HEAD, MessageParser  # its strict grammar
-from agentproto.loop import Alarm
-from agentproto.streams import Output, Reader
+from agentproto.listen import Exchange
 
 if TYPE_CHECKING:
     from agentproto.loop import Loop
@@ -147,81 +146,6 @@ class ResponseParser(MessageParser):
         if self.done or not self.head_done or self.chunked or self.length is not None:
             return None
         return self._finish()
-
-
-class Exchange:
-    """One request and its answer over a client socket of its own, on the loop: connected
-    without blocking, the request written through an ``Output`` and the answer read through
-    a ``Reader`` (so ``loop.io`` sees every byte), within the deadline ``timeout`` sets (0:
-    none). ``end(answer, problem)`` calls ``done`` with them once and closes it all; the
-    subclass reads the answer (``received``, ``closed``) and words a failure (``fail``)."""
-
-    #: How much one read takes (None: the Reader's default).
-    read_size: int | None = 64 * 1024
-
-    def __init__(
-        self, loop: "Loop", family: int, request: bytes, done: Callable[[Any, Any], None], timeout: float
-    ) -> None:
-        self.loop = loop
-        self.request = request
-        self.done: Callable[[Any, Any], None] | None = done
-        self.sock = socket.socket(family, socket.SOCK_STREAM)
-        self.sock.setblocking(False)
-        fd = self.sock.fileno()
-        self.output = Output(loop, fd, self.unsent)  # written once connected
-        self.reader = Reader(loop, fd, self.received, self.closed, self.read_size)
-        self.deadline = Alarm(loop, self.late)
-        if timeout > 0:
-            self.deadline.set(timeout)
-
-    def connect(self, address: Any) -> None:
-        """Start connecting to ``address`` (an OSError it raises is the caller's)."""
-        code = self.sock.connect_ex(address)
-        if code in (0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN):
-            self.loop.add_writer(self.sock, self._connected)
-        else:
-            self.loop.call_soon(lambda: self.refused(code))
-
-    def _connected(self) -> None:
-        self.loop.remove_writer(self.sock)
-        code = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        if code:
-            self.refused(code)
-            return
-        self.output.send(self.request)
-        self.reader.start()
-
-    # What the subclass decides.
-    def received(self, data: bytes) -> None:
-        raise NotImplementedError
-
-    def closed(self) -> None:
-        """The other side closed the connection."""
-        raise NotImplementedError
-
-    def fail(self, why: str) -> None:
-        self.end(None, why)
-
-    def refused(self, code: int) -> None:
-        self.fail(f"cannot connect: {errno.errorcode.get(code, code)}")
-
-    def unsent(self, exc: OSError) -> None:
-        self.fail(f"cannot send: {exc.strerror or exc}")
-
-    def late(self) -> None:
-        self.fail("no response in time")
-
-    # The end.
-    def end(self, answer: Any, problem: Any) -> None:
-        done, self.done = self.done, None
-        if done is None:
-            return
-        self.deadline.cancel()
-        self.reader.close()
-        self.output.close()
-        self.loop.forget(self.sock)
-        self.sock.close()
-        done(answer, problem)
 
 
 Done = Callable[["HttpResponse | None", "str | None"], None]
