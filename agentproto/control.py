@@ -23,7 +23,7 @@ import os
 import socket
 from typing import TYPE_CHECKING, Any, Callable
 
-from agentproto import inspect
+from agentproto import inspect, private
 from agentproto.errors import AgentError, Kind, error_from_body, log
 from agentproto.listen import Accepted, Exchange, UnixListener
 from agentproto.streams import LineReader
@@ -49,6 +49,12 @@ def run_inspect(runtime: "Runtime", args: dict[str, Any], done: Done, follow_soc
     """Answer one ``inspect`` request: ``done(view, None)`` or ``done(None, error)``."""
     try:
         checked = inspect.check_args(args)
+        for what in ("sock", "db"):
+            if checked[what] is not None:
+                try:
+                    private.check_confined(checked[what], what)  # replay: nothing outside its own
+                except private.UnsafePath as exc:
+                    raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"inspect: {exc.strerror}") from None
         if checked["sock"] and follow_sock:
             request = {k: v for k, v in checked.items() if k != "sock" and v is not None}
             ask(runtime.loop, checked["sock"], {**request, "op": "inspect"}, done)

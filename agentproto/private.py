@@ -15,6 +15,11 @@ else by planting a symlink or a file of their own at a path we use. So:
   owns is refused with ``UnsafePath`` (an OSError) saying which, and nothing is written.
 - ``cleanup()``: removes the whole area; run at exit (atexit) and by the frontends as
   they end. A sidecar killed with SIGKILL leaves its (owner-only) area behind.
+- ``confine(root)``: replay's rule (replay.py), a recording from anyone touches nothing
+  outside the replay's own temp directory. While it holds, the private area is made in
+  ``root``, and ``check_confined(path, what)`` refuses (``UnsafePath``) every path outside
+  ``root`` that agentproto would open, make or connect to on a request's behalf (an
+  attachment, ``config_home``, ``inspect``'s ``db`` and ``sock``, ACP ``fs/*``' directory).
 
 Nothing here touches the loop: these are small local file operations done at open and
 close, like every other file access of the sidecar.
@@ -34,11 +39,13 @@ from agentproto.typecheck import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import TextIO
 
-__all__ = ["UnsafePath", "session_dir", "remove_tree", "write_private", "open_append", "lstat", "cleanup"]
+__all__ = ["UnsafePath", "session_dir", "remove_tree", "write_private", "open_append", "lstat", "cleanup",
+           "confine", "check_confined"]  # fmt: skip
 
 _root: str | None = None
 _root_pid = 0  # the process that made it: a forked child must not remove its parent's area
 _registered = False
+_confined: str | None = None  # replay's directory (``confine``)
 
 
 class UnsafePath(OSError):
@@ -55,12 +62,29 @@ def _area() -> str:
         import tempfile
 
         # mkdtemp: mkdir with mode 0700, failing rather than reusing a planted name.
-        _root = tempfile.mkdtemp(prefix="agentproto-", dir=tempfile.gettempdir())
+        _root = tempfile.mkdtemp(prefix="agentproto-", dir=_confined or tempfile.gettempdir())
         _root_pid = os.getpid()
         if not _registered:
             atexit.register(cleanup)
             _registered = True
     return _root
+
+
+def confine(root: str | None) -> None:
+    """Confine what agentproto does on a request's behalf to ``root`` (None: no longer)."""
+    global _confined
+    _confined = os.path.realpath(root) if root is not None else None
+    cleanup()  # the next private area is made where the rule says
+
+
+def check_confined(path: str, what: str) -> None:
+    """Under ``confine``: ``UnsafePath`` unless ``path`` (symlinks resolved) is inside the
+    confining directory. Otherwise nothing."""
+    if _confined is None:
+        return
+    real = os.path.realpath(path)
+    if real != _confined and not real.startswith(_confined.rstrip("/") + "/"):
+        raise UnsafePath(f"replay touches nothing outside its own directory: {what} {path} is outside it")
 
 
 def session_dir(name: str) -> str:

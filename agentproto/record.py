@@ -4,9 +4,10 @@ A recording is a sequence of runs; each process that opens the file appends one 
 which starts with its header. Its lines (one JSON object each, appended):
 
 - ``{"recording": 1, "agentproto", "frontend", "tmpdir", "mock", ...}``: the header: what
-  replay needs to rebuild the same runtime (the ``--mock`` script's path, sha256 and
-  content; agentproto's version; the frontend; the temp directory of the recording
-  machine, whose paths replay maps onto its own).
+  replay needs to rebuild the same runtime (the ``--mock`` script's path, the sha256 of
+  its bytes, its content and its text, which replay plays; agentproto's version; the
+  frontend; the temp directory of the recording machine, whose paths replay maps onto
+  its own).
 - ``{"request": RAW, "response": RAW}``: the ops framings (the ``agent`` loop,
   ``--single-shot``, HTTP, JSON-RPC, MCP), exactly the seed's recorded-session pairs:
   ``request`` the raw request line, whitespace-trimmed; ``response`` every byte written
@@ -94,8 +95,11 @@ class Sink(Protocol):
 
 def mock_facts(path: str, raw: bytes) -> dict[str, Any]:
     """The header's ``mock``: the path of the script that is played, the sha256 of its
-    bytes ``raw`` and its content (``raw`` holds a script that loaded: it is JSON)."""
-    return {"path": os.path.abspath(path), "sha256": hashlib.sha256(raw).hexdigest(), "script": json.loads(raw)}
+    bytes ``raw``, its content and its text (``raw`` holds a script that loaded: it is JSON
+    text, so UTF-8). Replay plays ``text``, checked against ``sha256``, and never opens
+    ``path``."""
+    return {"path": os.path.abspath(path), "sha256": hashlib.sha256(raw).hexdigest(), "script": json.loads(raw),
+            "text": raw.decode("utf-8")}  # fmt: skip
 
 
 class Recorder:

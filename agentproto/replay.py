@@ -7,24 +7,45 @@ JSON-RPC, MCP, HTTP's handler. The app's recorded inputs are fed to it in their 
 order (replay_check.py's timeline); what it records live goes to the checker here instead
 of a file and is compared, normalized, with what was recorded. Sessions whose agent wire
 was recorded get the replay transport (replay_transport.py): no agent runs. Mock sessions
-replay live (the mock is deterministic).
+replay live (the mock is deterministic), playing the script the header embeds.
 
 Exit: 0 every response matched; 1 at least one drifted (stderr names, for each request
-that drifted, its first differing line, recorded vs live); 2 the file cannot be read or
-holds a line that is not a valid record (its number and why).
+that drifted, its first differing line, recorded vs live); 2 the file cannot be read,
+holds a line that is not a valid record (its number and why), or asks for what replay
+never does (below).
 
 ``replay --update PATH`` rewrites the file from the live run (the recorded agent wire,
 that is every line the agents sent, is kept; what agentproto wrote is the live run's).
 
-Rules of this file:
-- Nothing the recording names is written to: ``record_wire`` paths in replayed requests
-  are ignored, and the recording's temp paths are moved into a fresh temp directory.
+Rules of this file (SECURITY.md, "Replaying a recording"): a recording may come from
+anyone (a pull request), so replay runs nothing and touches nothing of the machine's.
+- It never starts a process. The whole file is checked before any run of it: a session
+  launched with an agent other than the built-in mock and without a recorded agent wire
+  is exit 2, naming the session and its agent. While it runs, ``start_tree`` refuses
+  every start (process.refuse_children), the runtime resolves no agent but the mock for
+  a session without a recorded wire, and its transport factory never makes a child
+  process (``discover``'s ``--version`` probes then report no version). A session
+  refused at run time is exit 2 too.
+- The mock plays the script the header embeds (``mock.script``), whose ``mock.text``
+  must have the header's ``mock.sha256``; ``mock.path`` is never opened. A header
+  naming a mock without its embedded text, or whose sha256 does not match, is exit 2.
+- It touches nothing outside a fresh temp directory of its own (the *root*): the
+  recording's temp paths are moved into it, the private area is made in it, temp files
+  go there (``tempfile.tempdir``), and every path agentproto would open, make or connect
+  to on a request's behalf elsewhere is refused (private.confine: attachments,
+  ``config_home``, ``inspect``'s ``db`` and ``sock``). ``record_wire`` paths in replayed
+  requests are ignored. What a driver serves on its agent's behalf is answered from the
+  recording (``Launch.recorded_answer``: ACP's ``fs/*`` and ``terminal/*`` get the
+  answers agentproto wrote then; one the recording lacks gets an error), so the recorded
+  agent's writes and commands never run, and a replay answers exactly what was answered.
 - Waiting is bounded: an input whose expectations never come is given after
   ``STALL`` seconds of a quiet loop (the drift is reported, the replay goes on).
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import os
 import shutil
@@ -34,11 +55,10 @@ import tempfile
 from typing import Any
 
 from agentproto import __version__, private
-from agentproto.drivers import catalog
+from agentproto.drivers import catalog, process
 from agentproto.drivers.catalog import AgentSpec
-from agentproto.drivers.process import process_transport
 from agentproto.drivers.transport import LineTransport, Spawn
-from agentproto.errors import log
+from agentproto.errors import AgentError, Kind, log
 from agentproto.loop import Loop
 from agentproto.observations import Observer
 from agentproto.record import Recorder, Wire
@@ -51,8 +71,10 @@ from agentproto.replay_check import (
     Run,
     Timeline,
     build,
+    describe_agent,
     first_difference,
     read_runs,
+    unwired_agents,
 )
 from agentproto.replay_transport import ReplayTransport
 from agentproto.runtime import Runtime
@@ -62,22 +84,32 @@ EXIT_OK, EXIT_DRIFT, EXIT_INVALID = 0, 1, 2
 #: Seconds of a loop with nothing to do before replay stops waiting for a record.
 STALL = 3.0
 SLICE = 0.02
+#: What start_tree says while a replay runs.
+NO_PROCESS = "replay starts no process (a recording may come from anyone)"
 
 
 class ReplayRuntime(Runtime):
     """A runtime whose agents are the recording's: sessions with a recorded wire resolve to
-    the recorded installation (nothing needs to be installed) and get the recorded ids."""
+    the recorded installation (nothing needs to be installed) and get the recorded ids;
+    any other session may only be the built-in mock's (see the module's rules)."""
 
     def __init__(self, loop: Loop, timeline: Timeline, checker: "Checker", **kwargs: Any) -> None:
         self.timeline = timeline
         self.transports: dict[str, ReplayTransport] = {}
-        self.live_transports: list[LineTransport] = []
+        #: Why a session was refused (no recorded wire, not the mock): exit 2.
+        self.refused: list[str] = []
         observer = Observer(loop, None)  # a replay adds no rows to anyone's database
         super().__init__(loop, transport_factory=self._transport, recorder=checker, observer=observer, **kwargs)
 
     def resolve(self, agent: Any, session_id: str | None) -> tuple[AgentSpec, dict[str, Any]]:
         recorded = self.timeline.installations.get(session_id or "")
         if recorded is None or session_id not in self.timeline.wired:
+            if not _is_mock_ref(agent):
+                who = f"session {session_id}" if session_id else "a request"
+                why = (f"{who} has no recorded agent wire and its agent is {describe_agent(agent)}, "
+                       "not the built-in mock: replay starts no agent")  # fmt: skip
+                self.refused.append(why)
+                raise AgentError.detail(Kind.SPAWN_FAILED, why)
             return super().resolve(agent, session_id)
         # The spec from the reference, at a path that surely exists; the installation as
         # it was recorded (the executable need not exist here: it never runs).
@@ -88,9 +120,14 @@ class ReplayRuntime(Runtime):
         spec, _ = catalog.resolve_ref(here)
         return spec, dict(recorded)
 
-    def _launch(self, args: dict[str, Any], *rest: Any) -> tuple[AgentSpec, Any]:
-        spec, launch = super()._launch(args, *rest)
+    def _launch(
+        self, args: dict[str, Any], throwaway: bool = False, tools_disabled: bool = False, session_id: str | None = None
+    ) -> tuple[AgentSpec, Any]:
+        spec, launch = super()._launch(args, throwaway, tools_disabled, session_id)
         launch.record_wire = None  # a replay writes nothing the recording names
+        # What the driver serves its agent (ACP fs/*, terminal/*) is the recording's answer.
+        session = session_id or ""
+        launch.recorded_answer = lambda rpc_id: self.timeline.recorded_answer(session, rpc_id)
         return spec, launch
 
     def made_up(self, session_id: str, purpose: str) -> str:
@@ -102,9 +139,16 @@ class ReplayRuntime(Runtime):
             transport = ReplayTransport(loop, spawn, wire)
             self.transports[wire.session] = transport
             return transport
-        live = process_transport(loop, spawn, wire)  # no recorded wire: the agent runs
-        self.live_transports.append(live)
-        return live
+        # No recorded wire (a version probe, a session resolved past the checks): nothing
+        # runs in its place either.
+        raise PermissionError(errno.EPERM, NO_PROCESS)
+
+
+def _is_mock_ref(agent: Any) -> bool:
+    """Whether an AgentRef names the built-in mock (by its id, never an ACP agent)."""
+    if isinstance(agent, dict):
+        return "acp" not in agent and agent.get("id") == "mock"
+    return bool(agent == "mock")
 
 
 class Checker:
@@ -384,38 +428,43 @@ def _ops_server(name: str) -> Any:
 # -- one run ------------------------------------------------------------------------------------
 
 
-def _mock_script(header: dict[str, Any] | None) -> dict[str, Any] | None:
+def _mock_script(header: dict[str, Any] | None, lineno: int = 0) -> dict[str, Any] | None:
+    """The mock script the header embeds, checked (``mock.path`` is never opened)."""
     mock = (header or {}).get("mock")
     if not mock:
         return None
     from agentproto.drivers.mock import ScriptError, load_script
 
-    text: str | None = None
-    if mock.get("script") is not None:
-        text = json.dumps(mock["script"])
-    elif mock.get("path"):
-        try:
-            with open(mock["path"], "rb") as f:
-                text = f.read().decode("utf-8")
-        except OSError as exc:
-            raise Invalid(0, f"the mock script {mock['path']} cannot be read: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise Invalid(0, f"the mock script {mock['path']} is not UTF-8 text (at byte {exc.start})") from None
-    if text is None:
-        raise Invalid(0, "the header names a mock script without its content or path")
+    named = f" (recorded from {mock['path']}, which replay never opens)" if isinstance(mock.get("path"), str) else ""
+    text = mock.get("text")
+    if not isinstance(text, str):
+        why = "the header names a mock script without embedding its text (`mock.text`)"
+        raise Invalid(lineno, why + named + "; record it again with this version")
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    if digest != mock.get("sha256"):
+        raise Invalid(lineno, f"the embedded mock script{named} does not have the header's sha256 "
+                              f"{mock.get('sha256')!r} (its text has {digest})")  # fmt: skip
     try:
-        return load_script(text)
+        script = load_script(text)
     except ScriptError as exc:
-        raise Invalid(0, f"the recorded mock script does not load: {exc}") from None
+        raise Invalid(lineno, f"the recorded mock script does not load: {exc}") from None
+    if "script" in mock and mock["script"] != json.loads(text):
+        raise Invalid(lineno, "the header's `mock.script` is not its `mock.text`")
+    return script
 
 
-def replay_run(run: Run, label: str, drifts: list[str], update: Recorder | None) -> None:
+def replay_run(run: Run, label: str, drifts: list[str], update: Recorder | None) -> list[str]:
+    """Replay one run; what it refused (sessions without a wire, not the mock's)."""
     header = run.header or {}
     root = tempfile.mkdtemp(prefix="replay-")
+    saved_tempdir = tempfile.tempdir
     try:
         normalizer = Normalizer(header.get("tmpdir"), tempfile.gettempdir(), root, header.get("agentproto"))
         timeline = build(run, normalizer)
         _make_dirs(timeline, root)
+        # Everything the live run makes goes into the root (see the module's rules).
+        tempfile.tempdir = root
+        private.confine(root)
         loop = Loop()
         checker = Checker(timeline, normalizer, drifts, label, update)
         runtime = ReplayRuntime(loop, timeline, checker, mock_script=_mock_script(run.header),
@@ -430,11 +479,12 @@ def replay_run(run: Run, label: str, drifts: list[str], update: Recorder | None)
             deadline = loop.time() + 2.0
             loop.call_later(2.0, lambda: None)
             loop.run(until=lambda: not runtime.sessions or loop.time() > deadline)
-            for live in runtime.live_transports:
-                live.kill()
             frontend.close()
             loop.close()
+        return [f"{label}: {why}" for why in runtime.refused]
     finally:
+        private.confine(None)
+        tempfile.tempdir = saved_tempdir
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -532,24 +582,40 @@ def replay_file(path: str, update: bool = False) -> tuple[int, list[str]]:
         return EXIT_INVALID, [f"{path}: not UTF-8 text (at byte {exc.start})"]
     try:
         runs = read_runs(text)
-        scripts = [_mock_script(run.header) for run in runs]
     except Invalid as exc:
         return EXIT_INVALID, [f"{path}: {exc}"]
-    del scripts  # checked up front: a bad header is exit 2 before anything runs
+    # The whole file, checked before any run of it: a bad header, or a session replay would
+    # have to start an agent for, is exit 2 before anything runs.
+    refused: list[str] = []
+    for number, run in enumerate(runs, 1):
+        label = f"{path} (run {number})" if len(runs) > 1 else path
+        try:
+            _mock_script(run.header, run.header_line)
+        except Invalid as exc:
+            refused.append(f"{label}: {exc}")
+        refused += [f"{label}: {why}" for why in unwired_agents(run)]
+    if refused:
+        return EXIT_INVALID, refused
     drifts: list[str] = []
     writer = None
     temp = f"{path}.replay-{os.getpid()}"
     if update:
         writer = Recorder(temp)
+    process.refuse_children(NO_PROCESS)
     try:
         for number, run in enumerate(runs, 1):
             if writer is not None and run.header is not None:
                 writer.header = {**run.header, "agentproto": __version__}  # written before the run's first record
-            replay_run(run, f"{path} (run {number})" if len(runs) > 1 else path, drifts, writer)
+            refused += replay_run(run, f"{path} (run {number})" if len(runs) > 1 else path, drifts, writer)
     finally:
+        process.refuse_children(None)
         private.cleanup()
         if writer is not None:
             writer.close()
+    if refused:
+        if writer is not None and os.path.exists(temp):
+            os.unlink(temp)
+        return EXIT_INVALID, refused
     if writer is not None:
         os.replace(temp, path)
         return EXIT_OK, []

@@ -15,7 +15,12 @@ equal byte for byte:
   ``duration_api_ms``, ``elapsed_ms``, ``age_s``: zeroed) and process ids (``pid``);
 - temp paths: the recording machine's temp directory and the replay's own become
   ``$TMP``, and the sidecar's private directories (``agentproto-XXXXXXXX/...``)
-  ``$PRIVATE``;
+  ``$PRIVATE``. A temp directory is a path of its own only where it starts one (at the
+  start of the text, after a quote, whitespace, ``=``, ``:`` or ``file://``) and ends one
+  (before ``/``, JSON's escaped slash, the end of the text or a character no path has there:
+  a quote, whitespace, ``=``, ``:``, ``,``, ``;``, a backslash, a closing bracket), on
+  both sides: ``/var/tmp/x`` holds no ``/tmp``, nor does ``/tmpx``. Its JSON-escaped
+  spelling (each ``/`` escaped) is one too;
 - loopback ports (``127.0.0.1:PORT``) and secrets (``[redacted]`` on both sides);
 - agentproto's own version where it reports it (``$VERSION``).
 """
@@ -51,6 +56,8 @@ class Run:
 
     header: dict[str, Any] | None
     records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    #: The header's line number in the file (0: no header).
+    header_line: int = 0
 
     @property
     def frontend(self) -> str:
@@ -125,7 +132,7 @@ def read_runs(text: str) -> list[Run]:
             raise Invalid(lineno, f"not JSON ({exc})") from None
         what = check_record(record, lineno)
         if what == "header":
-            runs.append(Run(record))
+            runs.append(Run(record, header_line=lineno))
         else:
             if not runs:
                 runs.append(Run(None))
@@ -180,12 +187,20 @@ class Normalizer:
         return self._common(redact.scrub(text), self.live, __version__)
 
 
+#: What may come before a temp directory for it to start a path, and after it for it to
+#: end one (see the module's docstring).
+_BEFORE = r"""(?:(?<![^\s"'=:])|(?<=file://))"""
+_AFTER = r"""(?=/|\\/|$|[\s"'=:,;\\\])}>])"""
+
+
 def _replace_path(text: str, prefix: str, replacement: str) -> str:
     prefix = prefix.rstrip("/") or "/"
     if prefix == "/":
         return text
-    # The prefix itself, or followed by a separator: /tmp, /tmp/x, never /tmpfoo.
-    return re.sub(re.escape(prefix) + r"(?=[/\"\\\s]|$)", lambda _m: replacement, text)
+    # /tmp, /tmp/x, "/tmp", x=/tmp, never /tmpfoo or /var/tmp; and JSON's \/tmp\/x.
+    escaped, escaped_by = prefix.replace("/", "\\/"), replacement.replace("/", "\\/")
+    pattern = _BEFORE + "(?:(" + re.escape(prefix) + ")|" + re.escape(escaped) + ")" + _AFTER
+    return re.sub(pattern, lambda m: replacement if m.group(1) is not None else escaped_by, text)
 
 
 # -- the timeline ---------------------------------------------------------------------------------
@@ -220,6 +235,19 @@ class Timeline:
     installations: dict[str, dict[str, Any]]
     ids: dict[tuple[str, str], list[str]]
     wired: set[str]
+    #: Per session and JSON-RPC id (its JSON text): the answers agentproto wrote to the
+    #: agent's own requests (``to_agent`` lines with a result or an error), in order, as the
+    #: live run gets them (its temp paths moved): replay answers with them (recorded_answer).
+    answers: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+    def recorded_answer(self, session: str, rpc_id: Any) -> str | None:
+        """The next recorded answer to the agent's request ``rpc_id`` of ``session``, if any."""
+        try:
+            key = json.dumps(rpc_id, sort_keys=True)
+        except (TypeError, ValueError):
+            return None
+        left = self.answers.get((session, key))
+        return left.pop(0) if left else None
 
 
 def expected_text(record: dict[str, Any]) -> str:
@@ -251,6 +279,7 @@ def build(run: Run, normalizer: Normalizer) -> Timeline:
     installations: dict[str, dict[str, Any]] = {}
     ids: dict[tuple[str, str], list[str]] = {}
     wired: set[str] = set()
+    answers: dict[tuple[str, str], list[str]] = {}
     reads: dict[str, tuple[int, Input]] = {}  # session -> its read being gathered
     conns: set[Any] = set()
     ops = run.frontend not in ("serve", "unix")
@@ -286,6 +315,8 @@ def build(run: Run, normalizer: Normalizer) -> Timeline:
             else:
                 wired.add(session)
                 _expect(streams, record, position, lineno, request, normalizer)
+                if direction == "to_agent":
+                    _keep_answer(answers, session, normalizer.to_live(record["line"]))
             continue
         reads.clear()
         if "request" in record:
@@ -316,7 +347,56 @@ def build(run: Run, normalizer: Normalizer) -> Timeline:
             # (closing) follows it.
             inputs.append(Input(segment_start - 0.5, "eof", {"conn": None}, 0))
     inputs.sort(key=lambda item: item.position)
-    return Timeline(inputs, streams, installations, ids, wired)
+    return Timeline(inputs, streams, installations, ids, wired, answers)
+
+
+def _keep_answer(answers: dict[tuple[str, str], list[str]], session: str, line: str) -> None:
+    if '"id"' not in line:
+        return
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return
+    if isinstance(message, dict) and "method" not in message and ("result" in message or "error" in message):
+        try:
+            key = json.dumps(message.get("id"), sort_keys=True)
+        except (TypeError, ValueError):
+            return
+        answers.setdefault((session, key), []).append(line)
+
+
+def is_mock(agent: Any) -> bool:
+    """Whether a ``launch`` record's agent (an AgentInstallation) is the built-in mock."""
+    return isinstance(agent, dict) and agent.get("id") == "mock" and agent.get("executable_path") == "mock"
+
+
+def describe_agent(agent: Any) -> str:
+    """An agent (an AgentRef or an AgentInstallation) named for a message."""
+    if isinstance(agent, dict) and isinstance(agent.get("acp"), dict):
+        agent = {"id": agent["acp"].get("name"), "executable_path": agent["acp"].get("path")}
+    if isinstance(agent, dict):
+        name, path = agent.get("id"), agent.get("executable_path", agent.get("path"))
+        return f"{name} ({path})" if path is not None and path != name else str(name)
+    return str(agent)
+
+
+def unwired_agents(run: Run) -> list[str]:
+    """Replay starts no agent: each session of ``run`` launched with an agent other than the
+    built-in mock and without a recorded wire to play back instead, named with its agent."""
+    launches: dict[str, tuple[int, Any]] = {}
+    wired: set[str] = set()
+    for lineno, record in run.records:
+        direction = record.get("dir")
+        if direction == "launch":
+            launches.setdefault(record["session"], (lineno, record["agent"]))
+        elif direction in WIRE_DIRS and direction != "id":
+            wired.add(record["session"])
+    return [
+        f"line {lineno}: session {session} has no recorded agent wire and its agent is "
+        f"{describe_agent(agent)}, not the built-in mock: replay starts no agent"
+        for session, (lineno, agent) in launches.items()
+        if session not in wired and not is_mock(agent)
+    ]
 
 
 def _too_long(record: dict[str, Any]) -> dict[str, Any]:

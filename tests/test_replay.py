@@ -115,14 +115,17 @@ def test_what_is_not_a_valid_record_is_exit_2(tmp_path: Path) -> None:
         assert str(path) in done.stderr, name
 
 
-def test_a_header_naming_a_mock_script_that_is_not_utf8_is_exit_2(tmp_path: Path) -> None:
+def test_a_header_naming_a_mock_script_without_its_text_is_exit_2(tmp_path: Path) -> None:
+    # Replay never opens mock.path (tests/test_replay_safety.py checks it is not opened).
     bad = tmp_path / "latin1.json"
     bad.write_bytes(b'{"turns": [], "name": "caf\xe9"}')
     header = {"recording": 1, "agentproto": "0", "frontend": "agent", "tmpdir": "/tmp", "t": 1,
               "mock": {"path": str(bad), "sha256": None, "script": None}}  # fmt: skip
     done = replay(write(tmp_path / "r.ndjson", [header]))
     assert done.returncode == 2, done.stderr
-    assert f"the mock script {bad} is not UTF-8 text (at byte 26)" in done.stderr
+    assert f"without embedding its text (`mock.text`) (recorded from {bad}, which replay never opens)" in (
+        done.stderr
+    )
     assert "Traceback" not in done.stderr
 
 

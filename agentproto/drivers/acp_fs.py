@@ -40,6 +40,7 @@ import stat
 import sys
 from typing import Any, Iterator
 
+from agentproto import private
 from agentproto.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 
 #: ACP's own JSON-RPC error code (the others are JSON-RPC's, from jsonrpc.py).
@@ -129,6 +130,10 @@ def resolve(root: str, path: str, field: str, want: str) -> int:
     parts = _under(root, path)
     if parts is None:
         raise invalid(f"refused: `{field}` {path} is outside the session directory {root}")
+    try:
+        private.check_confined(root, "the session directory")  # replay: only inside its own
+    except private.UnsafePath as exc:
+        raise invalid(f"refused: {exc.strerror}") from None
     pending = collections.deque(parts)
     try:
         stack = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]

@@ -13,7 +13,8 @@ Rules of this file:
   answers the ToolCall.
 - Every request of the agent's gets an answer: the app's, the service's (fs/* inside
   ``dir``, terminal/* as real processes: acp_services), ``method not found``, or an
-  error when its handling fails.
+  error when its handling fails. In a replay (``Launch.recorded_answer``) fs/* and
+  terminal/* get the recorded answer instead, and nothing is served.
 - A turn whose agent has been silent for the turn timeout (and waits on nothing of
   ours) ends Failed.
 """
@@ -25,6 +26,7 @@ import mimetypes
 import os
 from typing import TYPE_CHECKING, Any
 
+from agentproto import private
 from agentproto.drivers import acp_fs
 from agentproto.drivers.acp_mapping import (
     FINISHED,
@@ -48,6 +50,7 @@ from agentproto.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, OnResponse, Rpc
 if TYPE_CHECKING:
     from agentproto.drivers.acp_services import Terminals
     from agentproto.drivers.base import Host, Launch
+    from agentproto.drivers.transport import LineTransport
     from agentproto.loop import Alarm, Loop
 
 #: ACP's JSON-RPC error code for "authentication required".
@@ -75,6 +78,7 @@ class AcpTurns:
     launch: "Launch"
     loop: "Loop"
     terminals: "Terminals"
+    transport: "LineTransport | None"
     turn_timeout: float
     _state: str
     _session: str | None
@@ -146,6 +150,7 @@ class AcpTurns:
             mime = mimetypes.guess_type(full)[0] or ""
             if images and mime.startswith("image/"):
                 try:
+                    private.check_confined(full, "attachment")  # replay reads nothing outside its own
                     with open(full, "rb") as f:
                         data = base64.b64encode(f.read()).decode("ascii")
                     blocks.append({"type": "image", "data": data, "mimeType": mime, "uri": "file://" + full})
@@ -359,7 +364,9 @@ class AcpTurns:
 
     def _on_agent_request(self, rpc_id: Any, method: str, params: dict[str, Any]) -> None:
         try:
-            if method == "session/request_permission":
+            if self.launch.recorded_answer is not None and method.startswith(("fs/", "terminal/")):
+                self._answer_as_recorded(rpc_id, method)
+            elif method == "session/request_permission":
                 self._on_permission(rpc_id, params)
             elif method == "fs/read_text_file":
                 self._respond(rpc_id, acp_fs.read_text_file(self.launch.dir, params))
@@ -400,6 +407,16 @@ class AcpTurns:
             self._forget_permission(rpc_id)
             self._respond(rpc_id, error=RpcError(INTERNAL_ERROR, f"agentproto could not handle {method}"))
             raise
+
+    def _answer_as_recorded(self, rpc_id: Any, method: str) -> None:
+        """Replay: the recording's answer to a request agentproto serves itself; nothing is
+        read, written or started for it (Launch.recorded_answer)."""
+        assert self.launch.recorded_answer is not None
+        answer = self.launch.recorded_answer(rpc_id)
+        if answer is None:
+            raise RpcError(INTERNAL_ERROR, f"replay: the recording holds no answer to this {method}")
+        if self.transport is not None:
+            self.transport.write(answer.encode("utf-8", "surrogatepass") + b"\n")
 
     def _forget_permission(self, rpc_id: Any) -> None:
         for request_id, (pending, _) in list(self._permissions.items()):

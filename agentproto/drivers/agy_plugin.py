@@ -126,6 +126,7 @@ class SessionDir:
         if self.path is None:
             raise private.UnsafePath("the session has no directory")
         too_big = f"it is larger than {MAX_IMAGE:,} bytes"
+        private.check_confined(path, "attachment")  # replay reads nothing outside its own
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         try:
             info = os.fstat(fd)

@@ -117,6 +117,12 @@ class Launch(Record):
     #: not give) comes from here, named by its purpose: a recording keeps them, and replay
     #: hands the recorded ones back, so a replayed driver writes what it wrote then.
     new_id: Callable[[str], str] = fresh_id
+    #: Replay only: agentproto's recorded answer to the agent's own request ``id`` (the
+    #: JSON-RPC line written then), or None when the recording has none. While it is set, a
+    #: driver serves nothing on the agent's behalf itself (ACP's ``fs/*`` and
+    #: ``terminal/*``: no file read or written, no process started): it answers what was
+    #: answered then, or an error.
+    recorded_answer: Callable[[Any], str | None] | None = None
 
     def child_env(self) -> dict[str, str]:
         """The sidecar's environment with the session's ``env`` over it (its values win)."""

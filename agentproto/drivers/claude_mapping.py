@@ -12,6 +12,7 @@ import json
 import mimetypes
 from typing import Any
 
+from agentproto import private
 from agentproto.drivers.base import APP_SERVER, Launch
 from agentproto.drivers.fields import choices, first_text, named
 from agentproto.session_info import select_option
@@ -450,6 +451,7 @@ def user_message(text: str, attachments: list[str]) -> dict[str, Any]:
 def attachment_block(path: str) -> dict[str, Any]:
     media, _ = mimetypes.guess_type(path)
     try:
+        private.check_confined(path, "attachment")  # replay reads nothing outside its own
         with open(path, "rb") as f:
             data = f.read(MAX_ATTACHMENT + 1)
     except OSError as exc:

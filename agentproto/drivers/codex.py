@@ -26,6 +26,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from agentproto import private
 from agentproto.drivers.base import NOT_JSON, Deltas, Host, Launch, LineDriver
 from agentproto.drivers.codex_items import CodexItems
 from agentproto.drivers.codex_mapping import (
@@ -146,6 +147,7 @@ class CodexDriver(CodexItems, LineDriver):
         if launch.config_home:
             home = os.path.abspath(os.path.expanduser(launch.config_home))
             try:
+                private.check_confined(home, "config_home")  # replay makes nothing outside its own
                 os.makedirs(home, mode=0o700, exist_ok=True)  # it will hold auth.json
             except OSError as exc:
                 raise AgentError.detail(Kind.SPAWN_FAILED, f"cannot create config_home {home}: {exc}") from None

@@ -16,10 +16,15 @@ Rules of this file:
 - With a session's ``record.Wire`` (``--record``, ``record_wire``), everything that passes is
   recorded as it passes: the spawn, each line both ways (the agent's with the number of
   the read it came in), each shutdown step, and the exit.
+- ``start_tree`` is the one place a session's child starts (agents, version probes, ACP
+  terminals). ``refuse_children(reason)`` makes it refuse every start with a
+  ``PermissionError`` saying ``reason`` until it is called with None: replay (replay.py)
+  runs a recording from anyone and starts no process.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -41,12 +46,25 @@ if TYPE_CHECKING:
     from agentproto.record import Wire
 
 
+#: Why no child may start now (``refuse_children``), or None.
+_refusal: str | None = None
+
+
+def refuse_children(reason: str | None) -> None:
+    """From now on ``start_tree`` refuses every start, saying ``reason`` (None: it starts
+    them again). Replay's rule: it never starts a process."""
+    global _refusal
+    _refusal = reason
+
+
 def start_tree(
     argv: list[str], cwd: str | None, env: dict[str, str], stdin: int, stderr: int
 ) -> tuple[subprocess.Popen[bytes], proctree.Tree]:
     """Start a child that leads its own session and process group, holding none of our
     descriptors but its pipes (its stdout a pipe), and its ``Tree``: the mark put in its
     environment finds what it starts, however detached."""
+    if _refusal is not None:
+        raise PermissionError(errno.EPERM, _refusal)
     import subprocess
 
     env, mark = proctree.mark_env(env)
