@@ -362,3 +362,39 @@ def test_while_children_are_refused_no_child_starts_not_even_a_terminal(tmp_path
         process.refuse_children(None)
         loop.close()
     assert not marker.exists()
+
+
+def edited_in_line(name: str, cmd: str, **fields: Any) -> list[dict[str, Any]]:
+    """A fixture recording whose protocol 1 ``cmd`` line gets ``fields``; its temp directory
+    is its session's own folder (so the test's fake HOME, under /tmp too, is not one)."""
+    recs = records(FIXTURES / f"{name}.ndjson")
+    for rec in recs:
+        line = json.loads(rec["line"]) if rec.get("dir") == "in" else {}
+        if line.get("cmd") == "open":
+            recs[0]["tmpdir"] = os.path.dirname(line["dir"])
+        if line.get("cmd") == cmd:
+            rec["line"] = json.dumps({**line, **fields})
+    return recs
+
+
+def test_a_recorded_prompts_attachment_outside_the_replay_is_never_read(tmp_path: Path) -> None:
+    # The live driver would read the file and write it to the (recorded) agent; the drift
+    # report quotes that line: a key in a CI log.
+    world = World(tmp_path)
+    recs = edited_in_line("claude", "prompt", attachments=[str(world.home / ".ssh" / "id_rsa")])
+    done = world.replay(recs)
+    world.check_safe()  # first: a spawn or a change is what this test is about
+    assert "THE-PRIVATE-KEY" not in done.stderr
+    assert done.returncode == 1, done.stderr  # the recording had no attachment: drift
+    assert "replay touches nothing outside its own directory: attachment" in done.stderr
+
+
+def test_a_recorded_config_home_outside_the_replay_is_never_made(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    recs = edited_in_line("codex", "open", config_home=str(world.home / ".codex-planted"))
+    recs = recs[: next(i for i, r in enumerate(recs) if r.get("dir") == "from_agent")]  # the open is enough
+    done = world.replay(recs)
+    world.check_safe()  # first: a spawn or a change is what this test is about
+    assert not (world.home / ".codex-planted").exists()
+    assert done.returncode == 1, done.stderr  # the open fails now: drift, nothing made
+    assert "config_home" in done.stderr
