@@ -499,8 +499,10 @@ def _make_dirs(timeline: Timeline, root: str) -> None:
             except ValueError:
                 continue
             for value in _dirs(request):
-                if value.startswith(root):
-                    os.makedirs(value, exist_ok=True)
+                # Inside the root once resolved: root/../../x is not (it is ~/x, say).
+                real = os.path.realpath(value)
+                if real.startswith(os.path.realpath(root) + os.sep):
+                    os.makedirs(real, exist_ok=True)
 
 
 def _dirs(value: Any) -> list[str]:

@@ -398,3 +398,14 @@ def test_a_recorded_config_home_outside_the_replay_is_never_made(tmp_path: Path)
     assert not (world.home / ".codex-planted").exists()
     assert done.returncode == 1, done.stderr  # the open fails now: drift, nothing made
     assert "config_home" in done.stderr
+
+
+def test_a_recorded_dir_climbing_out_of_the_replays_directory_is_not_made(tmp_path: Path) -> None:
+    # Replay makes the recording's directories inside its root: ROOT/../../home/x is not.
+    world = World(tmp_path)  # TMPDIR is tmp_path/tmpdir, the root one below it
+    climbing = "/recorded-tmp/../../home/planted"
+    recs = [header(), {"request": json.dumps({"op": "open", "agent": "mock", "dir": climbing}), "response": "{}"}]
+    done = world.replay(recs)
+    world.check_safe()  # first: a spawn or a change is what this test is about
+    assert not (world.home / "planted").exists()
+    assert done.returncode == 1, done.stderr  # no such directory: the open fails, drift
