@@ -33,8 +33,10 @@ Rules of this file:
 - Never in the loop's way: with a loop, records are buffered and written once per loop
   pass (one write of whole lines), up to ``MAX_BUFFER`` bytes waiting; beyond that, what
   cannot be kept is dropped with the one stderr line. ``close`` writes what is left.
-- No secret reaches the file: every record is scrubbed by redact.py first, and every
-  request (and launch) teaches it the secrets it carries.
+- No secret reaches the file: every record is redacted by redact.py's rules first (its
+  JSON texts and fields by their keys, every text by the secrets' shapes and the values
+  learned so far); the header only by the latter (its mock script must keep its sha256).
+  A launch teaches it the secrets of the agent's env and MCP servers.
 - Records hold whole requests: the file is opened by ``private.open_append`` (created
   0600, never through a symlink, only a regular file of ours), append-only, kept open.
 """
@@ -141,18 +143,16 @@ class Recorder:
     def pair(self, request: bytes | str, response: bytes | str, dropped: int = 0) -> None:
         """One request of an ops framing and everything written for it (its first
         ``stdio.MAX_CAPTURE`` bytes: ``dropped`` counts the bytes of it not kept)."""
-        text = _text(request).strip()
-        _learn_request(text)
-        record: dict[str, Any] = {"request": text, "response": _text(response)}
+        secrets = redact.SECRETS
+        text = secrets.redact_json(_text(request).strip())
+        record: dict[str, Any] = {"request": text, "response": secrets.redact_json(_text(response))}
         if dropped:
             record["dropped"] = dropped
         self._write(record)
 
     def line(self, direction: str, line: bytes | str, **tags: Any) -> None:
         """One line of a transcript, without its newline."""
-        text = _text(line)
-        if direction == "in":
-            _learn_request(text)
+        text = redact.SECRETS.redact_json(_text(line))
         # The relay's hottest record (each event out, each agent line): formatted by hand,
         # the same text json.dumps would write for the dict.
         record = f'{{"t": {self.clock()}, "dir": {_escape(direction)}, "line": {_escape(text)}'
@@ -162,7 +162,7 @@ class Recorder:
 
     def note(self, direction: str, **fields: Any) -> None:
         """A transcript record other than a line (eof, launch, spawn, id, control, exit, post)."""
-        self._write({"t": self.clock(), "dir": direction, **fields})
+        self._write({"t": self.clock(), "dir": direction, **redact.SECRETS.redact_value(fields)})
 
     # -- writing -------------------------------------------------------------------------
     def _write(self, record: dict[str, Any]) -> None:
@@ -237,15 +237,6 @@ class Recorder:
             except OSError:
                 pass
             self.file = None
-
-
-def _learn_request(text: str) -> None:
-    if '"' not in text:
-        return  # not a JSON object: nothing to learn
-    try:
-        redact.learn(json.loads(text))
-    except (ValueError, RecursionError):
-        pass  # a line that is not JSON: scrubbed with what is known
 
 
 class Wire:

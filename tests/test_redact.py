@@ -7,23 +7,118 @@ from __future__ import annotations
 
 import http.client
 import json
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ops_support import Proc, script
-from sidecar import ROOT, Sidecar
+from sidecar import ROOT, Sidecar, base_env
 
-from agentproto.redact import REDACTED, Secrets, secret_key
-from suite_secrets import ACP_HEADER, API_KEY, AUTH_TOKEN, MCP_ENV, PASSWORD, SHORT
+from agentproto.redact import REDACTED, Secrets, secret_key, secret_param
+from suite_secrets import (
+    ACP_HEADER, API_KEY, AUTH_TOKEN, CAMEL_ACCESS_TOKEN, CAMEL_API_KEY, CAMEL_CLIENT_SECRET, DB_URL_PASSWORD,
+    GCP_CREDENTIALS, GITHUB_PAT, GITHUB_TOKEN, MCP_ENV, MY_PAT, NESTED_DB_SECRET, PASSWORD, QUERY_API_KEY,
+    QUERY_KEY, QUERY_TOKEN, RUN_TOGETHER_APIKEY, SHORT, SPELLED, URL_PASSWORD, BARE_SECRET, BARE_TOKEN,
+)  # fmt: skip
 
 ACP_AGENT = ROOT / "tests" / "acp_test_agent.py"
 
 
-def test_which_env_keys_are_secret() -> None:
-    for key in ("ANTHROPIC_API_KEY", "github_token", "MY_SECRET", "DB_PASSWORD", "password", "Password"):
-        assert secret_key(key), key
-    for key in ("PATH", "KEYBOARD", "TOKENS", "HOME", "PASSWORD_HINT", "key"):
-        assert not secret_key(key), key
+SECRET_KEYS = (
+    "TOKEN", "token", "GITHUB_TOKEN", "github_token", "accessToken", "refresh_token", "GITHUBTOKEN",
+    "SECRET", "DB_SECRET", "clientSecret", "MY_SECRET", "secrets", "password", "Password", "DB_PASSWORD",
+    "passwd", "passphrase", "APIKEY", "apikey", "ANTHROPIC_API_KEY", "apiKey", "APIKey", "x-api-key",
+    "private_key", "API_KEY_2", "GITHUB_PAT", "MY_PAT", "pat", "GCP_CREDENTIALS", "credentials",
+    "credential", "Authorization", "proxy-authorization", "Cookie", "X_API_SECRET", "openai.apiKey",
+)  # fmt: skip
+NOT_SECRET_KEYS = (
+    "tokens", "TOKENS", "input_tokens", "output_tokens", "max_tokens", "maxOutputTokens", "token_count",
+    "contentTokenCount", "tokenUsage", "tokenSource", "cache_read_input_tokens", "totalTokens",
+    "apiKeySource", "key", "KEY", "KEYBOARD", "keys", "PASSWORD_HINT", "password_file", "secret_name",
+    "PATH", "path", "HOME", "PWD", "resume_token", "next_page_token", "pageToken", "auth", "authMethods",
+    "compat", "author", "monkey", "", "_", "123",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("key", SECRET_KEYS)
+def test_the_key_rule_accepts(key: str) -> None:
+    assert secret_key(key)
+
+
+@pytest.mark.parametrize("key", NOT_SECRET_KEYS)
+def test_the_key_rule_refuses(key: str) -> None:
+    assert not secret_key(key)
+
+
+def test_the_query_parameter_rule() -> None:
+    for name in ("key", "token", "api_key", "apikey", "access_token", "secret", "password", "sig", "signature",
+                 "auth", "X-Amz-Signature", "X-Amz-Credential", "client_secret", "pwd", "KEY"):  # fmt: skip
+        assert secret_param(name), name
+    for name in ("q", "page", "tokens", "max_tokens", "keyword", "author", "id", "redirect_uri"):
+        assert not secret_param(name), name
+
+
+def request_with_every_spelling(tmp: str) -> dict[str, Any]:
+    """An ``open`` that carries each spelling of a secret the issue names, where it belongs."""
+    return {
+        "cmd": "open", "agent": "mock", "dir": tmp,
+        "env": {"DATABASE_URL": f"postgres://u:{DB_URL_PASSWORD}@db.example/app", "HOME": tmp,
+                "FEATURE": "plain-env-value-9090", "ONE": "1"},
+        "GITHUB_TOKEN": GITHUB_TOKEN, "password": PASSWORD,
+        "extensions": {"db": {"DB_SECRET": NESTED_DB_SECRET, "TOKEN": BARE_TOKEN, "SECRET": BARE_SECRET,
+                              "APIKEY": RUN_TOGETHER_APIKEY},
+                       "git": [{"GITHUB_PAT": GITHUB_PAT, "MY_PAT": MY_PAT}], "GCP_CREDENTIALS": GCP_CREDENTIALS,
+                       "mcp": {"apiKey": CAMEL_API_KEY, "accessToken": CAMEL_ACCESS_TOKEN,
+                               "clientSecret": CAMEL_CLIENT_SECRET},
+                       "usage": {"input_tokens": 12, "max_tokens": 34, "tokens": 56, "token_count": 78}},
+        "mcp_servers": [
+            {"name": "h", "connection": {"Http": {
+                "url": f"https://me:{URL_PASSWORD}@mcp.example/v1?token={QUERY_TOKEN}&x=1&key={QUERY_KEY}"
+                       f"&api_key={QUERY_API_KEY}",
+                "headers": {"X-Api": ACP_HEADER}}}},
+            {"name": "s", "connection": {"Stdio": {"command": "srv", "args": [], "env": {"ANY": MCP_ENV}}}},
+        ],
+    }  # fmt: skip
+
+
+def test_every_spelling_is_redacted_in_place_and_usage_fields_stay(tmp_path: Path) -> None:
+    secrets = Secrets()
+    request = request_with_every_spelling(str(tmp_path))
+    text = json.dumps(request)
+    cleaned = secrets.clean(text)
+    for secret in (*SPELLED, PASSWORD, ACP_HEADER, MCP_ENV, "plain-env-value-9090"):
+        assert secret not in cleaned, secret
+    back = json.loads(cleaned)
+    # Every env value, whatever its name; the names stay.
+    assert back["env"] == dict.fromkeys(request["env"], REDACTED)
+    assert back["mcp_servers"][1]["connection"]["Stdio"]["env"] == {"ANY": REDACTED}
+    assert back["mcp_servers"][0]["connection"]["Http"]["url"] == (
+        f"https://me:{REDACTED}@mcp.example/v1?token={REDACTED}&x=1&key={REDACTED}&api_key={REDACTED}")
+    assert back["extensions"]["usage"] == request["extensions"]["usage"]  # counts, not credentials
+    assert back["dir"] == str(tmp_path)  # an env value redacted in place is not carried over
+    # Redacting a redacted text changes nothing (replay normalizes both sides with it).
+    assert secrets.clean(cleaned) == cleaned
+    assert Secrets().clean(cleaned) == cleaned
+
+
+def test_carried_over_only_when_secret_by_key_or_shape_and_8_characters(tmp_path: Path) -> None:
+    secrets = Secrets()
+    secrets.clean(json.dumps(request_with_every_spelling(str(tmp_path))))
+    echo = (f"the agent says {GITHUB_TOKEN} {DB_URL_PASSWORD} {URL_PASSWORD} {QUERY_KEY} {CAMEL_CLIENT_SECRET} "
+            f"{MY_PAT} and plain-env-value-9090 in {tmp_path} with 1")  # fmt: skip
+    scrubbed = secrets.scrub(json.dumps({"line": json.dumps({"text": echo})}))
+    for secret in (GITHUB_TOKEN, DB_URL_PASSWORD, URL_PASSWORD, QUERY_KEY, CAMEL_CLIENT_SECRET, MY_PAT):
+        assert secret not in scrubbed, secret
+    # Not every env value: HOME, a setting, "1" stay readable where they are echoed.
+    assert f"plain-env-value-9090 in {tmp_path} with 1" in json.loads(json.loads(scrubbed)["line"])["text"]
+    short = Secrets()
+    short.clean(json.dumps({"token": "short7!", "url": "https://u:pw@h?key=k1"}))
+    assert short.values == set()  # under 8 characters: redacted in place only
 
 
 def test_what_a_request_teaches_and_every_later_occurrence_is_scrubbed() -> None:
@@ -32,8 +127,8 @@ def test_what_a_request_teaches_and_every_later_occurrence_is_scrubbed() -> None
         "cmd": "open",
         "env": {"ANTHROPIC_API_KEY": API_KEY, "HOME": "/home/me", "password": PASSWORD},
         "mcp_servers": [
-            {"name": "a", "connection": {"Http": {"url": "http://x", "headers": {"X-Api": ACP_HEADER}}}},
-            {"name": "b", "connection": {"Stdio": {"command": "srv", "args": [], "env": {"ANY": MCP_ENV}}}},
+            {"name": "a", "connection": {"Http": {"url": "http://x", "headers": {"X-Api-Key": ACP_HEADER}}}},
+            {"name": "b", "connection": {"Stdio": {"command": "srv", "args": [], "env": {"ANY_TOKEN": MCP_ENV}}}},
         ],
         "nested": {"Authorization": f"Bearer {AUTH_TOKEN}"},
     })  # fmt: skip
@@ -48,6 +143,36 @@ def test_what_a_request_teaches_and_every_later_occurrence_is_scrubbed() -> None
     assert json.loads(json.loads(scrubbed)["line"]) == {"type": "assistant", "text": f"your key is {REDACTED}!", "h": REDACTED}
 
 
+def test_the_key_rule_reaches_json_inside_strings_and_spares_schemas() -> None:
+    secrets = Secrets()
+    # A tool call's arguments (a JSON string) inside an agent's line inside a record field.
+    call = {"type": "function_call", "arguments": json.dumps({"query": "x", "password": PASSWORD})}
+    record = json.dumps({"line": json.dumps(call)})
+    cleaned = secrets.clean(record)
+    assert PASSWORD not in cleaned
+    assert json.loads(json.loads(json.loads(cleaned)["line"])["arguments"]) == {"query": "x", "password": REDACTED}
+    # A JSON Schema names a secret field, it holds none: its types stay readable.
+    schema = {"type": "object", "properties": {"apiKey": {"type": "string"}, "env": {"type": "object"},
+                                               "token": "inline-default-value"}}  # fmt: skip
+    assert json.loads(secrets.clean(json.dumps(schema)))["properties"] == {
+        "apiKey": {"type": "string"}, "env": {"type": "object"}, "token": REDACTED}
+    # Only the redacted tokens change: the rest of the text keeps its bytes.
+    text = '{ "a" :1,"password":  "hunter22-x" ,  "b":[ 1 ,2], "PORT": 8080, "refreshToken": false}'
+    assert secrets.clean(text) == '{ "a" :1,"password":  "[redacted]" ,  "b":[ 1 ,2], "PORT": 8080, "refreshToken": false}'
+    # ACP's env shape: names stay, values go; what a secret name holds is carried over.
+    acp = {"mcpServers": [{"env": [{"name": "HOME", "value": "/home/someone"}, {"name": "GH_TOKEN", "value": GITHUB_PAT}]}]}
+    out = json.loads(secrets.clean(json.dumps(acp)))
+    assert out["mcpServers"][0]["env"] == [{"name": "HOME", "value": REDACTED}, {"name": "GH_TOKEN", "value": REDACTED}]
+    assert GITHUB_PAT in secrets.values and "/home/someone" not in secrets.values
+
+
+def test_a_malformed_text_is_redacted_as_far_as_it_parses() -> None:
+    secrets = Secrets()
+    for text in ('{"password": "hunter22-x"', '{"password": "hunter22-x", ]]]', '}}{"password":"hunter22-x"}',
+                 '{"a": [{"password": "hunter22-x"}', '{"env": {"A": "hunter22-x"'):  # fmt: skip
+        assert "hunter22-x" not in secrets.clean(text), text
+
+
 def test_a_value_with_json_special_characters_is_caught_escaped() -> None:
     secrets = Secrets()
     odd = 'pa"ss\\wörd-\n-1234'
@@ -60,10 +185,10 @@ def test_a_value_with_json_special_characters_is_caught_escaped() -> None:
 
 def test_a_short_value_is_scrubbed_only_as_a_whole_string() -> None:
     secrets = Secrets()
-    secrets.learn({"env": {"A_TOKEN": SHORT}})
-    text = json.dumps({"line": json.dumps({"env": {"A_TOKEN": SHORT}, "word": f"x{SHORT}y"})})
+    secrets.add(SHORT)  # what a frontend registers itself (--auth-token) is carried over at any length
+    text = json.dumps({"line": json.dumps({"said": SHORT, "word": f"x{SHORT}y"})})
     scrubbed = json.loads(json.loads(secrets.scrub(text))["line"])
-    assert scrubbed == {"env": {"A_TOKEN": REDACTED}, "word": f"x{SHORT}y"}  # the record stays readable
+    assert scrubbed == {"said": REDACTED, "word": f"x{SHORT}y"}  # the record stays readable
 
 
 def test_listener_tokens_are_learned_from_any_text() -> None:
@@ -161,3 +286,106 @@ def test_a_key_in_the_sidecars_own_environment_never_reaches_a_record(tmp_path: 
     text = records(record)
     assert PASSWORD not in text and REDACTED in text
     assert f"and {SHORT} please" in text  # a short value is no key: left where it is not a whole string
+
+
+# -- the URL rule under fuzzing -----------------------------------------------------------------
+
+_USER = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude_characters='/?#@:"\\'), max_size=12)
+#: What a password may hold (a raw ``@`` included: the rule runs to the last one), but not
+#: what ends a URL in text: whitespace, ``/ ? #``, a JSON quote or escape.
+_PASSWORD = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude_characters='/?#"\\'), min_size=1, max_size=40)
+_HOST = st.from_regex(r"[a-z][a-z0-9.\-]{0,20}(:[0-9]{1,5})?", fullmatch=True)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(["https", "http", "postgres", "redis", "git+ssh", "s3"]), _USER, _PASSWORD, _HOST,
+       st.sampled_from(["", "/", "/db", "/a/b?x=1", "?q=2#f"]), st.text(max_size=30), st.text(max_size=30))  # fmt: skip
+def test_the_url_scrubber_never_raises_and_never_leaves_the_password(
+    scheme: str, user: str, password: str, host: str, rest: str, before: str, after: str
+) -> None:
+    texts = lambda url: (f"{before} {url} {after}", json.dumps({"url": url, "x": before}),  # noqa: E731
+                         json.dumps({"line": json.dumps([url])}))  # fmt: skip
+    url, bare = f"{scheme}://{user}:{password}@{host}{rest}", f"{scheme}://{user}:@{host}{rest}"
+    for text, text_bare in zip(texts(url), texts(bare)):
+        out = Secrets().scrub(text)  # a fresh scrubber: only what this text teaches
+        assert f":{REDACTED}@" in out, (text, out)
+        # No occurrence of the password left but those the text has outside the URL's.
+        assert out.replace(f":{REDACTED}@", ":@").count(password) <= text_bare.count(password), (text, out)
+    if len(password) >= 8 and password not in f"{scheme} {user} {host} {rest} {REDACTED}":
+        secrets = Secrets()
+        secrets.scrub(url)
+        assert password not in secrets.scrub(f"echo: {password}!")  # carried over
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200))
+def test_every_rule_never_raises_on_any_text(text: str) -> None:
+    secrets = Secrets()
+    once = secrets.clean(text)
+    assert isinstance(once, str)
+    secrets.clean(json.dumps({"line": text}))
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.sampled_from(["env", "headers", "token", "apiKey", "name", "value", "properties",
+                                       "input_tokens", "x", "password", "url"]), inner, max_size=4),  # fmt: skip
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON, st.booleans())
+def test_the_key_rule_keeps_json_valid_and_agrees_on_text_and_values(value: Any, compact: bool) -> None:
+    text = json.dumps(value, separators=(",", ":") if compact else None)
+    secrets = Secrets()
+    redacted = secrets.redact_json(text)
+    assert json.loads(redacted) == Secrets().redact_value(value)  # the same rule, by text and by value
+    assert secrets.redact_json(redacted) == redacted
+
+
+# -- through real sidecars: every spelling, recorded, echoed, replayed ------------------------
+
+
+def test_every_spelling_of_a_secret_stays_out_of_a_serve_record_and_it_replays(tmp_path: Path) -> None:
+    record = tmp_path / "serve.ndjson"
+    echoed = " ".join(SPELLED)
+    with Sidecar(["--record", str(record)]) as sc:
+        info = sc.ok(request_with_every_spelling(str(tmp_path)), 30)
+        session = info["id"]
+        sc.send({"cmd": "prompt", "session": session, "text": f"repeat {echoed} please"})
+        texts = [e["kind"]["TextDelta"]["text"] for e in sc.events(session, until="TurnEnded") if "TextDelta" in e["kind"]]
+        assert GITHUB_TOKEN in "".join(texts)  # the mock echoed them back to the app
+        sc.ok({"cmd": "close", "session": session})
+    text = records(record)
+    leaks = [secret for secret in (*SPELLED, PASSWORD, ACP_HEADER, MCP_ENV, "plain-env-value-9090") if secret in text]
+    assert not leaks and REDACTED in text
+    assert '\\"input_tokens\\": 12' in text  # usage figures are no secret
+    # The redacted recording replays: a redacted env value makes no drift.
+    done = subprocess.run([sys.executable, "-m", "agentproto", "replay", str(record)], capture_output=True,
+                          text=True, env=base_env(), cwd=str(ROOT), timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def test_every_spelling_stays_out_of_an_acp_agent_wire_that_echoes_it(tmp_path: Path) -> None:
+    record = tmp_path / "serve.ndjson"
+    wire = tmp_path / "wire.ndjson"
+    request = request_with_every_spelling(str(tmp_path))
+    request.pop("id", None)
+    request["agent"] = {"acp": {"name": "acp-test", "path": str(ACP_AGENT), "args": []}}
+    request["record_wire"] = str(wire)
+    # The ACP test agent gets both servers (url with credentials, headers, env) in session/new.
+    with Sidecar(["--record", str(record)]) as sc:
+        session = sc.ok(request, 30)["id"]
+        sc.send({"cmd": "prompt", "session": session, "text": "say " + " ".join(SPELLED)})
+        texts = [e["kind"]["TextDelta"]["text"] for e in sc.events(session, until="TurnEnded", timeout=30)
+                 if "TextDelta" in e["kind"]]  # fmt: skip
+        assert GITHUB_TOKEN in "".join(texts)  # the agent echoed them
+        sc.ok({"cmd": "close", "session": session}, 20)
+        sc.wait_for(lambda line: line.get("closed") == session, 20)
+    for path in (record, wire):
+        text = records(path)
+        assert '"to_agent"' in text and '"from_agent"' in text, path
+        leaks = [secret for secret in (*SPELLED, PASSWORD, ACP_HEADER, MCP_ENV) if secret in text]
+        assert not leaks, (path, leaks)
