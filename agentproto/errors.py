@@ -109,9 +109,13 @@ def log(message: str) -> None:
     socket is written only as far as it takes without waiting (its descriptor's flags
     are left alone: it may be the parent's own stderr). A line that does not fit is
     dropped and counted, and the next line that can be written says how many were lost.
-    A closed or broken stderr never costs the caller.
+    A closed or broken stderr never costs the caller. No secret reaches it: the message
+    goes through redact.py's rules first (a traceback may quote a request or an agent's
+    line).
     """
-    _write_stderr(f"agentproto: {message}\n", say_dropped=True)
+    from agentproto import redact  # the same layer; here, as most runs never log
+
+    _write_stderr(f"agentproto: {redact.clean(message)}\n", say_dropped=True)
 
 
 def write_stderr(text: str) -> None:

@@ -133,7 +133,7 @@ def _container_key(key: str) -> bool:
 #: A JSON text holds nothing for rule 1 unless a member's name ends like one the rules
 #: accept (a cheap superset, checked before any parse; ``\\*"`` allows escaped JSON).
 _TRIGGER = re.compile(
-    r'(?i)(?:token|secrets?|passw(?:or)?d|passphrase|pat|credentials?|apikey|authorization|cookie|key|env|headers)'
+    r"(?i)(?:token|secrets?|passw(?:or)?d|passphrase|pat|credentials?|apikey|authorization|cookie|key|env|headers)"
     r'[0-9_\-]*\\*"\s*:'
 )
 
@@ -320,7 +320,9 @@ def _value_mode(mode: int, key: str | None, entry_name: str | None) -> int:
 # -- rule 2: shapes in any text ----------------------------------------------------------
 #: ``scheme://user:PASSWORD@``; the scheme's slashes may be JSON-escaped (``:\/\/``).
 #: The password runs to the authority's last ``@`` (``u:p@ss@host``: ``p@ss``).
-_USERINFO = re.compile(r"((?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*:(?:\\*/){2}[^\s/?#@:\"\\]*:)([^\s/?#\"\\]+)(?=@)")
+_USERINFO = re.compile(
+    r"((?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*:(?:\\*/){2}[^\s/?#@:\"\\]*:)([^\s/?#\"\\]+)(?=@)"
+)
 #: ``?NAME=VALUE`` and ``&NAME=VALUE``: the value up to ``&``, ``#``, a quote or a space.
 _PARAM = re.compile(r"([?&]([A-Za-z0-9_.\-]+)=)([^&#\s\"'\\<>]+)")
 _BEARER = re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/\-]{8,}=*)")

@@ -277,15 +277,21 @@ def test_the_http_token_is_redacted_wherever_it_appears(tmp_path: Path) -> None:
 def test_a_key_in_the_sidecars_own_environment_never_reaches_a_record(tmp_path: Path) -> None:
     # The agents inherit the sidecar's environment: a key there (not in the request) that an
     # agent echoes is redacted like the request's own.
+    # The same rule as a request's env: secret by key or by shape, 8 characters or more.
     record = tmp_path / "serve.ndjson"
-    with Sidecar(["--record", str(record)], env={"DEPLOY_TOKEN": PASSWORD, "SHORT_KEY": SHORT}) as sc:
+    env = {"DEPLOY_TOKEN": PASSWORD, "SHORT_KEY": SHORT, "GITHUB_PAT": GITHUB_PAT, "gcpCredentials": GCP_CREDENTIALS,
+           "DATABASE_URL": f"postgres://u:{DB_URL_PASSWORD}@h/db", "PLAIN_SETTING": "plain-setting-value"}  # fmt: skip
+    with Sidecar(["--record", str(record)], env=env) as sc:
         session = sc.open(dir=str(tmp_path))
-        sc.send({"id": 2, "cmd": "prompt", "session": session, "text": f"repeat {PASSWORD} and {SHORT} please"})
+        said = f"{PASSWORD} {GITHUB_PAT} {GCP_CREDENTIALS} {DB_URL_PASSWORD} plain-setting-value and {SHORT} please"
+        sc.send({"id": 2, "cmd": "prompt", "session": session, "text": f"repeat {said}"})
         texts = [e["kind"]["TextDelta"]["text"] for e in sc.events(session, until="TurnEnded") if "TextDelta" in e["kind"]]
         assert PASSWORD in "".join(texts)
     text = records(record)
-    assert PASSWORD not in text and REDACTED in text
-    assert f"and {SHORT} please" in text  # a short value is no key: left where it is not a whole string
+    for secret in (PASSWORD, GITHUB_PAT, GCP_CREDENTIALS, DB_URL_PASSWORD):
+        assert secret not in text, secret
+    assert REDACTED in text
+    assert f"plain-setting-value and {SHORT} please" in text  # no key, no secret shape: left as it is
 
 
 # -- the URL rule under fuzzing -----------------------------------------------------------------
@@ -389,3 +395,29 @@ def test_every_spelling_stays_out_of_an_acp_agent_wire_that_echoes_it(tmp_path: 
         assert '"to_agent"' in text and '"from_agent"' in text, path
         leaks = [secret for secret in (*SPELLED, PASSWORD, ACP_HEADER, MCP_ENV) if secret in text]
         assert not leaks, (path, leaks)
+
+
+#: agentproto's own entry point with a bug in the mock's open whose traceback quotes the
+#: session's env (as a repr: no JSON for the key rule to read).
+BUGGY_OPEN = """
+import sys
+from agentproto.drivers.mock import MockDriver
+
+def open(self):
+    raise RuntimeError("injected bug, env " + repr(self.launch.env))
+
+MockDriver.open = open
+from agentproto.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_no_secret_reaches_the_sidecars_log(tmp_path: Path) -> None:
+    request = {"id": 1, "cmd": "open", "agent": "mock", "dir": str(tmp_path),
+               "env": {"GITHUB_TOKEN": GITHUB_TOKEN, "DATABASE_URL": f"postgres://u:{DB_URL_PASSWORD}@h/db"}}  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", BUGGY_OPEN, "serve", "--record", str(tmp_path / "r.ndjson")],
+                          input=json.dumps(request) + "\n", capture_output=True, text=True, env=base_env(),
+                          cwd=str(ROOT), timeout=60)  # fmt: skip
+    assert "injected bug, env" in done.stderr and "Internal" in done.stdout
+    # The traceback quoted both: the key the request's record taught, the URL's password by shape.
+    assert GITHUB_TOKEN not in done.stderr and DB_URL_PASSWORD not in done.stderr, done.stderr
