@@ -131,11 +131,19 @@ def _container_key(key: str) -> bool:
 
 # -- rule 1 on JSON values --------------------------------------------------------------
 #: A JSON text holds nothing for rule 1 unless a member's name ends like one the rules
-#: accept (a cheap superset, checked before any parse; ``\\*"`` allows escaped JSON).
-_TRIGGER = re.compile(
-    r"(?i)(?:token|secrets?|passw(?:or)?d|passphrase|pat|credentials?|apikey|authorization|cookie|key|env|headers)"
-    r'[0-9_\-]*\\*"\s*:'
+#: accept: a cheap superset, checked before any parse. It is matched on the text lowered
+#: and reversed, so that it starts with a literal (``:``) the regex engine skips to: 2 us
+#: a line instead of 36 for the same search forwards (``"\\*`` allows escaped JSON).
+_ENDINGS = ("token", "secret", "secrets", "password", "passwd", "passphrase", "pat", "credential",
+            "credentials", "apikey", "authorization", "cookie", "key", "env", "headers")  # fmt: skip
+_TRIGGER_REVERSED = re.compile(
+    r':\s*"\\*[0-9_\-]*(?:' + "|".join(w[::-1] for w in sorted(_ENDINGS, key=len, reverse=True)) + ")"
 )
+
+
+def _triggered(text: str) -> bool:
+    """Whether ``text`` may hold a member rule 1 redacts."""
+    return ":" in text and _TRIGGER_REVERSED.search(text.lower()[::-1]) is not None
 
 
 def _scalar(value: Any) -> bool:
@@ -173,7 +181,7 @@ class _Walk:
     def text(self, value: str) -> str:
         """A string that is itself a JSON text (a line inside a record, a tool call's
         arguments) gets the same rule."""
-        if value.lstrip()[:1] in ("{", "[") and _TRIGGER.search(value):
+        if value.lstrip()[:1] in ("{", "[") and _triggered(value):
             return _redact_json(value, self.learn)
         return value
 
@@ -280,7 +288,7 @@ def _redact_json(text: str, learn: Callable[[str, bool], None]) -> str:
             value = _decode(token)
             if frame is not None and frame[1] == _ENTRY and frame[4] == "name":
                 frame[5] = value  # an entry's name: it says whether its value is learned
-            elif value is not None and value.lstrip()[:1] in ("{", "[") and _TRIGGER.search(value):
+            elif value is not None and value.lstrip()[:1] in ("{", "[") and _triggered(value):
                 inner = _redact_json(value, learn)
                 if inner != value:
                     replacement = json.dumps(inner, ensure_ascii=token.isascii())
@@ -402,7 +410,7 @@ class Secrets:
     # -- scrubbing -----------------------------------------------------------------------
     def redact_json(self, text: str) -> str:
         """Rule 1 on a JSON text (see ``_redact_json``), learning what rule 3 carries."""
-        if not _TRIGGER.search(text):
+        if not _triggered(text):
             return text
         try:
             return _redact_json(text, self._found)
@@ -418,10 +426,12 @@ class Secrets:
 
     def _shapes(self, text: str) -> str:
         """Rule 2 on ``text``: secret shapes redacted in place and learned."""
-        if "://" in text or ":\\/" in text:
-            if any(hint in text for hint in ("://127.0.0.1:", "://localhost:", "://[::1]:", ":\\/\\/")):
-                self.learn_url(text)
+        # Each rule only where its one telling character or word is (a relayed record
+        # pays a few substring searches: one-character ones are memchr).
+        if "@" in text:
             text = _USERINFO.sub(self._shape_replaced(2), text)
+        if "://" in text and any(hint in text for hint in ("://127.0.0.1:", "://localhost:", "://[::1]:")):
+            self.learn_url(text)
         if "=" in text and ("?" in text or "&" in text):
             text = _PARAM.sub(self._param_replaced, text)
         if "earer" in text or "EARER" in text:

@@ -421,3 +421,20 @@ def test_no_secret_reaches_the_sidecars_log(tmp_path: Path) -> None:
     assert "injected bug, env" in done.stderr and "Internal" in done.stdout
     # The traceback quoted both: the key the request's record taught, the URL's password by shape.
     assert GITHUB_TOKEN not in done.stderr and DB_URL_PASSWORD not in done.stderr, done.stderr
+
+
+def test_every_env_value_of_every_command_is_redacted_in_place(tmp_path: Path) -> None:
+    # Plain names, plain values: nothing carries them over, the in-place rule alone hides them.
+    record = tmp_path / "serve.ndjson"
+    values = {cmd: f"{cmd}-plain-env-value" for cmd in ("open", "generate", "probe", "plan_usage")}
+    with Sidecar(["--record", str(record)]) as sc:
+        for cmd, value in values.items():
+            body: dict[str, Any] = {"cmd": cmd, "agent": "mock", "dir": str(tmp_path), "env": {"SETTING": value}}
+            if cmd == "generate":
+                body["prompt"] = "hello"
+            reply = sc.reply(sc.send(body), 30)
+            assert "ok" in reply or cmd == "plan_usage", reply  # the mock has no plan: an error, recorded all the same
+        sc.ok({"cmd": "discover"})
+    text = records(record)
+    assert not [value for value in values.values() if value in text]
+    assert text.count('\\"SETTING\\": \\"[redacted]\\"') == len(values)  # the names stay
