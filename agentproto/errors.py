@@ -110,12 +110,13 @@ def log(message: str) -> None:
     are left alone: it may be the parent's own stderr). A line that does not fit is
     dropped and counted, and the next line that can be written says how many were lost.
     A closed or broken stderr never costs the caller. No secret reaches it: the message
-    goes through redact.py's rules first (a traceback may quote a request or an agent's
-    line).
+    is scrubbed by redact.py first (a traceback may quote a request or an agent's line):
+    secret shapes and the values learned so far; not the key rule, which reads JSON, and
+    a message is prose that may quote a cut line.
     """
     from agentproto import redact  # the same layer; here, as most runs never log
 
-    _write_stderr(f"agentproto: {redact.clean(message)}\n", say_dropped=True)
+    _write_stderr(f"agentproto: {redact.scrub(message)}\n", say_dropped=True)
 
 
 def write_stderr(text: str) -> None:
