@@ -395,6 +395,10 @@ def test_every_spelling_stays_out_of_an_acp_agent_wire_that_echoes_it(tmp_path: 
         assert '"to_agent"' in text and '"from_agent"' in text, path
         leaks = [secret for secret in (*SPELLED, PASSWORD, ACP_HEADER, MCP_ENV) if secret in text]
         assert not leaks, (path, leaks)
+    # The redacted wire replays: session/new's redacted env and headers make no drift.
+    done = subprocess.run([sys.executable, "-m", "agentproto", "replay", str(record)], capture_output=True,
+                          text=True, env=base_env(), cwd=str(ROOT), timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
 
 
 #: agentproto's own entry point with a bug in the mock's open whose traceback quotes the
