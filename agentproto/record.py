@@ -145,7 +145,7 @@ class Recorder:
         ``stdio.MAX_CAPTURE`` bytes: ``dropped`` counts the bytes of it not kept)."""
         secrets = redact.SECRETS
         text = secrets.redact_json(_text(request).strip())
-        record: dict[str, Any] = {"request": text, "response": secrets.redact_json(_text(response))}
+        record: dict[str, Any] = {"request": text, "response": secrets.redact_json(_text(response), lines=True)}
         if dropped:
             record["dropped"] = dropped
         self._write(record)

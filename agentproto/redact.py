@@ -408,10 +408,19 @@ class Secrets:
             self.add(match.group(1))
 
     # -- scrubbing -----------------------------------------------------------------------
-    def redact_json(self, text: str) -> str:
-        """Rule 1 on a JSON text (see ``_redact_json``), learning what rule 3 carries."""
+    def redact_json(self, text: str, lines: bool = False) -> str:
+        """Rule 1 on a JSON text (see ``_redact_json``), learning what rule 3 carries.
+        ``lines``: the text is one JSON value a line (an ops response), taken line by line,
+        and only the lines that may hold a member to redact are parsed (the same result on
+        such a text, at a cost that grows with those lines only). A request may be pretty
+        printed: it is parsed whole."""
         if not _triggered(text):
             return text
+        if lines and "\n" in text:
+            return "\n".join(self._redact_line(line) if _triggered(line) else line for line in text.split("\n"))
+        return self._redact_line(text)
+
+    def _redact_line(self, text: str) -> str:
         try:
             return _redact_json(text, self._found)
         except RecursionError:

@@ -442,3 +442,13 @@ def test_every_env_value_of_every_command_is_redacted_in_place(tmp_path: Path) -
     text = records(record)
     assert not [value for value in values.values() if value in text]
     assert text.count('\\"SETTING\\": \\"[redacted]\\"') == len(values)  # the names stay
+
+
+def test_a_pretty_printed_request_is_parsed_whole_and_a_response_line_by_line() -> None:
+    request = json.dumps({"cmd": "open", "env": {"A": "pretty-env-value"}, "x": {"password": "pretty-password"}}, indent=2)
+    cleaned = Secrets().redact_json(request)
+    assert "pretty-env-value" not in cleaned and "pretty-password" not in cleaned
+    assert json.loads(cleaned)["env"] == {"A": REDACTED}
+    response = "\n".join(json.dumps({"id": 1, "event": {"n": n, "apiKey": f"key-{n}"}}) for n in range(3)) + "\n"
+    assert Secrets().redact_json(response, lines=True) == Secrets().redact_json(response)
+    assert "key-1" not in Secrets().redact_json(response, lines=True)
