@@ -18,10 +18,10 @@ here: every secret becomes ``"[redacted]"``. Three rules, in this order:
      at any depth below it; booleans and nulls stay (``"refreshToken": false``).
 2. **In any string, by shape** (``scrub``): a URL's userinfo password
    (``scheme://user:PASSWORD@host``, the user stays; up to the last ``@`` before the
-   host), the value of a query parameter
-   that ``secret_param`` accepts (``?key=``, ``&token=``, ``?api_key=``, ``?sig=``...),
-   the token of ``Bearer TOKEN`` (8 characters or more), the token of a loopback listener
-   URL (``http://127.0.0.1:PORT/TOKEN/...``, the session's ``tools_url``).
+   host), the value of a query parameter that ``secret_param`` accepts (``?key=``,
+   ``&token=``, ``?api_key=``, ``?sig=``...), the token of ``Bearer TOKEN`` (8 characters
+   or more), the token of a loopback listener URL (``http://127.0.0.1:PORT/TOKEN/...``,
+   the session's ``tools_url``).
 3. **Carried over** (``scrub``): a value secret by key (rule 1's key rule, an env or
    header member whose name it accepts, ``Authorization``) or by shape (rule 2) and of at
    least ``MIN_ECHO`` (8) characters is learned, and every later occurrence of it is
@@ -37,7 +37,10 @@ Rules of this file:
   consistent: redacting a redacted text changes nothing, so replay applies the same rules
   to both sides of a comparison (replay_check.py) and a redacted recording replays.
 - Sans-IO and cheap when nothing matches: one compiled pattern decides whether a JSON text
-  holds a member to redact, and the carried-over values are one compiled pattern.
+  may hold a member to redact (only then is it parsed), each shape is looked for only
+  where its telling character is, and the carried-over values are one compiled pattern.
+  A member name written with ``\\u`` escapes (``"\\u0074oken"``) is not seen: no JSON
+  encoder we know of escapes letters.
 """
 
 from __future__ import annotations
