@@ -78,6 +78,12 @@ def _fail(message: str) -> int:
     return EXIT_FAILED
 
 
+def _listener_bounds(args: argparse.Namespace) -> tuple[int, int] | None:
+    """``--tool-connections`` and ``--tool-calls`` (None where the command has neither)."""
+    connections = getattr(args, "tool_connections", None)
+    return None if connections is None else (connections, args.tool_calls)
+
+
 class _Sidecar:
     """One command's runtime with what comes with it: the ``--record`` file (its header
     naming the frontend and the mock script), the observations database, the control
@@ -103,6 +109,7 @@ class _Sidecar:
             stall_timeout=args.stall_timeout,
             recorder=self.recorder,
             observer=self.observer,
+            listener_bounds=_listener_bounds(args),
         )
         self.control = None
         control = getattr(args, "control", None) or os.environ.get("AGENTPROTO_CONTROL")

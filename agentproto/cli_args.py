@@ -34,6 +34,25 @@ def _record_option(parser: argparse.ArgumentParser, control: bool = True) -> Non
         )
 
 
+def _count(text: str) -> int:
+    """A bound: a whole number above 0."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number above 0, got {text!r}")
+    return int(text)
+
+
+def _listener_options(parser: argparse.ArgumentParser) -> None:
+    """The per-session bounds of the loopback listener (the app's tools and hooks)."""
+    parser.add_argument(
+        "--tool-connections", type=_count, default=32, metavar="N",
+        help="the app's tools: the listener connections one session's agent may hold (default 32 of 256)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--tool-calls", type=_count, default=32, metavar="N",
+        help="the app's tools: the tool calls one session may have unanswered (default 32)",
+    )  # fmt: skip
+
+
 def _mock_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
 
@@ -189,6 +208,7 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         "listen address is loopback). Better: set AGENTPROTO_AUTH_TOKEN, which stays out of ps; "
         "this flag wins over it",
     )
+    _listener_options(serve)
     _record_option(serve)
 
     agent = command(
@@ -202,6 +222,7 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     agent.add_argument("--single-shot", action="store_true", help="read all of stdin as one request, answer, exit")
     _mock_option(agent)
     agent.add_argument("--stall-timeout", type=_seconds, default=60.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    _listener_options(agent)
     _record_option(agent)
 
     lister = command(

@@ -17,6 +17,12 @@ Rules of this file:
   itself closed only when every connection is busy; from three quarters of it on, a
   connection that is new or kept alive gets ``CROWDED_TIMEOUT`` at most (idle clients
   cannot lock the others out).
+- Per owner (optional, ``owners``: the listener's owner is a session's token): once its
+  head is in, a connection counts against the request's owner until it closes (or a later
+  request on it names another); until then the rules above apply. At ``per_owner`` a new
+  head of that owner closes the owner's oldest idle connection, or, when every one of them
+  is busy, is read whole and answered by ``owners.over`` and the connection closes: one
+  owner cannot take every slot from the others.
 - A web page must not drive a loopback listener: as soon as a head is in, before its body
   is read or ``100 Continue`` sent, ``httpcore.check_request`` (Host, Origin,
   Content-Type) and then the handler's own ``refuse`` (its token) are applied.
@@ -67,6 +73,20 @@ class Handler(Protocol):
 
     def error_body(self, status: int, message: str) -> Any:
         """The JSON body of an error the server answers itself (400, 408, 413, ...)."""
+
+
+class Owners(Protocol):
+    """Whom a connection counts against once its head is in, and how many each may hold."""
+
+    #: The connections one owner may hold (busy or kept alive) at once.
+    per_owner: int
+
+    def owner(self, request: Request) -> object | None:
+        """The owner of a request whose head passed the checks (None: it counts against nobody)."""
+
+    def over(self, request: Request, response: "Response") -> None:
+        """Answer a request whose owner holds ``per_owner`` busy connections already (the
+        connection closes after it)."""
 
 
 class Response:
@@ -152,6 +172,9 @@ class HttpConnection(Accepted):
         self.reader = Reader(self.loop, self.fd, self._feed, self.close, 64 * 1024)
         self.checked = False  # the current request's head passed the checks
         self.idle = False  # waiting for a kept-alive connection's next request
+        #: Whom it counts against (``Owners``), once a head is in; over: its owner was full.
+        self.owner: object | None = None
+        self.over = False
         self.response: Response | None = None
         #: The deadline of the request being read, or of a kept-alive connection's idling.
         self.deadline = Alarm(self.loop, self._timeout)
@@ -184,6 +207,8 @@ class HttpConnection(Accepted):
             if refusal is not None:
                 self._refuse(*refusal)
                 return
+            if self.server.owners is not None:
+                self.over = not self.server.claim(self, self.parser.request)
             if request is None and self.parser.request.headers.get("expect", "").lower() == "100-continue":
                 self.output.send(response_head(100, []))
         if request is not None:
@@ -195,7 +220,11 @@ class HttpConnection(Accepted):
         self.deadline.cancel()
         response = self.response = Response(self, request)
         try:
-            self.server.handler.handle(request, response)
+            if self.over and self.server.owners is not None:
+                response.keep_alive = False
+                self.server.owners.over(request, response)
+            else:
+                self.server.handler.handle(request, response)
         except Exception:  # a bug costs this request, never the server
             import traceback
 
@@ -229,6 +258,7 @@ class HttpConnection(Accepted):
         leftover = self.parser.leftover()
         self.parser = self.server.new_parser()
         self.checked = False
+        self.over = False
         self.response = None
         self.idle = True
         self.server.idle[self] = None  # the newest idle: evicted last
@@ -243,6 +273,7 @@ class HttpConnection(Accepted):
         self.deadline.cancel()
         self.server.connections.discard(self)
         self.server.idle.pop(self, None)
+        self.server.release(self)
         if self.server.acceptor is not None:
             self.server.acceptor.freed()
 
@@ -263,9 +294,13 @@ class HttpServer:
         idle_timeout: float = 60.0,
         max_head: int = MAX_HEAD,
         max_body: int = MAX_BODY,
+        owners: Owners | None = None,
     ) -> None:
         self.loop = loop
         self.handler = handler
+        self.owners = owners
+        #: Each owner's connections (``Owners``), the longest held first.
+        self.owned: dict[object, dict[HttpConnection, None]] = {}
         self.max_connections = max_connections
         self.request_timeout = request_timeout
         self.idle_timeout = idle_timeout
@@ -304,6 +339,36 @@ class HttpServer:
                 return
             oldest.close()
         self.connections.add(HttpConnection(self, sock))
+
+    def claim(self, conn: HttpConnection, request: Request) -> bool:
+        """Count ``conn`` against its request's owner; False when the owner is full and
+        every connection it holds is busy (one of its idle ones is closed to make room)."""
+        assert self.owners is not None
+        owner = self.owners.owner(request)
+        if owner is conn.owner:
+            return True
+        self.release(conn)
+        if owner is None:
+            return True
+        held = self.owned.setdefault(owner, {})
+        if len(held) >= self.owners.per_owner:
+            oldest = next((other for other in held if other in self.idle), None)
+            if oldest is None:
+                return False
+            oldest.close()  # its forget releases it
+            held = self.owned.setdefault(owner, {})
+        held[conn] = None
+        conn.owner = owner
+        return True
+
+    def release(self, conn: HttpConnection) -> None:
+        owner, conn.owner = conn.owner, None
+        if owner is not None:
+            held = self.owned.get(owner)
+            if held is not None:
+                held.pop(conn, None)
+                if not held:
+                    del self.owned[owner]
 
     def refusal(self, request: Request) -> Refusal | None:
         problem = check_request(request.method, request.version, request.headers, self.bound)

@@ -18,6 +18,15 @@ Rules of this file:
   ``REQUEST_TIMEOUT``; at most ``MAX_CONNECTIONS`` connections at once (at the bound a new
   one closes the oldest idle one, or is closed if none is idle: httpserver.py) and
   ``MAX_MCP_SESSIONS`` MCP sessions per session (the oldest goes).
+- One session's agent cannot starve the others (its token is the owner, httpserver.py):
+  once its head is in, a connection counts against its session, which holds at most
+  ``connections`` (default ``CONNECTIONS_PER_SESSION``) of the ``MAX_CONNECTIONS``; past
+  that, with none of them idle, a request is answered at once and the connection closes:
+  each JSON-RPC request in it gets a ``TOO_MANY`` error (a JSON-RPC error, not a 429,
+  which clients retry), a hook a 503. And a session has at most ``calls`` (default
+  ``CALLS_PER_SESSION``) tool calls unanswered, wherever they came from (a call stays
+  pending until its answer, its ``tool_timeout`` or the close, even when its client has
+  gone): one more gets a ``TOO_MANY`` error at once.
 - An answer the app has not given yet keeps its HTTP request open (a deferred response);
   the loop serves everything else meanwhile.
 - MCP sessions: ``initialize`` gets an ``Mcp-Session-Id`` (random), required on every
@@ -51,6 +60,11 @@ MAX_BODY = 4 * 1024 * 1024
 REQUEST_TIMEOUT = 30.0
 MAX_CONNECTIONS = 256
 MAX_MCP_SESSIONS = 64
+#: The connections, and the unanswered tool calls, one session may hold (configurable).
+CONNECTIONS_PER_SESSION = 32
+CALLS_PER_SESSION = 32
+#: The JSON-RPC code of a call refused because its session holds too many already.
+TOO_MANY = -32005
 #: The JSON-RPC code MCP servers answer an unknown session id with.
 SESSION_NOT_FOUND = -32001
 
@@ -82,6 +96,8 @@ class Registration:
         self.key = _key(self.token)
         self.endpoints: OrderedDict[str, mcp.McpEndpoint] = OrderedDict()
         self.closed = False
+        #: Its tool calls not answered yet (at most ``listener.calls``).
+        self.calls = 0
 
     @property
     def base(self) -> str:
@@ -103,11 +119,28 @@ class Registration:
     def endpoint(self) -> tuple[str, mcp.McpEndpoint]:
         """A new MCP session (``initialize``), and its id."""
         session_id = secrets.token_hex(16)
-        endpoint = mcp.McpEndpoint(self.served, name=APP_SERVER, version=__version__)
+        endpoint = mcp.McpEndpoint(self, name=APP_SERVER, version=__version__)
         self.endpoints[session_id] = endpoint
         while len(self.endpoints) > MAX_MCP_SESSIONS:
             self.endpoints.popitem(last=False)
         return session_id, endpoint
+
+
+    # -- mcp.ToolSet: the session's tools, its pending calls counted --------------------------
+    def tools(self) -> list[dict[str, Any]]:
+        return self.served.tools()
+
+    def call(self, call: mcp.ToolCall) -> None:
+        bound = self.listener.calls
+        if self.calls >= bound:
+            call.fail(RpcError(TOO_MANY, f"Too many tool calls: this session has {bound} unanswered (the bound)"))
+            return
+        self.calls += 1
+        call.then(self._answered)
+        self.served.call(call)
+
+    def _answered(self) -> None:
+        self.calls -= 1
 
 
 class _Reply:
@@ -149,13 +182,24 @@ def _rpc_error(code: int, message: str) -> dict[str, Any]:
 
 
 class Listener:
-    """The sidecar's loopback listener (httpserver's handler)."""
+    """The sidecar's loopback listener (httpserver's handler, and its ``Owners``)."""
 
-    def __init__(self, loop: "Loop") -> None:
+    def __init__(
+        self, loop: "Loop", connections: int = CONNECTIONS_PER_SESSION, calls: int = CALLS_PER_SESSION
+    ) -> None:
         self.loop = loop
         self.entries: dict[bytes, Registration] = {}
+        #: httpserver.Owners: the connections one session may hold.
+        self.per_owner = connections
+        #: The tool calls one session may have unanswered.
+        self.calls = calls
         self.server = HttpServer(
-            loop, self, max_connections=MAX_CONNECTIONS, request_timeout=REQUEST_TIMEOUT, max_body=MAX_BODY
+            loop,
+            self,
+            max_connections=MAX_CONNECTIONS,
+            request_timeout=REQUEST_TIMEOUT,
+            max_body=MAX_BODY,
+            owners=self,
         )
         self.port = 0
 
@@ -198,6 +242,34 @@ class Listener:
             return 405, {"error": "only POST (no SSE stream here)"}, {"Allow": "POST"}
         return None
 
+    # -- httpserver.Owners: a session's token owns its connections ----------------------------
+    def owner(self, request: Request) -> object | None:
+        route = self._route(request.path)
+        return None if route is None else route[0]
+
+    def over(self, request: Request, response: Response) -> None:
+        route = self._route(request.path)
+        bound = self.per_owner
+        if route is None or route[1] != "mcp":
+            response.json(503, {"error": f"this session holds {bound} connections (the bound)"}, close=True)
+            return
+        try:
+            message = json.loads(request.body)
+        except (ValueError, RecursionError) as exc:
+            response.json(400, _rpc_error(PARSE_ERROR, f"Parse error: {str(exc)[:200]}"), close=True)
+            return
+        why = RpcError(TOO_MANY, f"Too many connections: this session holds {bound} busy ones (the bound)").body()
+        entries = message if isinstance(message, list) else [message]
+        errors = [
+            {"jsonrpc": "2.0", "id": entry["id"], "error": why}
+            for entry in entries
+            if isinstance(entry, dict) and "method" in entry and "id" in entry
+        ]
+        if not errors:
+            response.empty(202)  # only notifications: nothing to answer
+        else:
+            response.json(200, errors if isinstance(message, list) else errors[0], close=True)
+
     def handle(self, request: Request, response: Response) -> None:
         try:
             route = self._route(request.path)
@@ -233,7 +305,7 @@ class Listener:
                 headers["Mcp-Session-Id"] = session_id
             elif _is_call(message, "server/discover"):
                 # The stateless draft: unknown here, so the client falls back to initialize.
-                endpoint = mcp.McpEndpoint(registration.served, name=APP_SERVER, version=__version__)
+                endpoint = mcp.McpEndpoint(registration, name=APP_SERVER, version=__version__)
             else:
                 response.json(400, _rpc_error(INVALID_REQUEST, "Bad Request: no Mcp-Session-Id (initialize first)"))
                 return

@@ -86,6 +86,20 @@ class ToolCall:
             params["total"] = total
         self._notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
 
+    def then(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the call is answered (at once if it is already), before the
+        answer goes out."""
+        answer = self._answer
+        if answer is None:
+            callback()
+            return
+
+        def answered(result: dict[str, Any] | None, error: RpcError | None) -> None:
+            callback()
+            answer(result, error)
+
+        self._answer = answered
+
     def result(self, result: dict[str, Any]) -> None:
         """The call's ``CallToolResult`` (``content``, ``structuredContent``, ``isError``)."""
         self._give(result, None)

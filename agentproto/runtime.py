@@ -98,6 +98,7 @@ class Runtime:
         transport_factory: TransportFactory = process_transport,
         recorder: "RecordSink | None" = None,
         observer: Observer | None = None,
+        listener_bounds: tuple[int, int] | None = None,
     ) -> None:
         self.loop = loop
         self.mock_script = mock_script
@@ -111,6 +112,8 @@ class Runtime:
         self.observer = observer if observer is not None else Observer(loop, None)
         #: The loopback listener of the sessions' own tools and hooks, opened on first use.
         self.listener: Listener | None = None
+        #: The connections and unanswered tool calls one session may hold on it (None: its defaults).
+        self.listener_bounds = listener_bounds
         #: What every session shares; the stall timeout and how sessions start their agents
         #: (replay and fault injection put their own in) are kept there, and only there.
         self.context = Context(loop, stall_timeout, self._forget, transport_factory, self._listen, self.observer)
@@ -151,7 +154,7 @@ class Runtime:
         if self.listener is None:
             from agentproto.listener import Listener  # only a session with tools or hooks needs it
 
-            listener = Listener(self.loop)
+            listener = Listener(self.loop, *self.listener_bounds) if self.listener_bounds else Listener(self.loop)
             listener.start()  # OSError: this open fails (SpawnFailed), the next one tries again
             self.listener = listener
         return self.listener.register(served)
