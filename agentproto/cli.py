@@ -182,7 +182,8 @@ def _serve_transport(args: argparse.Namespace) -> int:
             from agentproto.http_ops import run_http
 
             _settle()
-            return run_http(runtime, address, token, recorder)
+            idle = args.session_idle_timeout
+            return run_http(runtime, address, token, recorder, 1800.0 if idle is None else idle)
         if args.transport == "jsonrpc":
             from agentproto.jsonrpc_server import JsonRpcServer as server
         else:

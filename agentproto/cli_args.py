@@ -34,6 +34,17 @@ def _record_option(parser: argparse.ArgumentParser, control: bool = True) -> Non
         )
 
 
+def _idle_seconds(text: str) -> float:
+    """A ``--session-idle-timeout``: a finite number of seconds, 0 for never."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (0 <= value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, got {text}")
+    return value
+
+
 def _count(text: str) -> int:
     """A bound: a whole number above 0."""
     if not text.isdigit() or int(text) < 1:
@@ -208,6 +219,11 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         "listen address is loopback). Better: set AGENTPROTO_AUTH_TOKEN, which stays out of ps; "
         "this flag wins over it",
     )
+    serve.add_argument(
+        "--session-idle-timeout", type=_idle_seconds, metavar="SECONDS",
+        help="http: close a session idle this long (no turn, no open request, no request or event "
+        "stream for it; default 1800, 0 never)",
+    )  # fmt: skip
     _listener_options(serve)
     _record_option(serve)
 
@@ -331,8 +347,20 @@ def check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
     sub = _subparser(parser, command)
     if command == "serve":
         transport = args.transport
-        allowed = {"--port": ("http",), "--socket": ("unix",), "--listen": ("unix", "http"), "--auth-token": ("http",)}
-        given = {"--port": args.port, "--socket": args.socket, "--listen": args.listen, "--auth-token": args.auth_token}
+        allowed = {
+            "--port": ("http",),
+            "--socket": ("unix",),
+            "--listen": ("unix", "http"),
+            "--auth-token": ("http",),
+            "--session-idle-timeout": ("http",),
+        }
+        given = {
+            "--port": args.port,
+            "--socket": args.socket,
+            "--listen": args.listen,
+            "--auth-token": args.auth_token,
+            "--session-idle-timeout": args.session_idle_timeout,
+        }
         for flag, transports in allowed.items():
             if given[flag] is not None and transport not in transports:
                 needs = " or ".join(f"--transport {t}" for t in transports)

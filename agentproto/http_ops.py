@@ -13,7 +13,9 @@ Rules of this file:
   engine's flow control, pauses only the session it streams; a batch runs its next request
   only once its connection's output is back under ``BATCH_HIGH_WATER``.
 - Sessions belong to the server, not to a connection: any POST may name any session; a
-  POST's default session starts empty.
+  POST's default session starts empty. A client that crashed cannot leak them: a session
+  idle for ``idle_timeout`` (``--session-idle-timeout``, default ``IDLE_TIMEOUT``; 0:
+  never) is closed as a ``close`` op would (ops.py says what idle is).
 - Without a token, only a loopback address may be listened on: anyone who can reach the
   port could run any program as this user.
 """
@@ -36,6 +38,8 @@ from agentproto.stdio import capture, watch_lifetime, when_drained
 from agentproto.wire import encode
 
 REQUEST_TIMEOUT = 30.0
+#: Seconds a session opened over HTTP may stay idle before it is closed (--session-idle-timeout).
+IDLE_TIMEOUT = 1800.0
 EXIT_USAGE = 2
 #: A batch runs its next request only while its connection's output holds at most this many
 #: chunks (past it, once the output has drained): a client that does not read costs that
@@ -81,11 +85,13 @@ class OpsHttp:
     """The ops frontend as one handler of the HTTP server: its routes, its token, its
     sessions (the server's, not a connection's)."""
 
-    def __init__(self, runtime: Runtime, auth_token: str | None, recorder: Recorder | None) -> None:
+    def __init__(
+        self, runtime: Runtime, auth_token: str | None, recorder: Recorder | None, idle_timeout: float = 0.0
+    ) -> None:
         self.loop = runtime.loop
         self.auth_token = auth_token
         self.recorder = recorder
-        self.hub = OpsHub(runtime, shared=True)
+        self.hub = OpsHub(runtime, shared=True, idle_timeout=idle_timeout)
 
     def error_body(self, status: int, message: str) -> Any:
         return {"kind": "error", "message": message}
@@ -173,10 +179,16 @@ class OpsHttp:
         step()
 
 
-def run_http(runtime: Runtime, address: tuple[str, int], auth_token: str | None, recorder: Recorder | None) -> int:
+def run_http(
+    runtime: Runtime,
+    address: tuple[str, int],
+    auth_token: str | None,
+    recorder: Recorder | None,
+    idle_timeout: float = IDLE_TIMEOUT,
+) -> int:
     """``serve --transport http``: the ops handler on an HTTP server until a signal or EOF."""
     loop = runtime.loop
-    handler = OpsHttp(runtime, auth_token, recorder)
+    handler = OpsHttp(runtime, auth_token, recorder, idle_timeout)
     server = HttpServer(loop, handler, request_timeout=REQUEST_TIMEOUT)
     stopping = [False]
 

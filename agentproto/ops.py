@@ -16,6 +16,11 @@ Rules of this file:
   that session streams them, so a client that asks nothing loses nothing and never
   blocks the agent (up to ``MAILBOX_FREE`` events; past that the engine's flow control
   pauses the agent).
+- With an ``idle_timeout`` (HTTP's ``--session-idle-timeout``; 0: never), a session the
+  hub opened is closed, as a ``close`` op would close it, once it has been idle that long:
+  no turn running or queued, no open request (the app's tool calls and hooks included),
+  no request of the hub following it (an HTTP request for it, an event stream). Its
+  events, a request starting or ending on it, restart the clock.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ from collections import deque
 from agentproto import CONTRACT, PROTOCOL, __version__
 from agentproto.drivers import catalog
 from agentproto.engine import Session
-from agentproto.errors import ERROR_KINDS, AgentError, Kind
+from agentproto.errors import ERROR_KINDS, AgentError, Kind, log
 from agentproto.explain import canonical, explain
+from agentproto.loop import Alarm
 from agentproto.runtime import Runtime, Scope
 from agentproto.typecheck import TYPE_CHECKING, Protocol
 from agentproto.wire import (
@@ -148,8 +154,12 @@ class _Mailbox:
         self.followers: list[_Follower] = []
         self.closed = False
         self.pumping = False
+        #: The session's idle clock (the hub's ``idle_timeout``), or None.
+        self.expiry: _Expiry | None = None
 
     def push(self, line: dict[str, Any], is_event: bool) -> None:
+        if self.expiry is not None:
+            self.expiry.last = self.hub.loop.time()
         owed = is_event
         if is_event and not self.followers and len(self.items) < self.hub.MAILBOX_FREE:
             self.session.delivered(1)
@@ -159,11 +169,15 @@ class _Mailbox:
 
     def follow(self, follower: "_Follower") -> None:
         self.followers.append(follower)
+        if self.expiry is not None:
+            self.expiry.last = self.hub.loop.time()
         self.pump()
 
     def unfollow(self, follower: "_Follower") -> None:
         if follower in self.followers:
             self.followers.remove(follower)
+            if self.expiry is not None:
+                self.expiry.last = self.hub.loop.time()
         self._maybe_drop()
 
     def pump(self) -> None:
@@ -185,6 +199,9 @@ class _Mailbox:
 
     def close(self) -> None:
         self.closed = True
+        if self.expiry is not None:
+            self.expiry.alarm.cancel()
+            self.expiry = None
         self.pump()
 
     def _maybe_drop(self) -> None:
@@ -198,15 +215,60 @@ class _Mailbox:
                 self.hub.errors.pop(self.session.id, None)
 
 
+class _Expiry:
+    """The idle clock of one session of a hub: closes it once it has been idle for the
+    hub's ``idle_timeout``. ``last`` is the time of its latest activity (its mailbox sets it);
+    the alarm checks then, and sets itself again for what is left."""
+
+    __slots__ = ("hub", "box", "last", "alarm")
+
+    def __init__(self, hub: "OpsHub", box: _Mailbox) -> None:
+        self.hub = hub
+        self.box = box
+        self.last = hub.loop.time()
+        self.alarm = Alarm(hub.loop, self._check)
+        self.alarm.set(hub.idle_timeout)
+
+    def busy(self) -> bool:
+        session = self.box.session
+        return bool(
+            session.turn is not None
+            or session.queue
+            or session.pending_steer is not None
+            or session.app.pending
+            or self.box.followers
+        )
+
+    def _check(self) -> None:
+        session, hub = self.box.session, self.hub
+        if session.state != "open" or self.box.expiry is not self:
+            return  # closing already: its close goes on
+        timeout, now = hub.idle_timeout, hub.loop.time()
+        if self.busy():
+            # Its end is an event or a request leaving, which restarts the clock then.
+            self.last = now
+            self.alarm.set(timeout)
+            return
+        left = self.last + timeout - now
+        if left > 0:
+            self.alarm.set(left)
+            return
+        self.box.expiry = None
+        log(f"{session.id}: idle for {timeout:g} s (--session-idle-timeout): closing it")
+        hub.runtime.execute("close", {"session": session.id}, hub, hub.scope, lambda _value, _error: None)
+
+
 class OpsHub:
     """The sessions of one ops server (a loop, a connection, or HTTP's shared state): the
     engine's ``Sink`` for them, and their mailboxes."""
 
     MAILBOX_FREE = 4096
 
-    def __init__(self, runtime: Runtime, shared: bool = False) -> None:
+    def __init__(self, runtime: Runtime, shared: bool = False, idle_timeout: float = 0.0) -> None:
         self.runtime = runtime
         self.loop = runtime.loop
+        #: Seconds a session it opened may stay idle before it is closed (0: for ever).
+        self.idle_timeout = idle_timeout
         self.scope = Scope(runtime, shared)
         self.boxes: dict[str, _Mailbox] = {}
         self.errors: dict[str, AgentError] = {}
@@ -230,6 +292,15 @@ class OpsHub:
 
     def session_closed(self, session: Session) -> None:
         self.box(session).close()  # the engine then takes it out of the scope
+
+    def opened(self, session_id: str) -> None:
+        """A session this hub opened is open: its idle clock starts (with an ``idle_timeout``)."""
+        # Not the scope: an open answered at once is answered before the scope holds it.
+        session = self.runtime.sessions.get(session_id)
+        if self.idle_timeout > 0 and session is not None and session.sink is self and session.state == "open":
+            box = self.box(session)
+            if box.expiry is None and not box.closed:
+                box.expiry = _Expiry(self, box)
 
     def _empty(self) -> None:
         waiters, self._idle_waiters = self._idle_waiters, []
@@ -362,6 +433,7 @@ class _Run:
             return
         if self.op == "open":
             self.ctx.default = value["id"]
+            self.hub.opened(value["id"])
             self.result(True, session=value)
         else:
             self.result(True, **{RESULT_FIELD[self.op]: value})
