@@ -13,10 +13,14 @@ Rules of this file:
 - Bounded: head and body sizes (httpcore), ``max_connections``; a request must arrive
   within ``request_timeout`` once the connection (or its first byte) is there, and a
   kept-alive connection idle for ``idle_timeout`` is closed. At the bound, a new
-  connection closes the oldest idle one (no request being answered) to make room, and is
-  itself closed only when every connection is busy; from three quarters of it on, a
-  connection that is new or kept alive gets ``CROWDED_TIMEOUT`` at most (idle clients
-  cannot lock the others out).
+  connection closes the oldest idle one (no request being answered, or an answer whole
+  and only waiting for its client to read it) to make room, and is itself closed only
+  when every connection is busy; from three quarters of it on, a connection that is new or
+  kept alive gets ``CROWDED_TIMEOUT`` at most (idle clients cannot lock the others out).
+- A client that does not read cannot hold a slot for ever: while a request is answered,
+  an answer none of whose bytes could be written for ``idle_timeout`` (the crowded
+  timeout once crowded) closes the connection. (An answer that is slow to come, a held
+  tool call, a long turn, is the handler's business: only unwritten bytes count.)
 - Per owner (optional, ``owners``: the listener's owner is a session's token): once its
   head is in, a connection counts against the request's owner until it closes (or a later
   request on it names another); until then the rules above apply. At ``per_owner`` a new
@@ -176,6 +180,8 @@ class HttpConnection(Accepted):
         self.owner: object | None = None
         self.over = False
         self.response: Response | None = None
+        #: ``output.sent`` when the write watch was set (``_watch_writes``).
+        self.mark = 0
         #: The deadline of the request being read, or of a kept-alive connection's idling.
         self.deadline = Alarm(self.loop, self._timeout)
         server.idle[self] = None
@@ -184,7 +190,14 @@ class HttpConnection(Accepted):
 
     # -- reading ------------------------------------------------------------------------
     def _timeout(self) -> None:
-        if self.closed or self.response is not None:
+        if self.closed:
+            return
+        if self.response is not None:
+            output = self.output
+            if output.queue and output.sent == self.mark:
+                self.close()  # nothing of its answer could be written for that long: it does not read
+            else:
+                self._watch_writes()
             return
         if self.idle:
             self.close()  # nothing was asked: nothing to answer
@@ -214,10 +227,15 @@ class HttpConnection(Accepted):
         if request is not None:
             self._handle(request)
 
+    def _watch_writes(self) -> None:
+        """While a request is answered: check, ``idle_timeout`` from now, that its client reads."""
+        self.mark = self.output.sent
+        self.deadline.set(self.server.timeout(self.server.idle_timeout))
+
     def _handle(self, request: Request) -> None:
         self.reader.pause()
         self.server.idle.pop(self, None)
-        self.deadline.cancel()
+        self._watch_writes()
         response = self.response = Response(self, request)
         try:
             if self.over and self.server.owners is not None:
@@ -249,6 +267,9 @@ class HttpConnection(Accepted):
         """The whole answer is queued: once written, read the next request or close."""
         if self.closed or response is not self.response:
             return
+        if self.output.queue:
+            # Nothing left to do but wait for the client to read: at the bound, this one may go.
+            self.server.idle[self] = None
         when_drained(self.output, self._next if response.keep_alive else self.close)
 
     def _next(self) -> None:
@@ -261,6 +282,7 @@ class HttpConnection(Accepted):
         self.over = False
         self.response = None
         self.idle = True
+        self.server.idle.pop(self, None)
         self.server.idle[self] = None  # the newest idle: evicted last
         self.deadline.set(self.server.timeout(self.server.idle_timeout))
         self.reader.start()

@@ -157,6 +157,7 @@ class Output:
         self.on_error = on_error
         self.queue: deque[tuple[bytes, "Session | None"]] = deque()
         self.offset = 0  # bytes of queue[0] already written
+        self.sent = 0  # bytes written so far (a reader's progress: httpserver's stall check)
         self._flush_soon = Soon(loop, self.flush)
         self.waiting = False  # registered for EVENT_WRITE
         self.failed = False
@@ -237,6 +238,7 @@ class Output:
         return total
 
     def _account(self, written: int) -> None:
+        self.sent += written
         queue = self.queue
         remaining = written + self.offset
         counts: dict["Session", int] = {}
