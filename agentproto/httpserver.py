@@ -18,9 +18,12 @@ Rules of this file:
   when every connection is busy; from three quarters of it on, a connection that is new or
   kept alive gets ``CROWDED_TIMEOUT`` at most (idle clients cannot lock the others out).
 - A client that does not read cannot hold a slot for ever: while a request is answered,
-  an answer none of whose bytes could be written for ``idle_timeout`` (the crowded
-  timeout once crowded) closes the connection. (An answer that is slow to come, a held
-  tool call, a long turn, is the handler's business: only unwritten bytes count.)
+  its connection's deadline (the request's, or the keep-alive's) checks that some of the
+  answer was written since the request was handled, then every ``idle_timeout`` (the
+  crowded timeout once crowded) since the last check; an answer with bytes waiting and
+  none written closes the connection. (An answer that is slow to come, a held tool call,
+  a long turn, is the handler's business: only unwritten bytes count.) No timer per
+  request: the deadline already armed does it.
 - Per owner (optional, ``owners``: the listener's owner is a session's token): once its
   head is in, a connection counts against the request's owner until it closes (or a later
   request on it names another); until then the rules above apply. At ``per_owner`` a new
@@ -182,7 +185,8 @@ class HttpConnection(Accepted):
         self.response: Response | None = None
         #: ``output.sent`` when the write watch was set (``_watch_writes``).
         self.mark = 0
-        #: The deadline of the request being read, or of a kept-alive connection's idling.
+        #: The deadline of the request being read, or of a kept-alive connection's idling;
+        #: while a request is answered, when to check that its client reads.
         self.deadline = Alarm(self.loop, self._timeout)
         server.idle[self] = None
         self.deadline.set(server.timeout(server.request_timeout))
@@ -235,7 +239,9 @@ class HttpConnection(Accepted):
     def _handle(self, request: Request) -> None:
         self.reader.pause()
         self.server.idle.pop(self, None)
-        self._watch_writes()
+        # The deadline stays as it is (no timer per request): when it comes, ``_timeout``
+        # checks that the answer's client read something since, and watches on.
+        self.mark = self.output.sent
         response = self.response = Response(self, request)
         try:
             if self.over and self.server.owners is not None:

@@ -89,7 +89,7 @@ def test_clients_that_never_read_their_answers_cannot_fill_the_bound() -> None:
 
 
 def test_an_answer_its_client_does_not_read_is_cut_after_the_idle_timeout() -> None:
-    running = flooding(idle_timeout=1.0)
+    running = flooding(idle_timeout=1.0, request_timeout=1.0)
     try:
         def client() -> Any:
             sock = socket.socket()
@@ -111,7 +111,7 @@ def test_an_answer_its_client_does_not_read_is_cut_after_the_idle_timeout() -> N
 
 
 def test_a_client_reading_a_long_answer_is_not_cut() -> None:
-    running = flooding(idle_timeout=1.0)
+    running = flooding(idle_timeout=1.0, request_timeout=1.0)
     try:
         def client() -> int:
             sock = running.raw()
