@@ -133,7 +133,7 @@ class Registration:
     def call(self, call: mcp.ToolCall) -> None:
         bound = self.listener.calls
         if self.calls >= bound:
-            call.fail(RpcError(TOO_MANY, f"Too many tool calls: this session has {bound} unanswered (the bound)"))
+            call.fail(RpcError(TOO_MANY, f"Too many tool calls: this session has its {bound} unanswered already"))
             return
         self.calls += 1
         call.then(self._answered)
@@ -251,14 +251,15 @@ class Listener:
         route = self._route(request.path)
         bound = self.per_owner
         if route is None or route[1] != "mcp":
-            response.json(503, {"error": f"this session holds {bound} connections (the bound)"}, close=True)
+            refused = f"too many connections: this session holds its {bound} already (--tool-connections)"
+            response.json(503, {"error": refused}, close=True)
             return
         try:
             message = json.loads(request.body)
         except (ValueError, RecursionError) as exc:
             response.json(400, _rpc_error(PARSE_ERROR, f"Parse error: {str(exc)[:200]}"), close=True)
             return
-        why = RpcError(TOO_MANY, f"Too many connections: this session holds {bound} busy ones (the bound)").body()
+        why = RpcError(TOO_MANY, f"Too many connections: this session holds its {bound} busy already").body()
         entries = message if isinstance(message, list) else [message]
         errors = [
             {"jsonrpc": "2.0", "id": entry["id"], "error": why}

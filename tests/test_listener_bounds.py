@@ -182,3 +182,19 @@ def test_at_its_bound_a_session_new_connection_closes_its_own_oldest_idle_one() 
         assert refused.json()["error"]["code"] == TOO_MANY and refused.headers.get("connection") == "close"
         for sock in (*kept, third):
             sock.close()
+
+
+def test_a_hook_past_the_connection_bound_gets_503_and_the_held_one_its_answer() -> None:
+    with Sidecar(["--mock", script("tools"), "--tool-connections", "1"], reference=False) as car:
+        info = car.ok({"cmd": "open", "agent": "mock", "dir": str(ROOT), "tools": [LOOKUP], "hooks": ["Stop"]})
+        hook_url = info["tools_url"].replace("/mcp/agentproto", "/hook/Stop")
+        held = InThread(lambda: post(hook_url, {"n": 1}))
+        hook = opened_request(car, info["id"], "Hook")["kind"]["RequestOpened"]["Hook"]
+        refused = post(hook_url, {"n": 2})
+        assert refused.status == 503 and refused.json()["error"].startswith("too many connections"), refused.body
+        assert refused.headers.get("connection") == "close"
+        car.ok({"cmd": "answer", "session": info["id"], "request": hook["id"], "answer": {"HookResult": {"ok": 1}}})
+        assert held.result().json() == {"ok": 1}
+        # The refused one never reached the app.
+        hooks = [line for line in car.seen if "event" in line and kind_name(line["event"]["kind"]) == "RequestOpened"]
+        assert len(hooks) == 1
