@@ -18,7 +18,8 @@ Rules of this file:
   pauses the agent).
 - With an ``idle_timeout`` (HTTP's ``--session-idle-timeout``; 0: never), a session the
   hub opened is closed, as a ``close`` op would close it, once it has been idle that long:
-  no turn running or queued, no open request (the app's tool calls and hooks included),
+  no turn running or queued (an agent rides out a rate limit inside its turn), no open
+  request (the app's tool calls and hooks included),
   no request of the hub following it (an HTTP request for it, an event stream). Its
   events, a request starting or ending on it, restart the clock.
 """
