@@ -45,20 +45,37 @@ OPEN_FIELDS = ("notes", "reminder")
 #: Commands a session may hold while it opens (answered in order once the open is answered);
 #: one more is SessionBusy.
 OPENING_QUEUE = 64
+#: The longest answer generate collects, in characters (16 MiB of ASCII): past it generate
+#: fails ProtocolFailed rather than keep an agent's flood.
+MAX_ANSWER = 16 << 20
 
 
 class _Collector:
-    """The sink of throwaway sessions (probe, generate): keeps text, drops the rest."""
+    """The sink of throwaway sessions (probe, generate): keeps text, drops the rest.
 
-    def __init__(self, on_event: Callable[[Session, dict[str, Any]], None] | None = None) -> None:
-        self.text: list[str] = []
-        self.messages: list[str] = []
+    Each message's text is kept as its pieces (by message id, in the order messages first
+    spoke) and joined once, at the end: an answer of N deltas costs O(N), not the O(N^2) of
+    growing one string per delta. Past ``limit`` characters nothing more is kept and
+    ``on_overflow`` is called, once."""
+
+    def __init__(
+        self, on_event: Callable[[Session, dict[str, Any]], None] | None = None, limit: int | None = None
+    ) -> None:
+        self.pieces: dict[str, list[str]] = {}
+        self.size = 0
+        self.limit = limit
+        self.overflowed = False
         self.ended: Any = None
         self.error: AgentError | None = None
         self.closed = False
         self.on_event = on_event
         self.on_turn_end: Callable[[], None] | None = None
         self.on_closed: Callable[[], None] | None = None
+        self.on_overflow: Callable[[], None] | None = None
+
+    def text(self) -> str:
+        """Every message's text, joined (once per call: call it at the end)."""
+        return "".join("".join(pieces) for pieces in self.pieces.values())
 
     def event(self, session: Session, event: dict[str, Any]) -> None:
         session.delivered(1)
@@ -67,11 +84,21 @@ class _Collector:
         kind = event["kind"]
         if isinstance(kind, dict):
             if "TextDelta" in kind:
+                if self.overflowed:
+                    return
                 body = kind["TextDelta"]
-                if body["message_id"] not in self.messages:
-                    self.messages.append(body["message_id"])
-                    self.text.append("")
-                self.text[self.messages.index(body["message_id"])] += body["text"]
+                piece = body["text"]
+                self.size += len(piece)
+                if self.limit is not None and self.size > self.limit:
+                    self.overflowed = True
+                    self.pieces.clear()
+                    if self.on_overflow is not None:
+                        self.on_overflow()
+                    return
+                pieces = self.pieces.get(body["message_id"])
+                if pieces is None:
+                    pieces = self.pieces[body["message_id"]] = []
+                pieces.append(piece)
             elif "TurnEnded" in kind:
                 self.ended = kind["TurnEnded"]["stop"]
                 if self.on_turn_end is not None:
@@ -388,7 +415,7 @@ class Runtime:
             if problems:
                 done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "output_schema: " + "; ".join(problems)))
                 return None
-        collector = _Collector(on_event)
+        collector = _Collector(on_event, MAX_ANSWER)
         outcome: list[Any] = []
 
         def finish(value: Any, error: AgentError | None) -> None:
@@ -418,9 +445,15 @@ class Runtime:
             else:
                 session.answer(request_id_of(request), answer, lambda _v, _e: None)
 
+        def overflowed() -> None:
+            why = f"the answer is longer than {MAX_ANSWER >> 20} MiB ({MAX_ANSWER:,} characters), generate's bound"
+            finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, why))
+
+        collector.on_overflow = overflowed
+
         def turn_ended() -> None:
             stop = collector.ended
-            text = "".join(collector.text)
+            text = collector.text()
             if isinstance(stop, dict) and "Completed" in stop:
                 if schema is not None:
                     # Only generate with a schema needs the validator: not imported at start-up.

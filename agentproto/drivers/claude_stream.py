@@ -35,7 +35,7 @@ class _Message:
     __slots__ = ("blocks", "emitted", "ended", "matched", "uuid")
 
     def __init__(self) -> None:
-        self.blocks: dict[int, list[Any]] = {}  # index -> [type, text]
+        self.blocks: dict[int, tuple[str, list[str]]] = {}  # index -> (type, its text's pieces)
         self.matched: set[int] = set()
         self.emitted = False
         self.ended = False
@@ -92,7 +92,7 @@ class MessageStream(Deltas):
         if kind == "content_block_start":
             block = obj(event.get("content_block"))
             if block.get("type") in ("text", "thinking") and index is not None:
-                state.blocks[index] = [block["type"], ""]
+                state.blocks[index] = (block["type"], [])
         elif kind == "content_block_delta":
             delta = obj(event.get("delta"))
             entry = state.blocks.get(index) if index is not None else None
@@ -105,7 +105,7 @@ class MessageStream(Deltas):
             if not isinstance(piece, str):
                 self.host.diagnostic("Warning", f"claude: skipped a {delta['type']} whose {field} is not a string")
             elif piece:
-                entry[1] += piece
+                entry[1].append(piece)  # joined once, if ever (_reconcile): never re-copied per delta
                 state.emitted = True
                 self.delta(kind_name, message_id, piece, parent)
         elif kind == "message_stop":
@@ -163,7 +163,7 @@ class MessageStream(Deltas):
             entry = state.blocks[index]
             if index not in state.matched and entry[0] == btype:
                 state.matched.add(index)
-                seen = entry[1]
+                seen = "".join(entry[1])
                 break
         rest = whole[len(seen) :] if whole.startswith(seen) else ""
         if rest:
