@@ -87,7 +87,8 @@ def one_run(root: Path, script: Path, expected: int) -> float:
 
 def export(rev: str, into: Path) -> Path:
     """The tree at ``rev`` (``git archive``), its package only, under ``into``."""
-    data = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "agentproto"], check=True, capture_output=True).stdout
+    archive = ["git", "-C", str(ROOT), "archive", rev, "agentproto"]
+    data = subprocess.run(archive, check=True, capture_output=True).stdout
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         if sys.version_info >= (3, 12):
             tar.extractall(into, filter="data")

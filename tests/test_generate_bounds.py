@@ -43,7 +43,9 @@ def test_generate_keeps_the_answers_pieces_and_joins_them_once() -> None:
     before it (the old collector copied 199,900,000 characters for this 200,000 one)."""
     count_from_zero()
     deltas = 2000
-    turn = [{"Emit": {"TextDelta": {"message_id": "m1" if i % 3 else "m2", "text": f"{i:099d}."}}} for i in range(deltas)]
+    turn = [
+        {"Emit": {"TextDelta": {"message_id": "m1" if i % 3 else "m2", "text": f"{i:099d}."}}} for i in range(deltas)
+    ]
     from agentproto.drivers.mock import load_script
 
     script = load_script(json.dumps({"turns": [[*turn, {"End": {"Completed": {"source": "Protocol"}}}]]}))
