@@ -10,6 +10,13 @@ Rules of this file (the check runs inside the loop, so it must neither raise nor
   it supports has the right type, every ``pattern`` compiles (regex_lite.py: no
   backreferences or lookaround), every ``$ref`` is local and resolves, and no ``$ref``
   loops back without descending into the value (which would recurse forever).
+- Each distinct pattern is compiled once per schema, into the table (``patterns``: source
+  -> compiled) that ``schema_problems`` fills and the answer's check reads; compiling
+  them all may cost ``MAX_COMPILE_STEPS`` (regex_lite's steps, about a microsecond each),
+  past which the schema is refused saying so. A pattern the check meets that is not in
+  the table (a trusted or unchecked schema) is compiled then, charged to the check's
+  ``MAX_STEPS``, and kept in the table. No cache outlives a table: one schema's patterns
+  cost another nothing, and are not evicted by another's.
 - ``validate_json`` never raises: a schema with problems yields them as its problems, and
   its work is bounded by ``MAX_STEPS`` (one step per schema applied to a value, per item
   or enum entry compared, per character a pattern reads; patterns run in linear time).
@@ -21,7 +28,6 @@ from __future__ import annotations
 
 import json
 import operator
-from functools import lru_cache
 from typing import Any, Callable
 
 from agentproto.regex_lite import Budget, Pattern, PatternError, TooCostly
@@ -29,6 +35,12 @@ from agentproto.wire import json_type_name
 
 #: Steps one ``validate_json`` may take (a fraction of a second of work, at most).
 MAX_STEPS = 200_000
+#: Steps compiling one schema's patterns may take (as validation's: a fraction of a second
+#: of work): hundreds of ordinary patterns, a few of the longest kind.
+MAX_COMPILE_STEPS = 200_000
+
+#: A schema's compiled patterns, by source (``schema_problems`` fills it).
+Patterns = dict[str, Pattern]
 
 
 def _not_json(constant: str) -> Any:
@@ -36,9 +48,11 @@ def _not_json(constant: str) -> Any:
     raise ValueError(f"not JSON: {constant} is not a JSON number")
 
 
-def answer_problems(text: str, schema: Any) -> list[str]:
+def answer_problems(text: str, schema: Any, patterns: Patterns | None = None) -> list[str]:
     """Why generate's answer ``text`` does not match ``schema`` (empty when it does). An
-    answer fenced as a Markdown code block is read inside the fence, as models write one."""
+    answer fenced as a Markdown code block is read inside the fence, as models write one.
+    ``patterns``: the table ``schema_problems`` filled for this schema, which then counts
+    as checked (it is not checked, nor its patterns compiled, again)."""
     body = text.strip()
     if body.startswith("```"):
         body = body.split("\n", 1)[1] if "\n" in body else ""
@@ -51,7 +65,7 @@ def answer_problems(text: str, schema: Any) -> list[str]:
         return ["not JSON: nested too deeply"]
     except ValueError as exc:
         return [str(exc)]
-    return validate_json(value, schema)
+    return validate_json(value, schema, trusted=patterns is not None, patterns=patterns)
 
 
 _TYPES: dict[str, Callable[[Any], bool]] = {
@@ -67,7 +81,12 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
 
 
 def validate_json(
-    instance: Any, schema: Any, path: str = "$", max_steps: int = MAX_STEPS, trusted: bool = False
+    instance: Any,
+    schema: Any,
+    path: str = "$",
+    max_steps: int = MAX_STEPS,
+    trusted: bool = False,
+    patterns: Patterns | None = None,
 ) -> list[str]:
     """Validate against the common core of JSON Schema (draft 7 / 2020-12).
 
@@ -76,13 +95,16 @@ def validate_json(
     minLength/maxLength, pattern, minimum/maximum, exclusiveMinimum/exclusiveMaximum,
     anyOf/oneOf/allOf/not and local ``$ref``s (JSON pointers into the schema). Returns
     the problems found (empty when valid); never raises. ``trusted``: the schema is one of
-    agentproto's own (its wire schema), not checked again.
+    agentproto's own (its wire schema) or was checked already, not checked again.
+    ``patterns``: the schema's compiled patterns (filled as they are compiled).
     """
-    problems = [] if trusted else schema_problems(schema)
+    if patterns is None:
+        patterns = {}
+    problems = [] if trusted else schema_problems(schema, patterns=patterns)
     if problems:
         return [f"{path}: output_schema is not usable: {problem}" for problem in problems]
     try:
-        return _validate(instance, schema, path, schema, Budget(max_steps))
+        return _validate(instance, schema, path, schema, _Check(max_steps, patterns))
     except TooCostly:
         return [f"{path}: too costly to check against output_schema (more than {max_steps} steps)"]
     except RecursionError:
@@ -103,9 +125,23 @@ def _resolve(ref: str, root: Any) -> Any:
     return node
 
 
-@lru_cache(maxsize=64)
-def _pattern(source: str) -> Pattern:
-    return Pattern(source)
+class _Check(Budget):
+    """One check's steps, and the schema's compiled patterns."""
+
+    __slots__ = ("patterns",)
+
+    def __init__(self, steps: int, patterns: Patterns) -> None:
+        super().__init__(steps)
+        self.patterns = patterns
+
+
+def _pattern(source: str, patterns: Patterns, budget: Budget) -> Pattern:
+    """The compiled ``source`` from ``patterns``, compiled into it (charged to ``budget``) if
+    it is not there yet. PatternError, TooCostly."""
+    found = patterns.get(source)
+    if found is None:
+        found = patterns[source] = Pattern(source, budget)
+    return found
 
 
 # -- the schema itself ---------------------------------------------------------------------
@@ -122,7 +158,7 @@ def _is_schema(value: Any) -> bool:
     return isinstance(value, (dict, bool))
 
 
-def _keyword_problem(schema: dict[str, Any], key: str) -> str | None:
+def _keyword_problem(schema: dict[str, Any], key: str, patterns: Patterns, budget: Budget) -> str | None:
     value = schema[key]
     if key in _SUBSCHEMA_MAPS:
         ok = isinstance(value, dict) and all(_is_schema(v) for v in value.values())
@@ -153,7 +189,7 @@ def _keyword_problem(schema: dict[str, Any], key: str) -> str | None:
         if not isinstance(value, str):
             return "a string"
         try:
-            _pattern(value)
+            _pattern(value, patterns, budget)  # TooCostly: the whole schema is refused
         except PatternError as error:
             return f"a usable regular expression: {error}"
         return None
@@ -179,10 +215,23 @@ def _children(schema: dict[str, Any]) -> list[tuple[str, Any]]:
     return out
 
 
-def schema_problems(schema: Any, limit: int = 3) -> list[str]:
-    """Why ``schema`` cannot be used as an output_schema (empty when it can)."""
+def schema_problems(
+    schema: Any, limit: int = 3, patterns: Patterns | None = None, max_compile: int = MAX_COMPILE_STEPS
+) -> list[str]:
+    """Why ``schema`` cannot be used as an output_schema (empty when it can). Its patterns
+    are compiled into ``patterns`` (for the answer's check), within ``max_compile`` steps."""
     if not _is_schema(schema):
         return ["a schema is an object or a boolean"]
+    try:
+        return _schema_problems(schema, limit, {} if patterns is None else patterns, Budget(max_compile))
+    except TooCostly:
+        return [
+            f"its patterns take more than {max_compile:,} steps to compile (about as many microseconds): "
+            "use fewer or shorter patterns"
+        ]
+
+
+def _schema_problems(schema: Any, limit: int, patterns: Patterns, budget: Budget) -> list[str]:
     problems: list[str] = []
     # Edges between schemas applied to the same value ($ref, allOf, anyOf, oneOf, not): a
     # cycle among them is a recursion that never reaches the end of the value.
@@ -194,11 +243,11 @@ def schema_problems(schema: Any, limit: int = 3) -> list[str]:
             continue
         edges = same_value[id(node)] = []
         for key in node:
-            problem = _keyword_problem(node, key)
+            problem = _keyword_problem(node, key, patterns, budget)
             if problem is not None:
                 problems.append(f"at {where}: `{key}` must be {problem}")
         ref = node.get("$ref")
-        if isinstance(ref, str) and _keyword_problem(node, "$ref") is None:
+        if isinstance(ref, str) and _keyword_problem(node, "$ref", patterns, budget) is None:
             try:
                 target = _resolve(ref, schema)
             except LookupError:
@@ -291,7 +340,7 @@ def _dumps(value: Any) -> str:
     return text if len(text) <= 200 else text[:200] + "..."
 
 
-def _validate(inst: Any, schema: Any, path: str, root: Any, budget: Budget) -> list[str]:
+def _validate(inst: Any, schema: Any, path: str, root: Any, budget: _Check) -> list[str]:
     budget.spend(1)
     if schema is True or schema == {}:
         return []
@@ -335,8 +384,14 @@ def _validate(inst: Any, schema: Any, path: str, root: Any, budget: Budget) -> l
         _check_bounds(len(inst), ("minItems", "maxItems"), schema, path, errors)
     if isinstance(inst, str):
         _check_bounds(len(inst), ("minLength", "maxLength"), schema, path, errors)
-        if "pattern" in schema and not _pattern(schema["pattern"]).search(inst, budget):
-            errors.append(f"{path}: does not match {schema['pattern']}")
+        if "pattern" in schema:
+            try:
+                pattern = _pattern(schema["pattern"], budget.patterns, budget)  # compiled on the steps
+            except PatternError as error:  # a trusted schema's, never checked
+                errors.append(f"{path}: output_schema's pattern is not usable: {error}")
+            else:
+                if not pattern.search(inst, budget):
+                    errors.append(f"{path}: does not match {schema['pattern']}")
     # An infinity is compared like any number (-inf is below every minimum), as jsonschema does.
     if isinstance(inst, (int, float)) and not isinstance(inst, bool):
         _check_bounds(inst, ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"), schema, path, errors)

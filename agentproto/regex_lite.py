@@ -11,6 +11,11 @@ Rules of this file:
 - ``Pattern(source)`` raises ``PatternError`` for a pattern that does not parse, that uses
   what a finite automaton cannot do (backreferences, lookaround, conditionals, atomic
   groups, possessive repeats), or whose counted repeats unroll past ``MAX_STATES``.
+- Compiling is work too (the parser is Python, and each character test is an ``re``
+  compile): ``Pattern(source, budget)`` charges it to ``budget``, in the same steps as a
+  search (about a microsecond each): a step per character of the source, per instruction
+  and per item compiled, and ``COMPILE_COST`` plus its length per ``re`` it compiles; past
+  the budget it raises ``TooCostly``. Its caller owns the budget: a schema's, or a check's.
 - ``Pattern.search(text, budget)`` is ``re.search(source, text) is not None``, or raises
   ``TooCostly`` once the budget is spent. It never backtracks.
 - Each character test and each anchor is asked of ``re`` itself, compiled for that one
@@ -39,6 +44,11 @@ MAX_SOURCE = 10_000
 MAX_STATES = 10_000
 #: DFA transitions kept; past this the cache starts again (memory stays bounded).
 MAX_CACHE = 20_000
+#: Steps charged for each ``re`` a pattern compiles (a character test or an anchor), beyond
+#: its source's length: one such compile costs about 10 to 40 microseconds.
+COMPILE_COST = 20
+#: The budget of a ``Pattern`` built without one: its own limits above bound it.
+_UNBOUNDED = 1 << 62
 
 _CHAR, _ASSERT, _SPLIT, _JMP, _MATCH = range(5)
 _FLAGS = re.IGNORECASE | re.DOTALL | re.ASCII | re.UNICODE | re.MULTILINE
@@ -102,9 +112,11 @@ def _flags(flags: int) -> int:
 class Pattern:
     """One compiled pattern: ``search`` says whether it matches anywhere in a string."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, budget: Budget | None = None) -> None:
         if len(source) > MAX_SOURCE:
             raise PatternError(f"the pattern is too long to check (over {MAX_SOURCE} characters)")
+        self._budget = budget if budget is not None else Budget(_UNBOUNDED)
+        self._budget.spend(len(source))  # what the parser reads
         try:
             with warnings.catch_warnings():  # "possible nested set" and the like: not the app's log
                 warnings.simplefilter("ignore")
@@ -124,6 +136,7 @@ class Pattern:
         except RecursionError:
             raise PatternError("the pattern is nested too deeply") from None
         self._add(_MATCH)
+        del self._budget  # compiled: nothing more is charged to it
         self._cache: dict[tuple[frozenset[int], str, tuple[bool, ...]], tuple[frozenset[int], bool]] = {}
         self._test_cache: list[dict[str, bool]] = [{} for _ in self.tests]
 
@@ -134,6 +147,7 @@ class Pattern:
             raise PatternError(
                 f"the pattern is too large to check (over {MAX_STATES} states once its repeats are unrolled)"
             )
+        self._budget.spend(1)
         self.kind.append(kind)
         self.arg.append(arg)
         self.alt.append(alt)
@@ -144,6 +158,7 @@ class Pattern:
         key = (table is self.anchors, source, flags)
         index = self._ids.get(key)
         if index is None:
+            self._budget.spend(COMPILE_COST + len(source))
             table.append(re.compile(source, flags))
             index = self._ids[key] = len(table) - 1
         return index
@@ -153,6 +168,7 @@ class Pattern:
 
     def _emit(self, items: Any, flags: int) -> None:
         self._work += 1 + len(items)
+        self._budget.spend(1 + len(items))
         if self._work > 10 * MAX_STATES:
             raise PatternError("the pattern is too large to check (its repeats unroll too far)")
         for op, av in items:

@@ -406,12 +406,15 @@ class Runtime:
             done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "generate requires a new session"))
             return None
         schema = args.get("output_schema")
+        #: The schema's patterns, compiled once (within the schema's compile budget) for
+        #: the answer's check.
+        patterns: dict[str, Any] = {}
         if schema is not None:
             # The schema is checked before anything runs: a bad one is the app's to fix, and
             # the answer's check (in a loop callback) then cannot raise or loop.
             from agentproto.jsonschema_lite import schema_problems
 
-            problems = schema_problems(schema)
+            problems = schema_problems(schema, patterns=patterns)
             if problems:
                 done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "output_schema: " + "; ".join(problems)))
                 return None
@@ -459,7 +462,7 @@ class Runtime:
                     # Only generate with a schema needs the validator: not imported at start-up.
                     from agentproto.jsonschema_lite import answer_problems
 
-                    problems = answer_problems(text, schema)
+                    problems = answer_problems(text, schema, patterns)
                     if problems:
                         why = "the answer does not match output_schema: " + "; ".join(problems[:5])
                         finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, why))

@@ -155,3 +155,17 @@ def test_claudes_stream_keeps_a_blocks_pieces_without_copying_them() -> None:
     finally:
         loop.close()
     assert copied <= 2 * len(whole), f"{Piece.copies} appends copied {copied:,} characters"
+
+
+def test_generate_refuses_a_schema_whose_patterns_cost_too_much_to_compile(tmp_path: Path) -> None:
+    """A generate line of 30 patterns of 9,990 distinct characters each (300 KB; 3 MB of
+    them stalled every session for minutes): InvalidConfiguration saying so, before the
+    agent starts."""
+    patterns = ["".join(chr(0x4E00 + i * 10_000 + j) for j in range(9_990)) for i in range(30)]
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "string", "pattern": p} for i, p in enumerate(patterns)}}
+    request = json.dumps({"op": "generate", "agent": "mock", "dir": str(tmp_path), "prompt": "go", "output_schema": schema})
+    code, lines = single_shot(request)
+    result = result_of(lines)
+    assert result["ok"] is False and code != 0, str(result)[:300]
+    assert result["error"]["kind"] == "InvalidConfiguration", str(result)[:300]
+    assert "its patterns take more than" in result["error"]["message"]

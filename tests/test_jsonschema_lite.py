@@ -141,3 +141,97 @@ def test_json_type_names() -> None:
     assert [json_type_name(v) for v in (None, True, 1, 1.5, "s", [], {})] == [
         "null", "boolean", "number", "number", "string", "array", "object",
     ]
+
+
+# -- what patterns may cost: compiled once per schema, within a budget ----------------------
+
+
+def _cjk(start: int, count: int) -> str:
+    """``count`` distinct characters: each is a character test of its own to compile."""
+    return "".join(chr(0x4E00 + start + i) for i in range(count))
+
+
+class _Parsed:
+    """Counts what the standard parser reads for regex_lite (every compile starts there)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from agentproto import regex_lite
+
+        self.sources: list[str] = []
+        parse = regex_lite.sre_parse.parse
+
+        def counting(source: str, flags: int = 0) -> Any:
+            self.sources.append(source)
+            return parse(source, flags)
+
+        monkeypatch.setattr(regex_lite.sre_parse, "parse", counting)
+
+
+def test_a_schema_whose_patterns_cost_too_much_to_compile_is_refused_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    """30 patterns of 9,990 distinct characters (each 10,000 character tests to compile:
+    seconds of work for all of them, and a 3 MB line of them stalled the loop for minutes):
+    the schema is refused, saying why, once the compile budget is spent: the patterns past
+    it are never parsed."""
+    from agentproto.jsonschema_lite import schema_problems
+
+    budget = 200_000  # jsonschema_lite.MAX_COMPILE_STEPS
+    parsed = _Parsed(monkeypatch)
+    schema = {"type": "object", "properties": {f"p{i}": {"type": "string", "pattern": _cjk(i * 10_000, 9_990)}
+                                               for i in range(30)}}
+    [problem] = schema_problems(schema)
+    assert f"its patterns take more than {budget:,} steps to compile" in problem
+    read = sum(len(source) for source in parsed.sources)
+    assert read <= budget, f"{len(parsed.sources)} patterns parsed ({read:,} characters)"
+    # The same, checking an answer against it: the answer's check says the schema is not usable.
+    [problem] = validate_json({"p0": "x"}, schema)
+    assert "output_schema is not usable: its patterns take more than" in problem
+
+
+def test_many_small_patterns_fit_the_compile_budget() -> None:
+    from agentproto.jsonschema_lite import schema_problems
+
+    schema = {"anyOf": [{"type": "string", "pattern": f"^item-{i}-[a-z]{{2,8}}\\d+$"} for i in range(300)]}
+    assert schema_problems(schema) == []
+    assert validate_json("item-299-ab12", schema) == []
+
+
+def test_each_pattern_is_compiled_once_per_check_past_64_patterns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """100 distinct patterns, 40 values each checked against them all: each pattern is
+    compiled once (a 64-entry cache compiled each again for every value, outside the step
+    budget), and reused when the answer is checked against the same table."""
+    from agentproto import jsonschema_lite
+    from agentproto.jsonschema_lite import schema_problems
+
+    compiled: dict[str, int] = {}
+    real = jsonschema_lite.Pattern
+
+    class Counted(real):  # type: ignore[misc, valid-type]
+        def __init__(self, source: str, *args: Any) -> None:
+            compiled[source] = compiled.get(source, 0) + 1
+            super().__init__(source, *args)
+
+    monkeypatch.setattr(jsonschema_lite, "Pattern", Counted)
+    sources = [f"^v{i}$|x" for i in range(100)]
+    schema = {"type": "array", "items": {"allOf": [{"pattern": source} for source in sources]}}
+    values = [f"x{i}" for i in range(40)]
+    assert validate_json(values, schema) == []
+    assert compiled == {source: 1 for source in sources}
+    # generate's way: the schema's table, filled once when it starts, read by the answer's check.
+    compiled.clear()
+    patterns: dict[str, Any] = {}
+    assert schema_problems(schema, patterns=patterns) == []
+    for _ in range(3):
+        assert answer_problems(repr(values).replace("'", '"'), schema, patterns) == []
+    assert compiled == {source: 1 for source in sources}
+
+
+def test_a_pattern_compiled_during_the_check_is_charged_to_its_steps() -> None:
+    """A trusted schema's patterns are compiled as the check meets them: on the check's
+    steps, so an expensive one makes the check too costly instead of stalling it."""
+    schema = {"type": "string", "pattern": _cjk(0, 9_990)}
+    [problem] = validate_json("x", schema, max_steps=5_000, trusted=True)
+    assert problem == "$: too costly to check against output_schema (more than 5000 steps)"
+    assert validate_json("x", {"pattern": "x"}, max_steps=5_000, trusted=True) == []
+    # A trusted schema's pattern that cannot be used is a problem, never an exception.
+    [problem] = validate_json("x", {"pattern": "(a)\\1"}, trusted=True)
+    assert "pattern is not usable" in problem

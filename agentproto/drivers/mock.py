@@ -58,6 +58,10 @@ class ScriptError(ValueError):
     pass
 
 
+#: The wire schema's patterns, compiled once (it is agentproto's own: trusted).
+_PATTERNS: dict[str, Any] = {}
+
+
 @lru_cache(maxsize=1)
 def _event_kinds() -> tuple[dict[str, Any], dict[str, Any]]:
     """Each EventKind variant's schema by its name, and the definitions they refer to."""
@@ -83,7 +87,7 @@ def _check_kind(kind: Any, where: str) -> None:
     if variant is not None:
         from agentproto.jsonschema_lite import validate_json  # only scripts need it
 
-        problems = validate_json(kind, {**variant, "definitions": definitions}, trusted=True)
+        problems = validate_json(kind, {**variant, "definitions": definitions}, trusted=True, patterns=_PATTERNS)
         if problems:
             raise ScriptError(f"{where}: not a valid {name}: {problems[0]}")
 
