@@ -110,6 +110,7 @@ class _Sidecar:
             recorder=self.recorder,
             observer=self.observer,
             listener_bounds=_listener_bounds(args),
+            max_terminals=getattr(args, "max_terminals", 16),
         )
         self.control = None
         control = getattr(args, "control", None) or os.environ.get("AGENTPROTO_CONTROL")

@@ -68,6 +68,26 @@ def _mock_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
 
 
+def _terminals_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-terminals",
+        type=_count,
+        default=16,
+        metavar="N",
+        help="live terminals one ACP session may hold (default 16); one more is an error to the agent",
+    )
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return value
+
+
 def _seconds(text: str) -> float:
     """A ``--stall-timeout``: a finite number of seconds above 0."""
     try:
@@ -225,6 +245,7 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         "stream for it; default 1800, 0 never)",
     )  # fmt: skip
     _listener_options(serve)
+    _terminals_option(serve)
     _record_option(serve)
 
     agent = command(
@@ -239,6 +260,7 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     _mock_option(agent)
     agent.add_argument("--stall-timeout", type=_seconds, default=60.0, metavar="SECONDS", help=argparse.SUPPRESS)
     _listener_options(agent)
+    _terminals_option(agent)
     _record_option(agent)
 
     lister = command(

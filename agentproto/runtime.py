@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 
-from agentproto import apptools, commands, redact
+from agentproto import apptools, commands, descriptors, redact
 from agentproto.answers import hands_off_answer, request_id_of
 from agentproto.drivers import catalog
 from agentproto.drivers.base import Launch
@@ -126,9 +126,15 @@ class Runtime:
         recorder: "RecordSink | None" = None,
         observer: Observer | None = None,
         listener_bounds: tuple[int, int] | None = None,
+        max_terminals: int = 16,
     ) -> None:
+        # Every command that runs sessions builds a runtime: the descriptor limit is raised
+        # here, once per process (descriptors.py).
+        descriptors.raise_limit()
         self.loop = loop
         self.mock_script = mock_script
+        #: Live terminals one ACP session may hold (``serve --max-terminals``).
+        self.max_terminals = max_terminals
         self.sessions: dict[str, Session] = {}
         #: Session ids are issued in order (s1, s2, …): an id up to this one that is not live
         #: is closed. Nothing is kept per closed session (a sidecar may see millions).
@@ -234,6 +240,7 @@ class Runtime:
             mock_script=self.mock_script,
             tools=tools,
             hooks=apptools.check_hooks(args.get("hooks")),
+            max_terminals=self.max_terminals,
             tool_timeout=float(args.get("tool_timeout") or apptools.TOOL_TIMEOUT),
             hook_timeout=float(args.get("hook_timeout") or apptools.HOOK_TIMEOUT),
         )

@@ -11,6 +11,8 @@ the scenario (its first word), so one agent binary serves every test:
              PATH.out, then a read of ../outside.txt; results reported as text
   terminal   terminal/create of a python child (env, output byte limit), streamed in
              a tool call, wait_for_exit, output, release; results as text
+  terminals N  N terminals running ``sleep 60``, never released (they end with the
+             session), then one released and one more created: each answer as a line
   bigterm N  a terminal writing N lines of 64 KiB once the tool call showing it is known
              to the client (it counts its lines in ./progress); exit status as text
   slow       waits until cancelled; ``slow-permission`` asks a permission first
@@ -452,6 +454,30 @@ class TestAgent:
         await self.conn.release_terminal(session_id=sid, terminal_id=term.terminal_id)
         await self.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call-big", "status": "completed"})
         await self.say(sid, f"exit={status.exit_code}")
+        return {"stopReason": "end_turn"}
+
+    async def scenario_terminals(self, sid: str, args: list[str]) -> dict:
+        """N terminals running ``sleep 60``, none released (they end with the session); then
+        one is released and another created. Each answer as a line: ok, or the error."""
+        results = []
+        created = []
+        for _ in range(int(args[0])):
+            try:
+                term = await self.conn.create_terminal(session_id=sid, command="sleep", args=["60"])
+                created.append(term.terminal_id)
+                results.append("ok")
+            except RequestError as exc:
+                results.append(f"refused={exc.code}: {exc}")
+        if created:
+            await self.conn.kill_terminal(session_id=sid, terminal_id=created[0])
+            await self.conn.wait_for_terminal_exit(session_id=sid, terminal_id=created[0])
+            await self.conn.release_terminal(session_id=sid, terminal_id=created[0])
+            try:
+                await self.conn.create_terminal(session_id=sid, command="sleep", args=["60"])
+                results.append("after-release=ok")
+            except RequestError as exc:
+                results.append(f"after-release=refused={exc.code}: {exc}")
+        await self.say(sid, "\n".join(results))
         return {"stopReason": "end_turn"}
 
     async def scenario_slow(self, sid: str, args: list[str]) -> dict:

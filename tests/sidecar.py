@@ -70,9 +70,11 @@ class Sidecar:
         cwd: str | None = None,
         validate: bool = True,
         reference: bool = True,
+        command: list[str] | None = None,
     ) -> None:
+        # ``command``: what runs agentproto (default ``python -m agentproto``), e.g. a wrapper.
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agentproto", "serve", *args],
+            [*(command or [sys.executable, "-m", "agentproto"]), "serve", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

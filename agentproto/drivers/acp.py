@@ -98,7 +98,9 @@ class AcpDriver(AcpTurns, LineDriver):
         self._turn_check = Alarm(self.loop, self._turn_timer)
         self._term_tool: dict[str, str] = {}
         self._term_backlog: dict[str, list[str]] = {}
-        self.terminals = Terminals(self.loop, launch.child_env, launch.dir, self._terminal_output)
+        self.terminals = Terminals(
+            self.loop, launch.child_env, launch.dir, self._terminal_output, launch.max_terminals
+        )
         self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
             "agent_message_chunk": self._on_message_chunk,
             "agent_thought_chunk": self._on_thought_chunk,

@@ -12,6 +12,11 @@ Rules of this file:
 - ``pause()`` stops reading every terminal (the engine's flow control, as for the agent's
   own pipe), so a ``yes`` whose output nobody consumes blocks on its full pipe. An exit
   seen while paused is reported after ``resume()``, with the output written before it.
+- A session has at most ``Launch.max_terminals`` live terminals (16 unless ``serve
+  --max-terminals`` says otherwise): unreleased ones, and released ones still running. One
+  more is a JSON-RPC error saying so (INTERNAL_ERROR), as is a terminal that would leave
+  fewer than ``descriptors.RESERVE`` descriptors free: one agent's terminals must not make
+  another session's open fail with ``Too many open files``.
 - Malformed params never raise anything but ``RpcError`` (INVALID_PARAMS, naming the field).
 """
 
@@ -25,7 +30,7 @@ import signal
 import subprocess
 from typing import TYPE_CHECKING, Any, Callable
 
-from agentproto import proctree
+from agentproto import descriptors, proctree
 from agentproto.drivers.acp_fs import count_param, invalid, os_text, params_object, resolve
 from agentproto.drivers.process import start_tree
 from agentproto.jsonrpc import INTERNAL_ERROR, RpcError
@@ -103,8 +108,10 @@ class Terminals:
         base_env: Callable[[], dict[str, str]],
         default_cwd: str,
         on_output: Callable[[str, str], None],
+        max_terminals: int = 16,
     ) -> None:
         self.loop = loop
+        self.max_terminals = max_terminals
         self._base_env = base_env
         self._default_cwd = default_cwd
         self._on_output = on_output
@@ -146,6 +153,7 @@ class Terminals:
         env = self._env(params.get("env"))
         limit = count_param(params.get("outputByteLimit"), "outputByteLimit")
         limit = DEFAULT_OUTPUT_LIMIT if limit is None else min(limit, MAX_OUTPUT_LIMIT)
+        self._room(command)
         cwd_param = params.get("cwd")
         cwd_fd: int | None = None
         if cwd_param is None or cwd_param == "":
@@ -185,6 +193,22 @@ class Terminals:
             self._watch(terminal)
         self.loop.watch_child(proc, lambda rc: self._reaped(terminal, rc))
         return {"terminalId": terminal.id}
+
+    def live(self) -> int:
+        """Terminals that count against the limit: unreleased, or released and still running."""
+        return len(self._terminals) + sum(1 for t in self._all if t.released and t.reaped is None)
+
+    def _room(self, command: str) -> None:
+        """RpcError unless one more terminal fits: the session's limit, the descriptors' reserve."""
+        if self.live() >= self.max_terminals:
+            why = (
+                f"cannot run {command}: this session has {self.max_terminals} live terminals, its limit: "
+                "release one first (terminal/release; serve --max-terminals raises the limit)"
+            )
+            raise RpcError(INTERNAL_ERROR, why)
+        short = descriptors.short(1, descriptors.RESERVE)
+        if short is not None:
+            raise RpcError(INTERNAL_ERROR, f"cannot run {command}: {short}")
 
     def _watch(self, terminal: Terminal) -> None:
         self.loop.add_reader(terminal.proc.stdout, lambda: self._read(terminal))

@@ -108,6 +108,8 @@ class Launch(Record):
     tools: list[dict[str, Any]] = []
     #: The hook events the app answers (``Host.hook``).
     hooks: list[str] = []
+    #: Terminals an ACP agent may hold live at once (``serve --max-terminals``).
+    max_terminals: int = 16
     #: Seconds a tool call (a hook) waits for the app's answer.
     tool_timeout: float = TOOL_TIMEOUT
     hook_timeout: float = HOOK_TIMEOUT

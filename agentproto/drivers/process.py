@@ -13,6 +13,8 @@ Rules of this file:
 - ``shutdown`` runs: close stdin, wait, SIGTERM the group, wait, SIGKILL the group.
 - An agent whose output ends, or whose input refuses a write, while it runs is shut down
   the same way: it can never finish a turn then, and would hang its session forever.
+- An agent is not started when its pipes would leave fewer than ``descriptors.FLOOR``
+  descriptors free (an OSError saying so: the open fails ``SpawnFailed``).
 - With a session's ``record.Wire`` (``--record``, ``record_wire``), everything that passes is
   recorded as it passes: the spawn, each line both ways (the agent's with the number of
   the read it came in), each shutdown step, and the exit.
@@ -30,7 +32,7 @@ import os
 import signal
 import sys
 
-from agentproto import proctree
+from agentproto import descriptors, proctree
 from agentproto.drivers.transport import Spawn
 from agentproto.loop import Alarm
 from agentproto.streams import Reader
@@ -137,6 +139,11 @@ class ProcessTransport:
         # subprocess (and the threading it imports) only once an agent starts: see cli.py.
         import subprocess
 
+        short = descriptors.short(3, descriptors.FLOOR)  # stdin, stdout and stderr
+        if short is not None:
+            import errno
+
+            raise OSError(errno.EMFILE, f"not started: {short}")
         loop.spawning()  # the sidecar adopts what the agent will detach
         self.proc, self.tree = start_tree(spawn.argv, spawn.cwd, spawn.env, subprocess.PIPE, subprocess.PIPE)
         if wire is not None:
