@@ -11,11 +11,11 @@ Rules of this file:
   ``RESERVE`` (64) descriptors: those are kept for opens (a new session's agent pipes) and
   accepts. An open and an accept never take the last ``FLOOR`` (16): the sidecar's own
   files (a record, the observations database, a control answer) still open then.
-- Counting, cheaply: before starting a process (a terminal, an agent), the descriptors in
-  use are counted exactly by listing ``/proc/self/fd`` (Linux) or ``/dev/fd`` (macOS, the
-  BSDs): about 10 us with 20 open, 0.4 ms with 1,000, against the milliseconds a fork and
-  exec cost. An accepted connection is judged by its own number, which costs nothing: the
-  kernel hands out the lowest free number, so every number below it is in use. Where
+- Counting, cheaply: the descriptors in use are counted exactly by listing
+  ``/proc/self/fd`` (Linux) or ``/dev/fd`` (macOS, the BSDs): about 10 us with 20 open,
+  0.4 ms with 1,000. That is done before starting a process (a terminal, an agent: a fork
+  and exec cost milliseconds), and once per wake-up of a listener with connections waiting
+  (for the whole batch it accepts: the connections it leaves stay in the backlog). Where
   there is no such directory, or no limit, nothing is refused.
 """
 
@@ -78,26 +78,26 @@ def in_use() -> int | None:
         return None
 
 
-def short(taking: int, keep: int) -> str | None:
-    """Why starting something that holds ``taking`` more descriptors would leave fewer than
-    ``keep`` free (None: it would not, or nothing can be counted here)."""
+def room(keep: int) -> int | None:
+    """Descriptors that may still be taken leaving ``keep`` free (0 when none may; None: no
+    limit, or nothing can be counted here)."""
     soft = limit()
     used = in_use() if soft is not None else None
     if soft is None or used is None:
         return None
-    left = soft - used - taking
-    if left >= keep:
-        return None
+    return max(0, soft - used - keep)
+
+
+def why_short(keep: int) -> str:
+    """What a refusal for want of descriptors says (the count taken again)."""
     return (
-        f"{used} of the sidecar's {soft} file descriptors are in use: "
+        f"{in_use()} of the sidecar's {limit()} file descriptors are in use: "
         f"the last {keep} are kept for {'opens and accepts' if keep == RESERVE else 'its own files'}"
     )
 
 
-def accepted_short(fd: int) -> str | None:
-    """Why an accepted connection with descriptor ``fd`` takes one of the last ``FLOOR``
-    (judged by its number: every lower one is in use), or None."""
-    soft = limit()
-    if soft is None or soft - fd - 1 >= FLOOR:
-        return None
-    return f"descriptor {fd} of the sidecar's {soft}: the last {FLOOR} are kept for its own files"
+def short(taking: int, keep: int) -> str | None:
+    """Why starting something that holds ``taking`` more descriptors would leave fewer than
+    ``keep`` free (None: it would not, or nothing can be counted here)."""
+    left = room(keep)
+    return None if left is None or left >= taking else why_short(keep)

@@ -7,9 +7,10 @@ Rules of this file:
   listener stays readable), an ``Acceptor`` stops watching its listener instead of
   spinning on it: it says so once, and tries again when its server frees a descriptor
   (``freed``) or after a backoff that grows to ``MAX_BACKOFF`` (a descriptor may free
-  anywhere: an agent's pipes, a file); once it accepts again it says that too. A
-  connection whose descriptor is among the last ``descriptors.FLOOR`` is closed at once
-  and counts the same way (those are kept for the sidecar's own files).
+  anywhere: an agent's pipes, a file); once it accepts again it says that too. It stops
+  the same way before it would take one of the last ``descriptors.FLOOR`` descriptors
+  (kept for the sidecar's own files: counted once per wake-up), the connections waiting
+  in the backlog.
 - A Unix socket is created 0600 (under a umask, never by a chmod that could follow a
   swapped-in link). Only a stale socket at the path (nobody listens) is replaced, and on
   close only the socket file we made is removed, never what has replaced it since.
@@ -175,7 +176,11 @@ class Acceptor:
             self._retry()
 
     def _ready(self) -> None:
-        for _ in range(self.BATCH):
+        room = descriptors.room(descriptors.FLOOR)
+        if room == 0:
+            self._starve(OSError(errno.EMFILE, descriptors.why_short(descriptors.FLOOR)))
+            return
+        for _ in range(self.BATCH if room is None else min(room, self.BATCH)):
             try:
                 sock, _addr = self.listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -185,11 +190,6 @@ class Acceptor:
                     self._starve(exc)
                 else:
                     log(f"accept failed: {exc}")  # ECONNABORTED and the like: that client only
-                return
-            short = descriptors.accepted_short(sock.fileno())
-            if short is not None:
-                sock.close()
-                self._starve(OSError(errno.EMFILE, f"refused a connection: {short}"))
                 return
             if self.starved:
                 log(f"accepting connections again (after {self.starved} refused attempt(s))")
