@@ -14,14 +14,17 @@ Rules of this file:
 - Counting, cheaply: the descriptors in use are counted exactly by listing
   ``/proc/self/fd`` (Linux) or ``/dev/fd`` (macOS, the BSDs): about 10 us with 20 open,
   0.4 ms with 1,000. That is done before starting a process (a terminal, an agent: a fork
-  and exec cost milliseconds), and once per wake-up of a listener with connections waiting
-  (for the whole batch it accepts: the connections it leaves stay in the backlog). Where
-  there is no such directory, or no limit, nothing is refused.
+  and exec cost milliseconds). A listener with connections waiting decides for its whole
+  batch at once (those it leaves stay in the backlog) from the last count, less what was
+  accepted since, while that count is under a second old, fewer than 64 accepts old, and
+  left at least 1,024 free; else it counts again. Where there is no such directory, or no
+  limit, nothing is refused.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 #: Descriptors an agent's requests (a terminal) leave for opens and accepts.
 RESERVE = 64
@@ -30,7 +33,13 @@ FLOOR = 16
 #: The soft limit to try where the hard one is unlimited, or is refused (macOS: OPEN_MAX).
 _FALLBACKS = (1 << 20, 10240)
 
+#: An accept may go by the last count while it left this many free, is this many seconds
+#: old at most, and fewer accepts than this have been made since.
+_FAR, _FRESH, _EVERY = 1024, 1.0, 64
+
 _raised = False
+#: The last count: descriptors free then, when (time.monotonic), and accepted since.
+_last: list[float] = [0.0, -1e9, 0.0]
 _FD_DIR = next((d for d in ("/proc/self/fd", "/dev/fd") if os.path.isdir(d)), None)
 
 
@@ -85,7 +94,23 @@ def room(keep: int) -> int | None:
     used = in_use() if soft is not None else None
     if soft is None or used is None:
         return None
+    _last[:] = [soft - used, time.monotonic(), 0]
     return max(0, soft - used - keep)
+
+
+def accept_room() -> int | None:
+    """``room(FLOOR)`` for a listener's batch: from the last count while it is fresh and
+    far from the limit (see the rules), else counted again. Report what it takes with
+    ``accepted``."""
+    free, when, since = _last
+    if free >= _FAR and since < _EVERY and time.monotonic() - when < _FRESH:
+        return int(free - since) - FLOOR
+    return room(FLOOR)
+
+
+def accepted(count: int) -> None:
+    """A listener took ``count`` descriptors since the last count."""
+    _last[2] += count
 
 
 def why_short(keep: int) -> str:

@@ -176,13 +176,14 @@ class Acceptor:
             self._retry()
 
     def _ready(self) -> None:
-        room = descriptors.room(descriptors.FLOOR)
+        room = descriptors.accept_room()
         if room == 0:
             self._starve(OSError(errno.EMFILE, descriptors.why_short(descriptors.FLOOR)))
             return
         for _ in range(self.BATCH if room is None else min(room, self.BATCH)):
             try:
                 sock, _addr = self.listener.accept()
+                descriptors.accepted(1)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
