@@ -14,7 +14,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from sidecar import ROOT, Sidecar, base_env
 from test_acp import agent_ref, close, open_session, texts, turn
 

@@ -162,8 +162,11 @@ def test_generate_refuses_a_schema_whose_patterns_cost_too_much_to_compile(tmp_p
     them stalled every session for minutes): InvalidConfiguration saying so, before the
     agent starts."""
     patterns = ["".join(chr(0x4E00 + i * 10_000 + j) for j in range(9_990)) for i in range(30)]
-    schema = {"type": "object", "properties": {f"p{i}": {"type": "string", "pattern": p} for i, p in enumerate(patterns)}}
-    request = json.dumps({"op": "generate", "agent": "mock", "dir": str(tmp_path), "prompt": "go", "output_schema": schema})
+    properties = {f"p{i}": {"type": "string", "pattern": p} for i, p in enumerate(patterns)}
+    schema = {"type": "object", "properties": properties}
+    request = json.dumps(
+        {"op": "generate", "agent": "mock", "dir": str(tmp_path), "prompt": "go", "output_schema": schema}
+    )
     code, lines = single_shot(request)
     result = result_of(lines)
     assert result["ok"] is False and code != 0, str(result)[:300]
