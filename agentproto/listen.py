@@ -9,8 +9,8 @@ Rules of this file:
   (``freed``) or after a backoff that grows to ``MAX_BACKOFF`` (a descriptor may free
   anywhere: an agent's pipes, a file); once it accepts again it says that too. It stops
   the same way before it would take one of the last ``descriptors.FLOOR`` descriptors
-  (kept for the sidecar's own files: counted once per wake-up), the connections waiting
-  in the backlog.
+  (kept for the sidecar's own files; ``descriptors.accept_room`` says how many a wake-up
+  may take), the connections waiting in the backlog.
 - A Unix socket is created 0600 (under a umask, never by a chmod that could follow a
   swapped-in link). Only a stale socket at the path (nobody listens) is replaced, and on
   close only the socket file we made is removed, never what has replaced it since.
