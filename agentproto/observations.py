@@ -20,11 +20,21 @@ Rules of this file:
   cumulative ``cost``) in ContextUsage; a row stores the difference since the session's
   last ended turn.
 - The file and its directory are owner-only (0600 / 0700), never opened through a link.
+  Writing or reading (``inspect``), the file must be a regular file you own, in a directory
+  you own that nobody else can write (sqlite opens its ``-wal``/``-shm``/``-journal``
+  beside it, following links: another user's directory could plant them), else OSError
+  before sqlite touches it: a FIFO, a device or another user's file never blocks or leads
+  anywhere. ``inspect`` opens it read-only.
+- A database is data, never code we run at length: ``trusted_schema`` is off, and every
+  use of it has a work budget (``WRITE_BUDGET``, ``READ_BUDGET`` seconds, checked by
+  sqlite's progress handler), so a trigger or a view planted in the file cannot hold the
+  loop. A write that runs out of budget stops the writing for the run (one line).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import time
 import weakref
 
@@ -91,22 +101,72 @@ def stop_name(stop: Any) -> str:
     return str(stop)
 
 
-def connect(path: str, create: bool) -> "sqlite3.Connection":
-    """A connection to the database at ``path``; ``create`` makes it (0600, in a 0700
-    directory) when missing. OSError or sqlite3.Error when it cannot."""
+#: How long one write (a flush, with the opening) or one read (``inspect``) may keep
+#: sqlite busy: both run on the loop. Past it, sqlite stops with "interrupted".
+WRITE_BUDGET = 0.5
+READ_BUDGET = 2.0
+
+
+def _refused(why: str) -> OSError:
+    return OSError(f"{why}: refused as an observations database")
+
+
+def check_file(path: str, create: bool) -> None:
+    """Refuse (OSError) a database path that is not a regular file of ours in a directory
+    only we can write; ``create`` makes the file (0600, and its directory 0700) when missing.
+    Opened here without following a link and without blocking (a FIFO), never by sqlite
+    first."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if create:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    me = os.geteuid()
+    try:
+        st = os.stat(directory)
+    except FileNotFoundError:
+        raise FileNotFoundError(2, "no observations database", path) from None
+    if st.st_uid != me or st.st_mode & 0o022:
+        owner = "is not yours" if st.st_uid != me else "others can write to it"
+        raise _refused(f"its directory {directory} {owner} (sqlite's -wal and -journal files go there)")
+    flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_RDWR | os.O_CREAT if create else os.O_RDONLY)
+    try:
+        fd = os.open(path, flags, 0o600)  # made here, 0600, not by sqlite (which honours only the umask)
+    except FileNotFoundError:
+        raise FileNotFoundError(2, "no observations database", path) from None
+    except OSError as exc:
+        if os.path.islink(path):
+            raise _refused("a symbolic link") from None
+        raise exc from None
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise _refused("not a regular file")
+    if st.st_uid != me:
+        raise _refused(f"owned by uid {st.st_uid}, not by you")
+
+
+def bound(db: "sqlite3.Connection", seconds: float) -> None:
+    """From now on, sqlite stops (OperationalError "interrupted") what runs past ``seconds``."""
+    deadline = time.monotonic() + seconds
+    db.set_progress_handler(lambda: time.monotonic() > deadline, 1000)
+
+
+def connect(path: str, create: bool, budget: float = WRITE_BUDGET) -> "sqlite3.Connection":
+    """A connection to the database at ``path`` (``check_file``'s rules), bounded by
+    ``budget`` seconds of work; ``create`` makes it when missing and opens it for writing,
+    else it is opened read-only. OSError or sqlite3.Error when it cannot."""
     import sqlite3  # only with a database: it costs start-up time otherwise
 
+    check_file(path, create)
     if create:
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        # Made here, 0600, not by sqlite (which honours only the umask), and never
-        # through a planted link; sqlite gives its -wal and -shm files the same mode.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        os.close(fd)
-    elif not os.path.exists(path):
-        raise FileNotFoundError(2, "no observations database", path)
-    db = sqlite3.connect(path, timeout=0, isolation_level=None)
+        db = sqlite3.connect(path, timeout=0, isolation_level=None)
+    else:
+        uri = "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+        db = sqlite3.connect(uri, timeout=0, isolation_level=None, uri=True)
     try:
+        bound(db, budget)
+        db.execute("PRAGMA trusted_schema=OFF")
         if create:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
@@ -150,6 +210,8 @@ class Observer:
         self._db: "sqlite3.Connection | None" = None
         self._timer: Timer | None = None
         self._warned: set[str] = set()
+        #: A write ran out of its budget: no more rows are written in this run.
+        self.given_up = False
         self.closed = False
 
     def of(self, session: "Session") -> SessionFigures:
@@ -176,7 +238,7 @@ class Observer:
             cost = max(0.0, figures.cost_usd - figures.billed_usd)
             figures.billed_usd = figures.cost_usd
         duration = round(max(0.0, self.loop.time() - turn.started) * 1000)
-        if self.path is None or self.closed:
+        if self.path is None or self.closed or self.given_up:
             return
         row = (time.time(), session.launch.agent_id, model_of(session), self.run, session.id, turn.id,
                *spent, cost, duration, stop_name(stop))  # fmt: skip
@@ -195,7 +257,7 @@ class Observer:
 
     def flush(self) -> bool:
         """Write what is pending now, in one transaction; False if it could not."""
-        if not self.pending or self.path is None:
+        if not self.pending or self.path is None or self.given_up:
             return True
         import sqlite3
 
@@ -203,6 +265,7 @@ class Observer:
             if self._db is None:
                 self._db = connect(self.path, create=True)
             db = self._db
+            bound(db, WRITE_BUDGET)
             db.execute("BEGIN")
             try:
                 db.executemany(f"INSERT INTO turns ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
@@ -214,6 +277,13 @@ class Observer:
                 raise
         except (sqlite3.Error, OSError) as exc:
             reason = str(getattr(exc, "strerror", None) or exc)
+            if reason == "interrupted":  # over budget: a trigger or a view in the file, or a huge one
+                log(f"observations {self.path}: writing took more than {WRITE_BUDGET:g} s; not writing to it "
+                    "again in this run")  # fmt: skip
+                self.pending.clear()
+                self.given_up = True
+                self._close_db()
+                return False
             self._warn(reason, f"observations {self.path}: {reason}; the rows are kept for a later try")
             if isinstance(exc, OSError) or "locked" not in reason and "busy" not in reason:
                 self._close_db()  # reopen next time (the path may have been fixed)
@@ -256,11 +326,16 @@ def read_rows(path: str, since: float) -> list[dict[str, Any]]:
     """The rows of turns ended at or after ``since`` (epoch seconds), oldest first."""
     import sqlite3
 
-    db = connect(path, create=False)
+    db = connect(path, create=False, budget=READ_BUDGET)
     try:
         db.row_factory = sqlite3.Row
         query = f"SELECT {', '.join(COLUMNS)} FROM turns WHERE ended_at >= ? ORDER BY ended_at, id"
-        return [dict(row) for row in db.execute(query, (since,))]
+        try:
+            return [dict(row) for row in db.execute(query, (since,))]
+        except sqlite3.OperationalError as exc:
+            if str(exc) != "interrupted":
+                raise
+            raise sqlite3.OperationalError(f"reading took more than {READ_BUDGET:g} s: interrupted") from None
     finally:
         db.close()
 

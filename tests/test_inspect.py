@@ -340,3 +340,82 @@ def test_the_command_prints_a_table_on_a_terminal_and_json_elsewhere(terminals, 
     assert lines[2].split() == ["AGENT", "TURNS", "IN", "OUT", "CACHED", "COST"] and lines[3].split()[0] == "TOTAL"
     piped = inspect_cli("--view", "cost", "--db", db)
     assert in_schema(json.loads(piped.stdout))["total"]["turns"] == 0
+
+
+#: A recursive query that never ends: in a trigger or a view, it would hold whoever runs it.
+ENDLESS = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r"
+
+
+def test_a_database_with_an_endless_trigger_or_view_never_holds_the_loop(tmp_path: Path) -> None:
+    """A database file is data: a trigger planted on ``turns`` (the writer) or a view named
+    ``turns`` (inspect) runs out of a work budget instead of holding the loop for ever."""
+    from agentproto.observations import SCHEMA
+
+    trapped = tmp_path / "trigger.db"
+    with sqlite3.connect(trapped) as db:
+        db.executescript(SCHEMA + f"CREATE TRIGGER trap AFTER INSERT ON turns BEGIN {ENDLESS}; END;")
+    with Sidecar(["--mock", costly_script(tmp_path), "--db", str(trapped)]) as sc:
+        session = sc.open(dir=str(tmp_path))
+        for _ in range(2):
+            sc.ok({"cmd": "prompt", "session": session, "text": "x"})
+            sc.events(session, until="TurnEnded")
+            time.sleep(1.2)  # the rows are flushed (FLUSH_DELAY) meanwhile
+            sc.ok({"cmd": "info", "session": session})  # and the loop still answers
+        sc.close_stdin()
+        sc.drain()
+        assert sc.close() == 0
+    err = sc.stderr.decode()
+    assert err.count("observations") == 1 and "writing took more than 0.5 s; not writing to it again" in err, err
+    assert sqlite3.connect(trapped).execute("SELECT count(*) FROM turns").fetchone() == (0,)
+
+    viewed = tmp_path / "view.db"
+    columns = ", ".join(f"x AS {c}" for c in ("id", "ended_at", "agent", "model", "run", "session", "turn",
+                                              "input_tokens", "output_tokens", "cached_input_tokens", "cost_usd",
+                                              "duration_ms", "stop"))  # fmt: skip
+    with sqlite3.connect(viewed) as db:
+        db.execute(f"CREATE VIEW turns AS WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
+                   f"SELECT {columns} FROM r")  # fmt: skip
+    done = inspect_cli("--view", "cost", "--db", str(viewed))
+    assert done.returncode == 1 and done.stderr.strip().endswith("reading took more than 2 s: interrupted"), done.stderr
+    # The op on a sidecar's loop: a structured error, and the sidecar serves on.
+    p = Proc(["agent", "--db", "off"])
+    try:
+        p.request({"op": "open", "agent": "mock", "dir": str(tmp_path)})
+        refused = p.request({"op": "inspect", "view": "cost", "db": str(viewed)})
+        assert done_of(refused) == 1 and "interrupted" in result_of(refused)["error"]["message"]
+        assert result_of(p.request({"op": "inspect"}))["agents"][0]["id"] == "s1"
+    finally:
+        p.stop()
+
+
+def test_inspect_refuses_what_is_not_a_plain_database_file_of_ours_at_once(tmp_path: Path) -> None:
+    """Not a database, a FIFO (it must not block), a device, a directory, a symlink (even to a
+    real database), a file in a directory others can write: one clear line, exit 1, and the
+    file is never written (inspect opens it read-only)."""
+    from agentproto.observations import SCHEMA
+
+    real = tmp_path / "real.db"
+    with sqlite3.connect(real) as db:
+        db.executescript(SCHEMA)
+    (tmp_path / "text").write_text("not a database\n")
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "link.db").symlink_to(real)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / "obs.db").write_bytes(real.read_bytes())
+    cases = {
+        str(tmp_path / "text"): "file is not a database",
+        str(tmp_path / "fifo"): "not a regular file",
+        "/dev/zero": "not a regular file",
+        str(tmp_path / "dir"): "not a regular file",
+        str(tmp_path / "link.db"): "a symbolic link",
+        str(shared / "obs.db"): f"its directory {shared} others can write to it",
+    }
+    for path, why in cases.items():
+        done = inspect_cli("--view", "cost", "--db", path)
+        assert done.returncode == 1 and done.stdout == "", (path, done)
+        assert done.stderr.count("\n") == 1 and f"cannot read {path}: {why}" in done.stderr, (path, done.stderr)
+    assert (tmp_path / "text").read_text() == "not a database\n"
+    assert not list(tmp_path.glob("text-*")) and not list(tmp_path.glob("fifo-*"))
