@@ -13,14 +13,15 @@ Rules of this file:
   once; ``fail_pending`` answers every call still waiting (the peer went away), so no
   caller waits forever.
 - ``strict`` peers (our servers) hold the other side to the specification: ``"jsonrpc":
-  "2.0"``, a string method, params an object or an array, an id that is a string, a number
-  or null. Lenient peers (Codex omits ``"jsonrpc"``) classify by keys alone.
+  "2.0"``, a string method, params an object or an array, an id that is a string, a
+  finite number or null (NaN, Infinity or 1e400 is an unreadable id). Lenient peers (Codex omits ``"jsonrpc"``) classify by keys alone.
 - A message that cannot be classified is ``Invalid``, carrying the id when it can be read
   (the specification answers an unreadable id with ``null``).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Union
 
 PARSE_ERROR = -32700
@@ -132,7 +133,11 @@ OnResponse = Callable[[Any, "RpcError | None"], None]
 
 
 def _valid_id(value: Any) -> bool:
-    return value is None or (isinstance(value, (str, int, float)) and not isinstance(value, bool))
+    # NaN and Infinity (Python's json reads them, and 1e400 overflows to inf) are no JSON:
+    # an answer could not carry them back, so such an id is unreadable.
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or (isinstance(value, (str, int)) and not isinstance(value, bool))
 
 
 def classify(msg: Any, strict: bool = False) -> Message:

@@ -100,6 +100,8 @@ def test_invalid_requests_with_a_readable_id_keep_it(rpc, line):
     [
         {"jsonrpc": "2.0", "id": True, "method": "capabilities"},
         {"jsonrpc": "2.0", "id": {"n": 1}, "method": "capabilities"},
+        {"jsonrpc": "2.0", "id": float("nan"), "method": "capabilities"},  # NaN: Python's json reads it
+        {"jsonrpc": "2.0", "id": float("inf"), "method": "capabilities"},  # what 1e400 becomes
         {"jsonrpc": "2.0", "id": 9, "result": {}},
         5,
         "request",
