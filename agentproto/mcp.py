@@ -16,7 +16,9 @@ Rules of this file:
 - Messages are classified by ``jsonrpc.Peer`` (strict): an invalid one is answered with
   its id when the id could be read, ``null`` otherwise.
 - A batch is bounded by ``jsonrpc.batch_entries``; its entries run concurrently and each
-  answer goes to the reply as it comes (``Reply.respond``), never collected here.
+  answer goes to the reply as it comes (``Reply.respond``), never collected here. Once
+  ``initialize`` has settled on ``NO_BATCHES`` or later (MCP 2025-06-18 removed batching),
+  a batch is one Invalid Request error (id null) and none of its entries runs.
 - Progress notifications go out only for a call whose client gave a ``progressToken``,
   numbered from 1.
 """
@@ -30,6 +32,8 @@ from agentproto.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Invalid, Reques
 
 #: The protocol versions this endpoint speaks, oldest first.
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+#: The first version without JSON-RPC batches.
+NO_BATCHES = "2025-06-18"
 
 
 class Reply(Protocol):
@@ -170,6 +174,12 @@ class McpEndpoint:
         """Answer one decoded message (an object or a batch) through ``reply``."""
         pending = _Pending(reply)
         if isinstance(msg, list):
+            version = self.protocol_version
+            if version is not None and version >= NO_BATCHES:
+                why = f"Invalid Request: MCP {version} has no batches; send one message at a time"
+                reply.respond(self.peer.error(None, RpcError(jsonrpc.INVALID_REQUEST, why)))
+                reply.finish()
+                return
             entries = jsonrpc.batch_entries(msg, self.max_batch)
             if isinstance(entries, Invalid):
                 reply.respond(self.peer.error(entries.id, entries.error))

@@ -221,3 +221,33 @@ def test_a_batch_is_answered_by_one_array_line(raw):
     assert call(raw, "ping", rpc_id=3)["id"] == 3  # nothing else was written for the batch
     raw.send([{"jsonrpc": "2.0", "method": "notifications/initialized"}])
     assert call(raw, "ping", rpc_id=4)["id"] == 4  # an all-notification batch gets nothing
+
+
+def test_ids_no_answer_could_carry_back_are_unreadable(raw):
+    """NaN, Infinity and 1e400 (inf once read) are no JSON ids: an Invalid Request with id
+    null, never a result that answers nobody; a fractional or huge id is kept exactly."""
+    for text in ("NaN", "-Infinity", "1e400"):
+        raw.write(b'{"jsonrpc": "2.0", "id": %s, "method": "ping"}\n' % text.encode())
+        response = raw.line()
+        assert response["id"] is None and response["error"]["code"] == -32600, (text, response)
+    assert call(raw, "ping", rpc_id=2.5)["id"] == 2.5
+    assert call(raw, "ping", rpc_id=10**30)["id"] == 10**30
+
+
+@pytest.mark.parametrize("version", MCP_VERSIONS)
+def test_a_batch_after_initialize_at_2025_06_18_or_later_is_one_error(raw, version):
+    """MCP 2025-06-18 removed JSON-RPC batching: once a session settled on it (or later), a
+    batch is one Invalid Request (id null) and none of its entries runs; earlier versions
+    still get one array."""
+    call(raw, "initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})
+    raw.send([{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": "agentproto_open", "arguments": {"agent": "mock", "dir": "/tmp"}}},
+              {"jsonrpc": "2.0", "id": 2, "method": "ping"}])  # fmt: skip
+    answer = raw.line()
+    if version < "2025-06-18":
+        assert isinstance(answer, list) and sorted(r["id"] for r in answer) == [1, 2]
+        return
+    assert answer == {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message":
+                      f"Invalid Request: MCP {version} has no batches; send one message at a time"}}  # fmt: skip
+    viewed = call(raw, "tools/call", {"name": "agentproto_inspect", "arguments": {}}, rpc_id=3)
+    assert viewed["id"] == 3 and viewed["result"]["structuredContent"]["agents"] == [], viewed  # nothing opened

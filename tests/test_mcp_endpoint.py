@@ -212,3 +212,17 @@ def test_two_endpoints_are_two_conversations():
     ask(a, request(1, "initialize", {"protocolVersion": VERSIONS[0]}))
     ask(b, request(1, "initialize", {"protocolVersion": VERSIONS[2]}))
     assert (a.protocol_version, b.protocol_version) == (VERSIONS[0], VERSIONS[2])
+
+
+def test_no_batches_once_a_version_without_them_is_settled():
+    """MCP 2025-06-18 removed batching: a batch is then one Invalid Request, none of it runs."""
+    for version in VERSIONS:
+        endpoint = McpEndpoint(Tools(), name="t", version="0")
+        ask(endpoint, request(0, "initialize", {"protocolVersion": version}))
+        reply = ask(endpoint, [request(1, "tools/call", {"name": "later"}), request(2, "ping")])
+        tools: Tools = endpoint.tool_set  # type: ignore[assignment]
+        if version < "2025-06-18":
+            assert reply.in_batch and [r["id"] for r in reply.responses] == [2] and len(tools.waiting) == 1
+            continue
+        assert not reply.in_batch and reply.finished == 1 and not tools.waiting
+        assert [(r["id"], r["error"]["code"]) for r in reply.responses] == [(None, jsonrpc.INVALID_REQUEST)]
