@@ -15,12 +15,16 @@ Rules of this file:
   naming the path, never a hang.
 - ``sock`` is not followed through a control socket (no proxy chains): the control
   socket answers about its own process.
+- The client asks only a socket served by its own user (or root), by the server's
+  credentials (SO_PEERCRED, where the platform has it): another user's socket planted at
+  the path gets no request and is an error naming its uid.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import struct
 from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto import inspect, private
@@ -114,6 +118,15 @@ class _Ask(Exchange):
 
     def late(self) -> None:
         self.fail(f"no answer within {ASK_TIMEOUT:g} s")
+
+    def check_peer(self) -> str | None:
+        peercred = getattr(socket, "SO_PEERCRED", None)
+        if peercred is None:
+            return None  # not Linux: the socket file's owner-only mode is the guard
+        _pid, uid, _gid = struct.unpack("3i", self.sock.getsockopt(socket.SOL_SOCKET, peercred, struct.calcsize("3i")))
+        if uid not in (os.geteuid(), 0):
+            return f"served by uid {uid}, not by you; not asked"
+        return None
 
     def received(self, data: bytes) -> None:
         self.answer += data

@@ -12,8 +12,12 @@ Rules of this file:
   (kept for the sidecar's own files; ``descriptors.accept_room`` says how many a wake-up
   may take), the connections waiting in the backlog.
 - A Unix socket is created 0600 (under a umask, never by a chmod that could follow a
-  swapped-in link). Only a stale socket at the path (nobody listens) is replaced, and on
-  close only the socket file we made is removed, never what has replaced it since.
+  swapped-in link). Only a stale socket of ours at the path (nobody listens) is replaced,
+  and on close only the socket file we made is removed, never what has replaced it since.
+  Its directory must be ours or root's, and writable by nobody else unless sticky (as
+  /tmp is): in a directory another user can write, they could swap our socket for theirs.
+- An ``Exchange`` may check who serves the socket it reached (``check_peer``) before it
+  sends anything.
 """
 
 from __future__ import annotations
@@ -37,10 +41,19 @@ if TYPE_CHECKING:
 def bind_unix(path: str) -> tuple[socket.socket, tuple[int, int]]:
     """A listening socket at ``path``, owner-only, and its file's (st_dev, st_ino). Only a
     stale socket there is replaced: anything else is refused (OSError), never deleted."""
+    directory = os.path.dirname(os.path.abspath(path))
+    me = os.geteuid()
+    st = os.stat(directory)
+    if st.st_uid not in (me, 0):
+        raise OSError(f"its directory {directory} belongs to uid {st.st_uid}: they could swap the socket")
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        raise OSError(f"others can write to its directory {directory} (no sticky bit): they could swap the socket")
     st = private.lstat(path)
     if st is not None:
         if not stat.S_ISSOCK(st.st_mode):
             raise OSError(f"{path} exists and is not a socket; refusing to replace it")
+        if st.st_uid != me:
+            raise OSError(f"{path} is the socket of uid {st.st_uid}; refusing to replace it")
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         probe.settimeout(1.0)
         try:
@@ -267,10 +280,18 @@ class Exchange:
         if code:
             self.refused(code)
             return
+        wrong = self.check_peer()
+        if wrong is not None:
+            self.fail(wrong)
+            return
         self.output.send(self.request)
         self.reader.start()
 
     # What the subclass decides.
+    def check_peer(self) -> str | None:
+        """Why the server reached must not be asked (None: ask it)."""
+        return None
+
     def received(self, data: bytes) -> None:
         raise NotImplementedError
 
