@@ -14,7 +14,8 @@ Rules of this file:
   caller waits forever.
 - ``strict`` peers (our servers) hold the other side to the specification: ``"jsonrpc":
   "2.0"``, a string method, params an object or an array, an id that is a string, a
-  finite number or null (NaN, Infinity or 1e400 is an unreadable id). Lenient peers (Codex omits ``"jsonrpc"``) classify by keys alone.
+  finite number or null (NaN, Infinity or 1e400 is an unreadable id). Lenient peers
+  (Codex omits ``"jsonrpc"``) classify by keys alone.
 - A message that cannot be classified is ``Invalid``, carrying the id when it can be read
   (the specification answers an unreadable id with ``null``).
 """

@@ -43,10 +43,10 @@ def bind_unix(path: str) -> tuple[socket.socket, tuple[int, int]]:
     stale socket there is replaced: anything else is refused (OSError), never deleted."""
     directory = os.path.dirname(os.path.abspath(path))
     me = os.geteuid()
-    st = os.stat(directory)
-    if st.st_uid not in (me, 0):
-        raise OSError(f"its directory {directory} belongs to uid {st.st_uid}: they could swap the socket")
-    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+    held = os.stat(directory)
+    if held.st_uid not in (me, 0):
+        raise OSError(f"its directory {directory} belongs to uid {held.st_uid}: they could swap the socket")
+    if held.st_mode & 0o022 and not held.st_mode & stat.S_ISVTX:
         raise OSError(f"others can write to its directory {directory} (no sticky bit): they could swap the socket")
     st = private.lstat(path)
     if st is not None:
