@@ -17,6 +17,9 @@ Rules of this file:
 - The JSON payload is the stable contract (schema.json's ``InspectAgents`` and
   ``InspectCost``); the table is for people and may change.
 - A bad key value is an ``InvalidRequest`` naming the key, the value and what it takes.
+- The table shows no control character (escape sequences, bidi overrides): each is ``?``.
+  Its cells come from agents (a model's name, a title) and the database, and it is printed
+  to a terminal, which would act on them.
 """
 
 from __future__ import annotations
@@ -238,7 +241,17 @@ def aligned(header: tuple[str, ...], rows: list[list[str]], numeric: set[int], w
     return lines
 
 
+#: What a terminal acts on instead of showing: C0 and C1 controls, DEL, zero-width and
+#: direction marks and overrides.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def table(view: dict[str, Any]) -> list[str]:
+    """The view as aligned lines for people, without a control character."""
+    return [_CONTROLS.sub("?", line) for line in _table(view)]
+
+
+def _table(view: dict[str, Any]) -> list[str]:
     if view["view"] == "agents":
         if "agent" in view:
             row = view["agent"]

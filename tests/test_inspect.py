@@ -419,3 +419,26 @@ def test_inspect_refuses_what_is_not_a_plain_database_file_of_ours_at_once(tmp_p
         assert done.stderr.count("\n") == 1 and f"cannot read {path}: {why}" in done.stderr, (path, done.stderr)
     assert (tmp_path / "text").read_text() == "not a database\n"
     assert not list(tmp_path.glob("text-*")) and not list(tmp_path.glob("fifo-*"))
+
+
+def test_the_table_shows_no_control_character(tmp_path: Path) -> None:
+    """What a table shows comes from agents (a model's name) and the database: an escape
+    sequence there (here OSC 52, which sets a terminal's clipboard, and a colour) or a bidi
+    override is shown as ``?``, never handed to the terminal; JSON keeps the value as it is."""
+    from agentproto.observations import SCHEMA, connect
+
+    db = tmp_path / "obs.db"
+    connect(str(db), create=True).close()
+    evil_model = "sonnet\x1b]52;c;cm0gLXJmIH4K\x07\u202e"
+    with sqlite3.connect(db) as conn:
+        conn.executescript(SCHEMA)
+        conn.execute("INSERT INTO turns (ended_at, agent, model, run, session, turn, input_tokens, output_tokens, "
+                     "cached_input_tokens, cost_usd, duration_ms, stop) VALUES (?, ?, ?, 'r', 's1', 't1', 1, 1, 0, "
+                     "0.5, 1, 'Completed')", (time.time(), "mock\x1b[31m", evil_model))  # fmt: skip
+    for by in ("agent", "model"):
+        shown = inspect_cli("--view", "cost", "--db", str(db), "--by", by, "--top", "1", "--format", "table")
+        assert shown.returncode == 0, shown.stderr
+        assert not any(c in shown.stdout for c in "\x1b\x07\u202e"), repr(shown.stdout)
+        assert "mock?[31m" in shown.stdout
+    as_json = json.loads(inspect_cli("--view", "cost", "--db", str(db), "--by", "model", "--format", "json").stdout)
+    assert as_json["groups"][0]["key"] == evil_model
