@@ -523,3 +523,24 @@ def test_a_steered_prompt_spends_no_turn_of_the_mock_script(terminals, tmp_path:
     assert term.expect("> ") == "two\n"
     term.type("/quit\n")
     assert term.wait() == 0
+
+
+def test_the_terminal_hanging_up_mid_turn_ends_the_chat_with_129_and_nothing_left(terminals, tmp_path: Path) -> None:  # noqa: F811
+    """The terminal goes away (its master closed: the kernel sends SIGHUP) while a turn runs
+    on a real agent that ignores SIGTERM and the end of its input and has detached a process
+    of its own: chat ends with 128 + SIGHUP, and every process it started is gone (the
+    agent's close sequence: its stdin closed, SIGTERM, then SIGKILL)."""
+    from lifetime_support import STUBBORN, assert_all_gone, wait_for_pids
+
+    pids = tmp_path / "pids"
+    agent = json.dumps({"acp": {"name": "stubborn", "path": STUBBORN, "args": []}})
+    term = terminals("chat", agent, env={"NO_COLOR": "1", "STUBBORN": "detach,ignore-term,ignore-eof",
+                                         "STUBBORN_PIDS": str(pids)}, cwd=str(tmp_path))  # fmt: skip
+    term.expect("> ")
+    term.type("hello there\r")
+    started = wait_for_pids(pids, 2)
+    term.note_descendants()
+    os.close(term.master)  # the hang-up
+    term.master = os.open(os.devnull, os.O_RDONLY)  # what Terminal.close closes
+    assert term.proc.wait(GUARD) == 128 + signal.SIGHUP
+    assert_all_gone(started + sorted(term.descendants))
