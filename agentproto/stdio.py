@@ -16,7 +16,9 @@ Rules of this file:
   usual, then every agent is killed, and ``KILL_GRACE`` later the loop stops whatever is
   still unwritten (a reader that never reads cannot keep the process alive). A second
   signal kills every agent and stops the loop at once.
-- A stdout whose reader went away (EPIPE) ends the process quietly with status 1.
+- A stdout whose reader went away (EPIPE) ends the process quietly with status 1, and so
+  does one found gone while nothing is written (a silent turn): a pipe or socket stdout
+  is looked at every ``READER_CHECK`` seconds (``Output.reader_gone``, never blocking).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import sys
 from collections import deque
 
 from agentproto.errors import log
-from agentproto.loop import Loop, Timer
+from agentproto.loop import Alarm, Loop, Timer
 from agentproto.streams import Output, Reader
 from agentproto.typecheck import TYPE_CHECKING, Protocol
 
@@ -165,6 +167,28 @@ class Lifetime:
         self.loop.call_later(KILL_GRACE, self.loop.stop)
 
 
+#: How often a pipe or socket stdout is looked at for a reader gone while nothing is written.
+READER_CHECK = 1.0
+
+
+def watch_reader(loop: Loop, output: Output) -> None:
+    """Every ``READER_CHECK`` seconds, fail ``output`` as EPIPE would if its reader is gone
+    (a write finds out at once, but a silent turn makes none)."""
+    if not output.pollable:
+        return
+
+    def check() -> None:
+        if output.failed:
+            return
+        if output.reader_gone():
+            output.fail_reader_gone()
+            return
+        alarm.set(READER_CHECK)
+
+    alarm = Alarm(loop, check)
+    alarm.set(READER_CHECK)
+
+
 def run_stdio(
     loop: Loop, make: Callable[[Output, Callable[[], None]], StdioServer], kill: Callable[[], None] | None = None
 ) -> int:
@@ -183,6 +207,7 @@ def run_stdio(
     server = make(output, lambda: finish_when_drained(loop, output))
     lifetime = Lifetime(loop, server.end, kill)
     lifetime.install()
+    watch_reader(loop, output)
     server.start()
     try:
         loop.run()

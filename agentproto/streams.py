@@ -13,12 +13,15 @@ Rules of this file:
   of its lines were written (the engine's flow control). A big line costs time linear in
   its size however the descriptor takes it. When writing fails, the queue is dropped, its
   sessions are told, and whoever waits for the queue to drain is told as well: a reader
-  that went away must never keep a shutdown waiting.
+  that went away must never keep a shutdown waiting. ``reader_gone`` says, without a
+  write, whether a pipe's or socket's reader has gone (poll's POLLERR/POLLHUP, timeout 0).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import select
 import stat
 from collections import deque
 
@@ -273,6 +276,21 @@ class Output:
         self.on_error(exc)
         # Nothing will ever be written now: a shutdown waiting for the drain goes on.
         self._drained()
+
+    def reader_gone(self) -> bool:
+        """Whether the descriptor's reader is known to be gone now, without writing: a pipe
+        whose read end is closed (POLLERR), a socket shut both ways (POLLHUP). A write would
+        find out too (EPIPE), but a silent process may have none to make."""
+        if not self.pollable or self.failed:
+            return False
+        poller = select.poll()
+        poller.register(self.fd, 0)  # only the conditions poll always reports
+        return any(events & (select.POLLERR | select.POLLHUP) for _fd, events in poller.poll(0))
+
+    def fail_reader_gone(self) -> None:
+        """Stop as a write failing with EPIPE would (``on_error`` is told)."""
+        if not self.failed:
+            self._fail(BrokenPipeError(errno.EPIPE, "the reader is gone"))
 
     def abandon(self) -> None:
         """Give up on what is still queued (a shutdown's reader that stopped reading): drop

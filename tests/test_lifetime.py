@@ -198,3 +198,25 @@ def test_after_eof_a_reader_that_closes_its_pipe_ends_the_process(name: str, tmp
         assert "Traceback" not in frontend.stderr
     finally:
         frontend.finish()
+
+
+@pytest.mark.parametrize("name", ["serve", "agent", "single-shot", "jsonrpc", "mcp"])
+def test_a_reader_gone_during_a_silent_turn_ends_the_process(name: str, tmp_path: Path) -> None:
+    """The app closes its end of stdout while a turn runs on an agent that writes nothing
+    (and ignores SIGTERM and EOF, and detached a process); stdin stays open. With nothing to
+    write there is no EPIPE to find out: the frontend still notices (it looks at its stdout),
+    ends quietly with status 1 and leaves nothing behind."""
+    frontend = Frontend(name, tmp_path)
+    try:
+        pids = enter(frontend, "turn", tmp_path)
+        assert frontend.proc.stdout is not None
+        frontend.proc.stdout.close()
+        try:
+            frontend.proc.wait(20)
+        except Exception:
+            pass
+        assert frontend.proc.poll() == 1, (name, frontend.proc.poll(), frontend.stderr[-2000:])
+        assert "Traceback" not in frontend.stderr
+        assert_all_gone(pids)
+    finally:
+        frontend.finish()
