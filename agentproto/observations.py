@@ -125,8 +125,8 @@ def check_file(path: str, create: bool) -> None:
     except FileNotFoundError:
         raise FileNotFoundError(2, "no observations database", path) from None
     if st.st_uid != me or st.st_mode & 0o022:
-        owner = "is not yours" if st.st_uid != me else "others can write to it"
-        raise _refused(f"its directory {directory} {owner} (sqlite's -wal and -journal files go there)")
+        whose = "is not yours" if st.st_uid != me else "can be written by others"
+        raise _refused(f"its directory {directory} {whose} (sqlite's -wal and -journal files go there)")
     flags = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_RDWR | os.O_CREAT if create else os.O_RDONLY)
     try:
         fd = os.open(path, flags, 0o600)  # made here, 0600, not by sqlite (which honours only the umask)

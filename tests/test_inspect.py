@@ -411,7 +411,7 @@ def test_inspect_refuses_what_is_not_a_plain_database_file_of_ours_at_once(tmp_p
         "/dev/zero": "not a regular file",
         str(tmp_path / "dir"): "not a regular file",
         str(tmp_path / "link.db"): "a symbolic link",
-        str(shared / "obs.db"): f"its directory {shared} others can write to it",
+        str(shared / "obs.db"): f"its directory {shared} can be written by others",
     }
     for path, why in cases.items():
         done = inspect_cli("--view", "cost", "--db", path)
