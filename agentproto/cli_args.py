@@ -78,16 +78,6 @@ def _terminals_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-    return value
-
-
 def _seconds(text: str) -> float:
     """A ``--stall-timeout``: a finite number of seconds above 0."""
     try:

@@ -9,8 +9,12 @@ from __future__ import annotations
 import json
 import select
 import socket
+import subprocess
+import sys
 import time
 from typing import Any
+
+import pytest
 
 from listener_support import LOOKUP, BlockingMcp, InThread, Raw, opened_request, post, split, text_result
 from sidecar import ROOT, Sidecar, kind_name, script
@@ -199,3 +203,15 @@ def test_a_hook_past_the_connection_bound_gets_503_and_the_held_one_its_answer()
         # The refused one never reached the app.
         hooks = [line for line in car.seen if "event" in line and kind_name(line["event"]["kind"]) == "RequestOpened"]
         assert len(hooks) == 1
+
+
+@pytest.mark.parametrize("flag", ["--tool-connections", "--tool-calls", "--max-terminals"])
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_a_bound_flag_takes_a_whole_number_above_0(flag: str, value: str) -> None:
+    """Regression: two hardening branches each defined cli_args._count, and the later one
+    (0 allowed) replaced the earlier: `--tool-calls 0` was taken, a listener refusing every
+    call. Each bound is a whole number above 0, else a usage error naming the flag."""
+    done = subprocess.run([sys.executable, "-m", "agentproto", "serve", flag, value], cwd=ROOT,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert flag in done.stderr and "whole number above 0" in done.stderr
