@@ -19,7 +19,9 @@ the interactive UI: refused (exit 1).
 Signed out: ``FAKE_AGY_SIGNED_OUT=1`` (CHOICE). ``models`` then fails "Please sign in" (exit
 1); print mode fails at startup: stderr, one ERROR ``result`` (error "authentication failed
 or timed out", conversation_id "", zero usage) and no ``init``, exit 1. An unknown
-``--model`` or ``--conversation`` fails the same way.
+``--model`` or ``--conversation`` fails the same way. ``FAKE_AGY_SIGNED_OUT=stderr``: print
+mode says "Please sign in" on stderr only (no ``result``), exit 1; any other value is the
+ERROR result's error text (the CLI's wording may change).
 
 Print mode, ``--input-format stream-json --output-format stream-json``: ``init`` is written
 at launch, before any input: ``{"event":"init","conversation_id":ID,"init":{"model","cwd",
@@ -156,6 +158,9 @@ def signed_out() -> bool:
     return os.environ.get("FAKE_AGY_SIGNED_OUT", "") not in ("", "0")
 
 
+PLEASE_SIGN_IN = "error: Please sign in: run `agy` once in a terminal and sign in\n"
+
+
 def state_dir() -> Path:
     return Path(os.environ.get("FAKE_AGY_STATE") or Path.home() / ".gemini" / "antigravity-cli")
 
@@ -225,6 +230,8 @@ class Agy:
         failure = self.startup()
         if failure:
             sys.stderr.write(f"error: {failure}\n")
+            if os.environ.get("FAKE_AGY_SIGNED_OUT") == "stderr":
+                return 1  # no result line: the stderr is all it says
             self.emit("result", {"conversation_id": "", "status": "ERROR", "response": "", "error": failure,
                                  "duration_seconds": 0, "num_turns": 0, "usage": dict.fromkeys(USAGE_KEYS, 0)})
             return self.flush_final(1)
@@ -268,8 +275,11 @@ class Agy:
 
     def startup(self) -> str | None:
         if signed_out():
+            how = os.environ["FAKE_AGY_SIGNED_OUT"]
+            if how == "stderr":
+                return PLEASE_SIGN_IN[len("error: "):].strip()
             sys.stderr.write("Authentication required (FAKE_AGY_SIGNED_OUT is set).\n")
-            return "authentication failed or timed out"
+            return "authentication failed or timed out" if how == "1" else how
         ids = [m for m, _ in model_list()]
         if self.model not in ids:
             return f'model "{self.model}" is not recognized; available models: {", ".join(ids)}'
@@ -596,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{VERSION}\n  - the agentproto test double of agy")
                 return 0
             if signed_out():
-                sys.stderr.write("error: Please sign in: run `agy` once in a terminal and sign in\n")
+                sys.stderr.write(PLEASE_SIGN_IN)
                 return 1
             if opts.get("output-format") == "json":
                 print(json.dumps({"models": [{"id": i, "name": n} for i, n in model_list()]}))

@@ -203,6 +203,22 @@ def test_signed_out_probe_is_unauthenticated_and_open_is_auth_required(world: Wo
     assert "authentication failed" in error["message"]
 
 
+@pytest.mark.parametrize(("how", "said"), [
+    ("stderr", "Please sign in"),  # stderr only, no result line
+    ("UNAUTHENTICATED: you are not logged in", "not logged in"),  # an ERROR result in other words
+    ("sign-in required", "sign-in required"),
+])
+def test_open_signed_out_is_auth_required_however_agy_says_it(world: World, how: str, said: str) -> None:
+    """Print mode exits at start-up because agy is signed out: AuthRequired with the login
+    step (not SpawnFailed), whether agy says so on stderr only or in an ERROR result."""
+    error = world.open_error(env={"FAKE_AGY_SIGNED_OUT": how})
+    login = [{"Terminal": {"command": [str(FAKE)], "env": {},
+                           "description": "Run `agy` once in a terminal and sign in"}}]
+    assert error["kind"] == "AuthRequired" and error["login"] == login, error
+    assert said in error["message"] and "sign in" in error["message"], error
+    assert world.session_dirs() == []  # the session's directory went with the failed open
+
+
 # -- launch --------------------------------------------------------------------------------
 
 

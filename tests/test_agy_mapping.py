@@ -83,6 +83,10 @@ def test_the_model_option_always_offers_the_current_model() -> None:
 @pytest.mark.parametrize("error, kind", [
     ("authentication failed or timed out", "AuthRequired"),
     ("Please sign in", "AuthRequired"),
+    ("Unauthenticated", "AuthRequired"),
+    ("You are not logged in", "AuthRequired"),
+    ("sign-in required", "AuthRequired"),
+    ("login required", "AuthRequired"),
     ('conversation "abc" not found', "ResumeFailed"),
     ('model "m" is not recognized; available models: a, b', "InvalidConfiguration"),
     ("something else", "SpawnFailed"),
@@ -90,6 +94,29 @@ def test_the_model_option_always_offers_the_current_model() -> None:
 def test_startup_errors(error: str, kind: str) -> None:
     found = m.startup_error(error, "/bin/agy", "m", "abc")
     assert found.kind == kind and error in found.message
+    if kind == "AuthRequired":
+        assert found.fields["login"][0]["Terminal"]["command"] == ["/bin/agy"]
+
+
+def test_signed_out_matches_words_not_parts_of_words() -> None:
+    assert not m.signed_out("design into the blog index")  # "sign in", "log in" only as words
+    assert not m.signed_out("model \"m\" is not recognized")
+
+
+def test_result_error_reads_a_string_or_an_object() -> None:
+    assert m.result_error({"error": "x"}) == "x"
+    assert m.result_error({"error": {"type": "AUTH", "message": "authentication failed"}}) == "authentication failed"
+    assert m.result_error({"error": {"type": "AUTH"}}) == "AUTH" and m.result_error({}) == ""
+
+
+@pytest.mark.parametrize(("stderr", "kind"), [
+    ("error: Please sign in: run `agy` once in a terminal and sign in\n", "AuthRequired"),
+    ("panic: something broke\n", "SpawnFailed"),
+    ("", "SpawnFailed"),
+])
+def test_an_exit_before_init_without_a_result(stderr: str, kind: str) -> None:
+    found = m.early_exit("exit code 1", stderr, "/bin/agy")
+    assert found.kind == kind and stderr.strip() in found.message
     if kind == "AuthRequired":
         assert found.fields["login"][0]["Terminal"]["command"] == ["/bin/agy"]
 

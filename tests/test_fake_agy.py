@@ -222,6 +222,12 @@ def test_signed_out_models_and_print_mode_fail(home: Path) -> None:
     assert (result["status"], result["error"], result["conversation_id"]) == \
         ("ERROR", "authentication failed or timed out", "")
     assert result["usage"]["total_tokens"] == 0 and "error: authentication failed" in launch.stderr
+    quiet = run(home, *STREAM, "--dangerously-skip-permissions", "--print", "", FAKE_AGY_SIGNED_OUT="stderr")
+    assert (quiet.returncode, quiet.stdout) == (1, "")  # says it on stderr only
+    assert "error: Please sign in" in quiet.stderr
+    worded = run(home, *STREAM, "--dangerously-skip-permissions", "--print", "", FAKE_AGY_SIGNED_OUT="Unauthenticated")
+    (only,) = [json.loads(line) for line in worded.stdout.splitlines()]
+    assert (worded.returncode, only["result"]["error"]) == (1, "Unauthenticated")
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -15,6 +15,8 @@ Rules of this file:
   (SIGINT) and a model switch (EOF) end it, and a new one starts on the same conversation
   (``--conversation``) once it has exited. A turn's line written meanwhile waits in the
   outbox; nothing is lost and nothing goes to a process that is leaving.
+- An exit before ``init`` fails the open: AuthRequired with the login step when agy says it
+  is signed out, in an ERROR ``result`` or on stderr only (``agy_mapping.signed_out``).
 - An exit nobody asked for ends the session. The session directory, with every file that
   holds the listener's token, goes when the session ends, however it ends.
 """
@@ -37,8 +39,10 @@ from agentproto.drivers.agy_mapping import (
     context_usage,
     conversation_of,
     details,
+    early_exit,
     login_methods,
     parse_models,
+    result_error,
     server_names,
     signed_out,
     startup_error,
@@ -265,9 +269,7 @@ class AgyDriver(LineDriver):
         previous, self.state = self.state, "gone"
         self._remove_dir()
         if previous == "opening":
-            tail = stderr.strip()[-2000:]
-            early = f"agy exited (status {status}) before it was ready" + (f": {tail}" if tail else "")
-            self.host.open_failed(failure or AgentError.detail(Kind.SPAWN_FAILED, early))
+            self.host.open_failed(failure or early_exit(status, stderr, self.launch.executable))
         elif previous == "open":
             self._end_switches(AgentError.session_closed(self.host.session_id))
             self.host.fail(failure or AgentError.process_exited(status, stderr))
@@ -488,7 +490,7 @@ class AgyDriver(LineDriver):
         body = body_of(msg)
         if not self.initialized:
             # Before init: agy could not start the conversation. Its exit reports it.
-            error = text(body.get("error")) or "agy could not start"
+            error = result_error(body) or "agy could not start"
             self.startup_failure = startup_error(error, self.launch.executable, self.model, self.conversation)
             return
         owner = self.written.popleft() if self.written else None

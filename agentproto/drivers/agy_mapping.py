@@ -12,6 +12,7 @@ and ``result`` lines, each ``{"event": E, E: {...}}``.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from agentproto.drivers.fields import integer, obj, opt_text, text
@@ -218,21 +219,49 @@ def details(version: str | None, auth: Any, model: str | None, choices: list[dic
 SIGNED_IN = {"Authenticated": {"kind": {"Other": "Google account"}, "account": None}}
 
 
+#: What agy says when it is signed out, in any of its spellings: "Please sign in",
+#: "authentication failed", "Unauthenticated", "not logged in", "sign-in required", "login".
+_SIGNED_OUT = re.compile(r"authenticat|\bsign(?:ed)?[\s-]*(?:in|out)\b|\blog(?:ged)?[\s-]*(?:in|out)\b", re.IGNORECASE)
+
+
 def signed_out(output: str) -> bool:
-    lowered = output.lower()
-    return "sign in" in lowered or "signed in" in lowered or "authentication" in lowered or "log in" in lowered
+    return _SIGNED_OUT.search(output) is not None
+
+
+def not_signed_in(said: str, executable: str) -> AgentError:
+    """AuthRequired with the login step, quoting what agy said."""
+    message = f"Antigravity is not signed in: {SIGN_IN[0].lower()}{SIGN_IN[1:]} (agy: {said.strip()[-500:]})"
+    return AgentError.auth_required(message, login_methods(executable))
+
+
+def result_error(result: dict[str, Any]) -> str:
+    """A ``result``'s error as text: a string, or an object's ``message`` (else its ``type``)."""
+    error = result.get("error")
+    if isinstance(error, dict):
+        return text(error.get("message")) or text(error.get("type"))
+    return text(error)
 
 
 def startup_error(error: str, executable: str, model: str | None, conversation: str | None) -> AgentError:
     """What an ERROR ``result`` before ``init`` (agy could not start the conversation) is."""
     lowered = error.lower()
     if signed_out(error):
-        return AgentError.auth_required(f"Antigravity is not signed in: {error}", login_methods(executable))
+        return not_signed_in(error, executable)
     if conversation and "conversation" in lowered:
         return AgentError.detail(Kind.RESUME_FAILED, f"agy: {error}")
     if model and "model" in lowered:
         return AgentError.detail(Kind.INVALID_CONFIGURATION, f"model: agy: {error}")
     return AgentError.detail(Kind.SPAWN_FAILED, f"agy: {error}")
+
+
+def early_exit(status: str | None, stderr: str, executable: str) -> AgentError:
+    """agy exited before ``init`` with no ERROR ``result``: AuthRequired when its stderr says
+    it is signed out (it may say so there only), else SpawnFailed quoting the stderr."""
+    tail = stderr.strip()[-2000:]
+    if signed_out(tail):
+        return not_signed_in(tail, executable)
+    early = f"agy exited (status {status}) before it was ready" + (f": {tail}" if tail else "")
+    return AgentError.detail(Kind.SPAWN_FAILED, early)
 
 
 # -- the stream --------------------------------------------------------------------------
