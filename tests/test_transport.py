@@ -158,17 +158,43 @@ def test_every_read_and_write_goes_through_loop_io(agents):
     assert io.writes >= 2 * 15 // 7 and io.reads >= 30 // 7
 
 
+def run_passes(loop: Loop, count: int) -> None:
+    """Run ``count`` passes of the loop, each selecting with no wait (a callback is due)."""
+    passes = [0]
+
+    def tick() -> None:
+        passes[0] += 1
+        if passes[0] <= count:
+            loop.call_soon(tick)
+
+    loop.call_soon(tick)
+    loop.run(until=lambda: passes[0] > count)
+
+
 def test_pause_stops_reading_and_resume_delivers_the_rest(agents):
-    agent = agents("import sys\nfor i in range(5000): print(i)\nsys.stdout.flush()\nsys.stdin.read()")
-    agent.run(until=lambda: bool(agent.lines))
+    # The child writes in two steps, the second gated by the test: the second is in the pipe
+    # (it says so on stderr once flushed) while the transport is paused, so a transport
+    # that went on reading would have lines to deliver in the passes that follow.
+    agent = agents("""
+        import sys
+        for i in range(1000): print(i)
+        sys.stdout.flush()
+        sys.stdin.readline()
+        for i in range(1000, 2000): print(i)
+        sys.stdout.flush()
+        sys.stderr.write("second step written\\n")
+        sys.stderr.flush()
+        sys.stdin.read()
+    """)
+    agent.run(until=lambda: len(agent.lines) == 1000)
     agent.transport.pause()
-    seen = len(agent.lines)
-    deadline = agent.loop.time() + 0.3
-    agent.loop.run(until=lambda: agent.loop.time() > deadline)
-    assert len(agent.lines) == seen < 5000
+    agent.transport.write_json({"go": True})
+    agent.run(until=lambda: "second step written" in agent.transport.stderr_tail)
+    run_passes(agent.loop, 3)  # each selects with the second step readable in the pipe
+    assert len(agent.lines) == 1000
     agent.transport.resume()
-    agent.run(until=lambda: len(agent.lines) == 5000)
-    assert agent.lines[-1] == b"4999"
+    agent.run(until=lambda: len(agent.lines) == 2000)
+    assert agent.lines == [str(i).encode() for i in range(2000)]
     agent.transport.close_stdin()
     agent.run()
 
