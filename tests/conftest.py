@@ -1,15 +1,113 @@
-"""Suite-wide markers.
+"""Suite-wide markers, the run's own home, and what no run may leave.
 
 ``core`` marks every test that needs only a Python >= 3.10 and the pip packages of
 tests/requirements.txt. The files below need more (node and the pinned npm tools in .cache/,
 or anyagent-py, whose wheel is tagged for CPython 3.11 only), so they are not core. `.ci/run`
 runs the whole suite on the default Python and `pytest -m core` on every other version.
 A new test file is core unless it is named here.
+
+A run leaves nothing under the user's home. Each pytest process (every xdist worker, before
+any test module is imported) gets ``HOME`` in the run's temp dir and ``XDG_CONFIG_HOME``,
+``XDG_CACHE_HOME``, ``XDG_DATA_HOME`` and ``XDG_STATE_HOME`` inside it, and the variables
+that move a tool's home elsewhere (``CODEX_HOME``, ``CLAUDE_CONFIG_DIR``, ...) unset, so
+every agent CLI, sidecar and tool a test starts with the inherited environment (or with a
+HOME of its own) writes there. A test that builds an environment from nothing must give
+it a HOME: without one, node and Python fall back to the user's home from the password
+database. The check: the run's first process touches a marker before the tests and, once
+they are over, lists everything under the user's home (its HOME at start and its
+password-database home) newer than the marker, the checkout and the package managers'
+caches (``~/.npm``, ``~/.cache/pip``, ``~/.cache/node-gyp``: the install step's) excepted;
+anything listed fails the run. Another process writing under ~ meanwhile shows up too.
 """
 
 from __future__ import annotations
 
+import os
+import pwd
+import subprocess
+from pathlib import Path
+
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The user's homes, as the first pytest process found them (workers inherit the run's HOME).
+USER_HOMES = os.environ.setdefault(
+    "AGENTPROTO_TEST_USER_HOMES",
+    os.pathsep.join(dict.fromkeys([os.path.expanduser("~"), pwd.getpwuid(os.getuid()).pw_dir])),
+).split(os.pathsep)
+#: The install step's package caches, written before the tests run: not the suite's.
+PACKAGE_CACHES = (".npm", os.path.join(".cache", "pip"), os.path.join(".cache", "node-gyp"))
+#: Variables that put a tool's state somewhere else than under HOME: unset for the run.
+FOLLOW_HOME = (
+    "CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "GEMINI_DIR", "CURSOR_CONFIG_DIR",
+    "NPM_CONFIG_CACHE", "npm_config_cache", "NPM_CONFIG_USERCONFIG", "npm_config_userconfig",
+    "PIP_CACHE_DIR", "PYTHONUSERBASE", "AGENTPROTO_DB",
+)  # fmt: skip
+XDG_HOMES = {"XDG_CONFIG_HOME": ".config", "XDG_CACHE_HOME": ".cache", "XDG_DATA_HOME": ".local/share",
+             "XDG_STATE_HOME": ".local/state"}  # fmt: skip
+_MARKER: Path | None = None
+
+
+def _controller(config: pytest.Config) -> bool:
+    """The run's first process (not an xdist worker)."""
+    return not hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(trylast=True)  # after the tmpdir plugin made the run's temp dir factory
+def pytest_configure(config: pytest.Config) -> None:
+    global _MARKER
+    base = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    if _controller(config):
+        _MARKER = base / "home-marker"
+        _MARKER.touch()
+    home = base / "home"
+    home.mkdir(mode=0o700, exist_ok=True)
+    os.environ["HOME"] = str(home)
+    for name, under in XDG_HOMES.items():
+        os.environ[name] = str(home / under)
+        (home / under).mkdir(mode=0o700, parents=True, exist_ok=True)
+    for name in FOLLOW_HOME:
+        os.environ.pop(name, None)
+
+
+def written_under_home(marker: Path, homes: list[str] = USER_HOMES) -> list[str]:
+    """Everything under ``homes`` newer than ``marker``, the checkout and the package caches
+    pruned (``find HOME -newer MARKER``)."""
+    found: list[str] = []
+    for home in dict.fromkeys(homes):
+        if not os.path.isdir(home):
+            continue
+        prune: list[str] = []
+        for path in [str(ROOT), *(os.path.join(home, cache) for cache in PACKAGE_CACHES)]:
+            prune += [*(["-o"] if prune else []), "-path", path]
+        argv = ["find", home, "-mindepth", "1", "(", *prune, ")", "-prune", "-o", "-newer", str(marker), "-print"]
+        listed = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        found += [line for line in listed.stdout.splitlines() if line]
+    return found
+
+
+@pytest.hookimpl(trylast=True)  # after the session's fixtures are torn down
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _MARKER is None or not _controller(session.config):
+        return
+    found = written_under_home(_MARKER)
+    if not found:
+        return
+    shown = "\n".join(f"  {path}" for path in found[:50])
+    if len(found) > 50:
+        shown += f"\n  ... {len(found) - 50} more"
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    homes = ", ".join(dict.fromkeys(USER_HOMES))
+    message = (
+        f"written under the user's home ({homes}) during the run, by a test or by another process meanwhile "
+        f"(a test must give every program it starts a HOME of the run; tests/conftest.py):\n{shown}"
+    )
+    if reporter is not None:
+        reporter.write_sep("=", "files left under ~", red=True)
+        reporter.write_line(message)
+    else:
+        print(message)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 NOT_CORE = {
     "test_claude.py": "the pinned Claude Code CLI (npm)",
@@ -37,13 +135,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def no_secret_in_any_record(tmp_path_factory: pytest.TempPathFactory):
     """Every record the suite writes (any file in the run's temp dirs that starts with a
     record header) and every committed recording: none may hold a secret the suite used."""
-    import os
-
-    # Every sidecar of the run keeps its observations in the run's temp dir, not the user's.
-    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
     yield
-    from pathlib import Path
-
     from suite_secrets import ALL
 
     roots = [tmp_path_factory.getbasetemp(), Path(__file__).resolve().parent.parent / "fixtures" / "recordings"]
