@@ -268,6 +268,26 @@ def test_pipe_size_widens_the_agents_stdout(agents):
     assert agent.exits[0][0] == "SIGKILL"
 
 
+def test_kill_is_a_kill_even_when_the_agent_would_exit_at_the_end_of_its_input(agents):
+    # Under load the sidecar can be preempted between the steps of a kill; here it is,
+    # right after the agent's input closes, until the agent has exited. An agent that ends
+    # at EOF must not get to exit cleanly ("0") meanwhile: the SIGKILL comes first.
+    agent = agents("import sys; print('ready', flush=True); sys.stdin.read()")
+    agent.run(until=lambda: bool(agent.lines))
+    transport = agent.transport
+    drop = transport._drop_stdin
+
+    def preempted() -> None:
+        drop()
+        os.waitid(os.P_PID, transport.pid, os.WEXITED | os.WNOWAIT)  # until it has exited
+
+    transport._drop_stdin = preempted
+    transport.kill()
+    transport._drop_stdin = drop
+    agent.run()
+    assert agent.exits[0][0] == "SIGKILL"
+
+
 def test_the_wire_records_everything_that_passes_in_order(agents, tmp_path):
     wire = tmp_path / "wire.jsonl"
     recorder = Recorder(str(wire))

@@ -11,6 +11,7 @@ Rules of this file:
 - Lines are framed with a bound (a longer one is skipped, never buffered); the last
   8 KiB of stderr are kept for the exit report.
 - ``shutdown`` runs: close stdin, wait, SIGTERM the group, wait, SIGKILL the group.
+  ``kill`` sends SIGKILL first and closes stdin after: its exit is always the kill's.
 - An agent whose output ends, or whose input refuses a write, while it runs is shut down
   the same way: it can never finish a turn then, and would hang its session forever.
 - An agent is not started when its pipes would leave fewer than ``descriptors.FLOOR``
@@ -390,8 +391,10 @@ class ProcessTransport:
         self._kill()
 
     def _kill(self) -> None:
-        self._drop_stdin()
+        # SIGKILL before the input closes: an agent that ends at EOF must not exit cleanly
+        # ("0") in between, as it could when the sidecar is preempted there.
         self._signal_group(signal.SIGKILL)
+        self._drop_stdin()
 
 
 def _widen_pipe(fd: int, size: int) -> None:
