@@ -2,7 +2,7 @@
 ``replay``, ``inspect``), run on what cli_args.py parsed.
 
 Each command builds its runtime and hands it to its frontend's module (serve.py,
-ops_stdio.py, jsonrpc_server.py, mcp_stdio.py, unix.py, http_ops.py, chat.py). Start-up
+ops_stdio.py, jsonrpc_server.py, mcp_stdio.py, unix.py, frontends/ops_http.py, chat.py). Start-up
 time is part of the product (a CI job may run ``--single-shot`` thousands of times), so
 this module imports only argparse at the top: each command imports what it runs, and
 ``--version`` nothing more. The same rule holds below: no module on a start path imports
@@ -24,19 +24,19 @@ import gc
 import os
 import sys
 
-from agentproto import private
 from agentproto.cli_args import build_parser as _build_parser
 from agentproto.cli_args import check_usage
-from agentproto.errors import log
-from agentproto.typecheck import TYPE_CHECKING
+from agentproto.core.errors import log
+from agentproto.core.typecheck import TYPE_CHECKING
+from agentproto.loopio import private
 
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from agentproto.record import Recorder
-    from agentproto.runtime import Runtime
-    from agentproto.serve import P1Connection
-    from agentproto.streams import Output
+    from agentproto.engine.runtime import Runtime
+    from agentproto.frontends.serve import P1Connection
+    from agentproto.loopio.record import Recorder
+    from agentproto.loopio.streams import Output
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -90,16 +90,16 @@ class _Sidecar:
     socket. ``close`` lets each go in order once the frontend is done."""
 
     def __init__(self, args: argparse.Namespace, frontend: str) -> None:
-        from agentproto.loop import Loop
-        from agentproto.observations import Observer, db_path
-        from agentproto.runtime import Runtime
+        from agentproto.engine.observations import Observer, db_path
+        from agentproto.engine.runtime import Runtime
+        from agentproto.loopio.loop import Loop
 
         loop = Loop(adopt_orphans=True)  # nothing an agent detaches outlives its session
         self.observer = Observer(loop, db_path(getattr(args, "db", None)))
         script, raw = _read_mock(args.mock)
         self.recorder: "Recorder | None" = None
         if args.record:
-            from agentproto.record import Recorder, mock_facts
+            from agentproto.loopio.record import Recorder, mock_facts
 
             mock = None if script is None else mock_facts(args.mock, raw)
             self.recorder = Recorder(args.record, loop=loop, frontend=frontend, mock=mock)
@@ -115,7 +115,7 @@ class _Sidecar:
         self.control = None
         control = getattr(args, "control", None) or os.environ.get("AGENTPROTO_CONTROL")
         if control:
-            from agentproto.control import start_control
+            from agentproto.frontends.control import start_control
 
             try:
                 self.control = start_control(self.runtime, control)
@@ -135,8 +135,8 @@ class _Sidecar:
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.transport != "stdio":
         return _serve_transport(args)
-    from agentproto.serve import P1Connection
-    from agentproto.stdio import run_stdio
+    from agentproto.frontends.serve import P1Connection
+    from agentproto.loopio.lifetime import run_stdio
 
     sidecar = _Sidecar(args, "serve")
     runtime, recorder = sidecar.runtime, sidecar.recorder
@@ -152,14 +152,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _serve_transport(args: argparse.Namespace) -> int:
-    """``serve --transport unix|http|jsonrpc|mcp`` (unix.py, http_ops.py, jsonrpc_server.py, mcp_stdio.py)."""
+    """``serve --transport unix|http|jsonrpc|mcp`` (unix.py, frontends/ops_http.py, jsonrpc_server.py, mcp_stdio.py)."""
     if args.transport == "unix":
         path = args.listen or args.socket
         if not path:
             log("--transport unix needs --listen PATH (or --socket PATH)")
             return EXIT_USAGE
     elif args.transport == "http":
-        from agentproto.http_ops import parse_listen
+        from agentproto.frontends.ops_http import parse_listen
 
         listen = args.listen or (f"127.0.0.1:{args.port}" if args.port is not None else None)
         if not listen:
@@ -175,20 +175,20 @@ def _serve_transport(args: argparse.Namespace) -> int:
     runtime, recorder = sidecar.runtime, sidecar.recorder
     try:
         if args.transport == "unix":
-            from agentproto.unix import run_unix
+            from agentproto.frontends.unix import run_unix
 
             _settle()
             return run_unix(runtime, path, recorder)
         if args.transport == "http":
-            from agentproto.http_ops import run_http
+            from agentproto.frontends.ops_http import run_http
 
             _settle()
             idle = args.session_idle_timeout
             return run_http(runtime, address, token, recorder, 1800.0 if idle is None else idle)
         if args.transport == "jsonrpc":
-            from agentproto.jsonrpc_server import JsonRpcServer as server
+            from agentproto.frontends.jsonrpc_server import JsonRpcServer as server
         else:
-            from agentproto.mcp_stdio import McpStdio as server  # type: ignore[assignment]
+            from agentproto.frontends.mcp_stdio import McpStdio as server  # type: ignore[assignment]
         return _run_stdio_frontend(runtime, server, recorder)
     finally:
         sidecar.close()
@@ -198,7 +198,7 @@ def _auth_token(flag: str | None) -> str | None:
     """The HTTP bearer token: ``--auth-token`` if given, else ``AGENTPROTO_AUTH_TOKEN`` (which
     keeps it out of ``ps``), else None. An unusable one is a usage error (exit 2): an empty or
     short token, even from the environment, is a mistake, never "no token"."""
-    from agentproto.httpcore import check_token
+    from agentproto.core.http1 import check_token
 
     # Out of the environment that every agent process inherits: agents are not trusted.
     from_env = os.environ.pop("AGENTPROTO_AUTH_TOKEN", None)
@@ -209,7 +209,7 @@ def _auth_token(flag: str | None) -> str | None:
     if problem is not None:
         log(f"{source}: the token {problem}")  # never the token itself
         raise SystemExit(EXIT_USAGE)
-    from agentproto import redact
+    from agentproto.core import redact
 
     redact.SECRETS.add(token)  # a request that echoes it is recorded without it
     return token
@@ -217,7 +217,7 @@ def _auth_token(flag: str | None) -> str | None:
 
 def cmd_agent(args: argparse.Namespace) -> int:
     """``agent``: the ops loop on stdio; with --single-shot, one request from all of stdin."""
-    from agentproto.ops_stdio import OpsStream, SingleShot
+    from agentproto.frontends.ops_stdio import OpsStream, SingleShot
 
     sidecar = _Sidecar(args, "single-shot" if args.single_shot else "agent")
     try:
@@ -228,7 +228,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 def _run_stdio_frontend(runtime: Runtime, server: Any, recorder: "Recorder | None") -> int:
     """One of the ops frontends on stdin/stdout: ``server(runtime, in_fd, output, finished, recorder)``."""
-    from agentproto.stdio import run_stdio
+    from agentproto.loopio.lifetime import run_stdio
 
     def make(output: Output, finished: Callable[[], None]) -> Any:
         return server(runtime, sys.stdin.fileno(), output, finished, recorder)
@@ -246,7 +246,7 @@ def cmd_schema(_args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from agentproto.listing import run
+    from agentproto.commands.listing import run
 
     return run(args.json)
 
@@ -269,20 +269,20 @@ def cmd_chat(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             log(f"cannot read tools from {args.tools}: {exc}")
             return EXIT_FAILED
-    from agentproto.chat import Chat
+    from agentproto.commands.chat import Chat
 
     script = _load_mock(args.mock)
     return Chat(agent, sys.stdin.isatty(), script, tools, json_events=args.json, color=args.color).run()
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from agentproto.replay import main as replay_main
+    from agentproto.commands.replay import main as replay_main
 
     return replay_main(args.path, update=args.update)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from agentproto.control import main as inspect_main
+    from agentproto.frontends.control import main as inspect_main
 
     request = {key: getattr(args, key) for key in ("view", "sock", "agent", "since", "by", "top", "db")}
     request["sock"] = request["sock"] or os.environ.get("AGENTPROTO_CONTROL")
@@ -290,7 +290,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp_bridge(args: argparse.Namespace) -> int:
-    from agentproto.mcp_bridge import TOOLS_URL, run_bridge  # the bridge's own process needs nothing else
+    from agentproto.tools.mcp_bridge import TOOLS_URL, run_bridge  # the bridge's own process needs nothing else
 
     url = args.url or os.environ.get(TOOLS_URL)
     if not url:

@@ -9,7 +9,7 @@ import os
 import sys
 
 from agentproto import __version__
-from agentproto.typecheck import TYPE_CHECKING
+from agentproto.core.typecheck import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any, Callable, NoReturn

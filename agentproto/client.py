@@ -40,7 +40,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Iterator
 
-from agentproto.errors import Kind
+from agentproto.core.errors import Kind
 
 QUEUE_CAP = 4096
 _END = object()
@@ -252,7 +252,7 @@ def _remove(directory: str | None) -> None:
 def _check_options(command: str, options: dict[str, Any]) -> None:
     """A keyword the command does not take is a ``TypeError`` naming it and the valid ones,
     as Python's own is: a misspelt ``permision_mode`` must not be dropped on the floor."""
-    from agentproto.wire import COMMANDS
+    from agentproto.core.wire import COMMANDS
 
     required, optional = COMMANDS[command]
     valid = sorted({*required, *optional} - {"agent"})
@@ -269,7 +269,7 @@ def _check_options(command: str, options: dict[str, Any]) -> None:
 
 #: This interpreter running this agentproto, whatever the current directory holds: ``-I``
 #: keeps the directory (and PYTHON* variables, user site-packages) off ``sys.path``, so a
-#: stray ``agentproto/`` or ``inspect.py`` there cannot stand in for ours.
+#: stray ``agentproto/`` or ``frontends/inspect_op.py`` there cannot stand in for ours.
 _BOOT = "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); runpy.run_module('agentproto', run_name='__main__')"
 
 

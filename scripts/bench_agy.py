@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: turns of the ``agy`` test double (tests/fake_agy.py) through ``agentproto
+"""Benchmark: turns of the ``agy`` test double (tests/fakes/fake_agy.py) through ``agentproto
 serve``, against a raw client of the same double in the same run.
 
 - raw: a bare client that starts the double on seed 003's launch line, waits for ``init``,
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-FAKE = ROOT / "tests" / "fake_agy.py"
+FAKE = ROOT / "tests" / "fakes" / "fake_agy.py"
 
 
 def turn_text(words: int, deltas: int) -> tuple[str, str]:

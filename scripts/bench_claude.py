@@ -2,7 +2,7 @@
 """Benchmark: one Claude Code turn through agentproto vs the raw CLI vs claude-agent-sdk.
 
 All three drive the same pinned ``claude`` CLI against the same fake Anthropic Messages
-API on 127.0.0.1 (tests/fake_anthropic.py), streaming the same answer:
+API on 127.0.0.1 (tests/fakes/fake_anthropic.py), streaming the same answer:
 
 - raw: the minimum a program needs: spawn the CLI with stream-json in and out, write
   initialize and the user message, read lines until ``result``;
@@ -43,7 +43,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from agentproto.client import Runtime, kind_of
-from tests import fake_anthropic as fa
+from tests.fakes import fake_anthropic as fa
 
 SDK_DIR = os.path.join(ROOT, ".cache", "bench-sdk")
 

@@ -2,7 +2,7 @@
 """Benchmark: one Codex turn through agentproto vs the same turn by a raw app-server client.
 
 Both drive the same pinned ``codex app-server`` against the same fake OpenAI Responses API
-on 127.0.0.1 (tests/fake_openai.py), streaming the same answer. The raw client is the
+on 127.0.0.1 (tests/fakes/fake_openai.py), streaming the same answer. The raw client is the
 minimum a program needs: initialize, thread/start, then per turn turn/start and read
 until turn/completed. The agentproto side is ``serve`` driven by the Python client:
 prompt, then read events until TurnEnded. Turns alternate between the two (A B A B …) so
@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from agentproto.client import Runtime, kind_of
-from tests import fake_openai as fo
+from tests.fakes import fake_openai as fo
 
 
 class RawClient:

@@ -179,7 +179,7 @@ def _importtime(python: str, args: list[str], stdin: bytes, env: dict[str, str],
 SLOW = ("dataclasses", "inspect", "ast", "dis", "tokenize", "typing", "subprocess", "threading", "tempfile",
         "shutil", "random", "bz2", "lzma", "pathlib", "zipfile", "importlib.resources", "textwrap", "copy")
 SEAM = ("agentproto.drivers", "agentproto.drivers.base", "agentproto.drivers.catalog",
-        "agentproto.drivers.transport", "agentproto.drivers.process")
+        "agentproto.loopio.transport", "agentproto.loopio.process_transport")
 
 
 def importtime_findings(python: str, env: dict[str, str], cwd: str, samples: int = 5) -> None:

@@ -16,7 +16,7 @@
    second, the ratio, and the sidecar's peak RSS.
 
 Figures only: nothing here asserts a time (the check for loss and order raises). Every
-socket is on 127.0.0.1. tests/test_load.py runs both at a small scale in the suite.
+socket is on 127.0.0.1. tests/engine/test_load.py runs both at a small scale in the suite.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agentproto.errors import ERROR_KINDS, LINE_EXCERPT  # noqa: E402
-from agentproto.explain import EXPLANATIONS  # noqa: E402
+from agentproto.core.errors import ERROR_KINDS, LINE_EXCERPT  # noqa: E402
+from agentproto.core.explain import EXPLANATIONS  # noqa: E402
 
 REFERENCE = ROOT / "fixtures" / "anyagent-schema.json"
 TARGET = ROOT / "agentproto" / "schema.json"
@@ -163,7 +163,7 @@ def build() -> dict:
     # reference: Internal and ConsumerLagged are additive), and ProtocolFailed's `line`.
     body = d["ErrorBody"]["properties"]
     body["kind"]["description"] = (
-        "The error's kind; agentproto sends these (agentproto/errors.py): " + ", ".join(ERROR_KINDS) + "."
+        "The error's kind; agentproto sends these (agentproto/core/errors.py): " + ", ".join(ERROR_KINDS) + "."
     )
     body["kind"]["examples"] = list(ERROR_KINDS)
     body["line"] = {
@@ -198,7 +198,7 @@ def build() -> dict:
 
 
 def _tools_and_hooks(d: dict) -> None:
-    from agentproto.apptools import HOOK_TIMEOUT, TOOL_TIMEOUT
+    from agentproto.tools.apptools import HOOK_TIMEOUT, TOOL_TIMEOUT
 
     name = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}
     d["AppTool"] = {

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 import gen_schema  # noqa: E402
 
-from agentproto.ops import OPERATIONS  # noqa: E402
+from agentproto.frontends.ops_framing import OPERATIONS  # noqa: E402
 
 TARGET = ROOT / "agentproto" / "schema_ops.json"
 

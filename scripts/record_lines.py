@@ -7,7 +7,7 @@
 Every kind of protocol 1 line (hello, replies, error replies, events, a session error,
 closed) and of ops line, from the published mock scripts: permissions and questions
 answered, options configured, a bad frame or two. The files are what other languages'
-generated types are checked against (tests/test_datamodel.py): `frames.jsonl` and
+generated types are checked against (tests/core/test_datamodel.py): `frames.jsonl` and
 `ops-requests.jsonl` hold what was sent, `lines.jsonl` and `ops-lines.jsonl` what came back.
 Timestamps, ids and session ids differ from run to run; the shapes do not.
 """

@@ -1,10 +1,20 @@
-"""Suite-wide markers, the run's own home, and what no run may leave.
+"""Suite-wide set-up and markers.
+
+tests/ mirrors the package: tests/core/, tests/loopio/, tests/tools/, tests/drivers/ (one
+folder per agent family), tests/engine/, tests/frontends/, tests/commands/; the command line,
+the client and the project-wide checks at the top; tests/fakes/ holds the fake agents, the
+fake model APIs and the shared helpers (``from sidecar import ...``), tests/fuzz/ the fuzzers.
+pytest imports test files by their path from the root (``--import-mode=importlib`` in
+pyproject.toml), so two folders may hold files of the same name; this file puts tests/fakes/
+and tests/ (for the ``fuzz`` package) on sys.path, and a test file that shares another's
+helpers imports it by its path (``from tests.frontends.test_serve import RawServe``).
 
 ``core`` marks every test that needs only a Python >= 3.10 and the pip packages of
 tests/requirements.txt. The files below need more (node and the pinned npm tools in .cache/,
 or anyagent-py, whose wheel is tagged for CPython 3.11 only), so they are not core. `.ci/run`
 runs the whole suite on the default Python and `pytest -m core` on every other version.
-A new test file is core unless it is named here.
+A new test file is core unless it is named here; a name here that names no test file fails
+the run (a renamed file cannot silently become core).
 
 A run leaves nothing under the user's home. Each pytest process (every xdist worker, before
 any test module is imported) gets ``HOME`` in the run's temp dir and ``XDG_CONFIG_HOME``,
@@ -25,11 +35,17 @@ from __future__ import annotations
 import os
 import pwd
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+for _path in (str(TESTS), str(TESTS / "fakes")):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
 #: The user's homes, as the first pytest process found them (workers inherit the run's HOME).
 USER_HOMES = os.environ.setdefault(
     "AGENTPROTO_TEST_USER_HOMES",
@@ -110,24 +126,30 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 NOT_CORE = {
-    "test_claude.py": "the pinned Claude Code CLI (npm)",
-    "test_claude_client.py": "the pinned Claude Code CLI (npm)",
-    "test_chat_real.py": "the pinned Claude Code CLI (npm)",
-    "test_codex.py": "the pinned Codex CLI (npm)",
-    "test_acp_real.py": "the pinned ACP agents (npm)",
-    "test_replay_real.py": "the pinned Claude Code and Codex CLIs (npm)",
-    "test_observations_real.py": "the pinned Claude Code and Codex CLIs (npm)",
+    "drivers/claude/test_claude.py": "the pinned Claude Code CLI (npm)",
+    "drivers/claude/test_claude_client.py": "the pinned Claude Code CLI (npm)",
+    "drivers/claude/test_claude_app_tools.py": "the pinned Claude Code CLI (npm)",
+    "commands/test_chat_real.py": "the pinned Claude Code CLI (npm)",
+    "drivers/codex/test_codex.py": "the pinned Codex CLI (npm)",
+    "drivers/codex/test_codex_app_tools.py": "the pinned Codex CLI (npm)",
+    "drivers/acp/test_acp_real.py": "the pinned ACP agents (npm)",
+    "commands/test_replay_real.py": "the pinned Claude Code and Codex CLIs (npm)",
+    "engine/test_observations_real.py": "the pinned Claude Code and Codex CLIs (npm)",
     "test_anyagent_compat.py": "anyagent-py (a CPython 3.11 wheel)",
-    "test_typegen.py": "json-schema-to-typescript and tsc (npm)",
+    "core/test_typegen.py": "json-schema-to-typescript and tsc (npm)",
     "test_cookbook_agents.py": "node, and the pinned Claude Code and Codex CLIs (npm)",
-    "test_other_users.py": "root (it runs an attacker as uid 65534)",
+    "frontends/test_other_users.py": "root (it runs an attacker as uid 65534)",
 }
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    missing = [name for name in NOT_CORE if not (TESTS / name).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py's NOT_CORE names files that do not exist: {missing}")
     for item in items:
-        if item.path.name not in NOT_CORE:
+        path = item.path.resolve()
+        if (path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else path.name) not in NOT_CORE:
             item.add_marker(pytest.mark.core)
 
 

@@ -1,6 +1,6 @@
 """The README cookbook's recipes that need more than Python: the Node app (node), and
 registering ``serve --transport mcp`` in the real pinned Claude Code and Codex, each run
-against its fake model API (tests/fake_anthropic.py, tests/fake_openai.py), whose model
+against its fake model API (tests/fakes/fake_anthropic.py, tests/fakes/fake_openai.py), whose model
 calls ``agentproto_generate`` with the mock agent: the delegated answer must come back to
 the model as the tool's result. The commands are the README's, as written: ``claude``,
 ``codex`` and ``python3`` are found on PATH (the pinned CLIs, and the suite's interpreter
@@ -22,7 +22,7 @@ import fake_openai as fo
 import pytest
 from fake_anthropic import FakeAnthropic, claude_bin, processes_with_env, text, tool_use
 from sidecar import ROOT, base_env
-from test_cookbook import recipe
+from tests.test_cookbook import recipe
 
 
 def tools_path(tmp_path: Path, **tools: str) -> str:

@@ -9,8 +9,8 @@ import sys
 
 from sidecar import ROOT
 
-from agentproto.ops import OPERATIONS
-from agentproto.wire import COMMANDS, ERROR_KINDS
+from agentproto.frontends.ops_framing import OPERATIONS
+from agentproto.core.wire import COMMANDS, ERROR_KINDS
 
 DOC = ROOT / "docs" / "protocol.md"
 

@@ -123,7 +123,7 @@ def test_generate_answers_an_answer_nested_too_deeply_to_check() -> None:
 def test_an_unchecked_schema_never_raises_out_of_the_validator() -> None:
     # validate_json is also called on schemas nobody checked first (an app tool's
     # output_schema): their problems are its problems, never an exception.
-    from agentproto.jsonschema_lite import validate_json
+    from agentproto.core.jsonschema_lite import validate_json
 
     for schema in ({"required": 5}, {"$ref": "#"}, {"pattern": "(a)\\1"}, {"enum": 3}, {"type": 7}, {"items": {"$ref": "#/x"}}):
         problems = validate_json([1], schema)
@@ -160,7 +160,7 @@ def test_acp_details_of_the_wrong_type_open_a_valid_session(initialized: dict[st
     # raised in the initialize answer's callback, and the open hung until its timeout.
     from sidecar import check_line
 
-    from tests.scripted import NEVER_RUN, Conversation
+    from scripted import NEVER_RUN, Conversation
 
     conv = Conversation()
     try:
@@ -181,8 +181,8 @@ def test_codex_answers_of_the_wrong_shape_do_not_stall_the_open_or_the_turn() ->
     # (or a userAgent that is not a string) raised in its callback, caught by the line
     # guard, and the open waited for its handshake timeout; a turn/start answer whose turn
     # was not an object raised the same way and the turn was never acknowledged.
-    from tests.scripted import Conversation
-    from tests.test_codex_unit import CODEX, THREAD, answer
+    from scripted import Conversation
+    from tests.drivers.codex.test_codex_unit import CODEX, THREAD, answer
 
     conv = Conversation()
     try:

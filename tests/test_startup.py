@@ -23,7 +23,7 @@ from agentproto import cli
 #: The modules under agentproto/drivers/ a start may import: the seam (base.py), the catalog
 #: and the child-process transport, never an agent's own driver or its helpers.
 SEAM = {"agentproto.drivers", "agentproto.drivers.base", "agentproto.drivers.catalog",
-        "agentproto.drivers.transport", "agentproto.drivers.process"}
+        "agentproto.loopio.transport", "agentproto.loopio.process_transport"}
 
 #: Standard-library modules no start imports (whatever imports them: ours or argparse).
 SLOW = {"dataclasses", "inspect", "ast", "dis", "tokenize", "typing", "subprocess", "threading", "tempfile",
@@ -67,9 +67,9 @@ def test_serve_start_imports_no_driver_and_no_slow_module() -> None:
     assert hello["hello"]["protocol"] == 1
     check_lean(names)
     # What it does import: the protocol 1 stack, and no other frontend.
-    assert {"agentproto.serve", "agentproto.engine", "agentproto.runtime", "agentproto.loop"} <= names
-    assert not names & {"agentproto.ops", "agentproto.ops_stdio", "agentproto.mcp", "agentproto.listener",
-                        "agentproto.record", "agentproto.chat", "agentproto.jsonschema_lite"}
+    assert {"agentproto.frontends.serve", "agentproto.engine.session", "agentproto.engine.runtime", "agentproto.loopio.loop"} <= names
+    assert not names & {"agentproto.frontends.ops_framing", "agentproto.frontends.ops_stdio", "agentproto.core.mcp", "agentproto.tools.listener",
+                        "agentproto.loopio.record", "agentproto.commands.chat", "agentproto.core.jsonschema_lite"}
 
 
 def test_single_shot_capabilities_imports_no_driver_and_no_slow_module() -> None:
@@ -86,8 +86,8 @@ def test_version_imports_nothing_but_the_cli() -> None:
     check_lean(names)
     ours = {n for n in names if n.startswith("agentproto")}
     assert ours <= {
-        "agentproto", "agentproto.__main__", "agentproto.cli", "agentproto.cli_args", "agentproto.errors",
-        "agentproto.private", "agentproto.typecheck",
+        "agentproto", "agentproto.__main__", "agentproto.cli", "agentproto.cli_args", "agentproto.core.errors",
+        "agentproto.loopio.private", "agentproto.core.typecheck", "agentproto.core", "agentproto.loopio",
     }, sorted(ours)  # fmt: skip
     assert "json" not in names and "selectors" not in names
 

@@ -1,0 +1,8 @@
+"""The drivers, one adapter per agent over the seam: the seam itself (base.py: Driver, Host,
+Launch, the line guard, LineDriver), the known agents and discovery (catalog.py, which
+imports a family's driver on first use), typed reads of what an agent wrote (fields.py), the
+scripted mock (mock.py), and one subfolder per agent family: claude/, codex/, acp/, agy/
+(each: driver.py, the session; mapping.py, pure functions; and its helpers).
+
+May import: core/, loopio/, tools/ and drivers/ itself.
+"""

@@ -38,7 +38,7 @@ The app's own tools and hooks (apptools.py; the engine does all their bookkeepin
   was answered (a hook the listener took never passed through the driver).
 
 A driver never starts a process: ``LineDriver.spawn`` asks the host for a line transport
-(``drivers/transport.py``), which is a child process when agentproto runs an agent and
+(``loopio/transport.py``), which is a child process when agentproto runs an agent and
 anything else that carries lines in a test, a replay or a fault injection.
 """
 
@@ -46,19 +46,19 @@ from __future__ import annotations
 
 import os
 
-from agentproto.apptools import APP_SERVER as APP_SERVER
-from agentproto.apptools import HOOK_TIMEOUT, TOOL_TIMEOUT
-from agentproto.errors import AgentError, Kind, excerpt, log
-from agentproto.loop import Soon
-from agentproto.typecheck import TYPE_CHECKING, Protocol
-from agentproto.wire import Record, decode_json_line
+from agentproto.core.errors import AgentError, Kind, excerpt, log
+from agentproto.core.typecheck import TYPE_CHECKING, Protocol
+from agentproto.core.wire import Record, decode_json_line
+from agentproto.loopio.loop import Soon
+from agentproto.tools.apptools import APP_SERVER as APP_SERVER
+from agentproto.tools.apptools import HOOK_TIMEOUT, TOOL_TIMEOUT
 
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from agentproto.drivers.transport import LineTransport, Spawn
-    from agentproto.loop import Loop
-    from agentproto.record import Wire
+    from agentproto.loopio.loop import Loop
+    from agentproto.loopio.record import Wire
+    from agentproto.loopio.transport import LineTransport, Spawn
 
 
 def fresh_id(purpose: str) -> str:
@@ -318,7 +318,7 @@ class LineDriver(Driver):
         pipe_size: int | None = None,
     ) -> "LineTransport":
         """Start the agent through the host; a start failure is ``SpawnFailed``."""
-        from agentproto.drivers.transport import Spawn
+        from agentproto.loopio.transport import Spawn
 
         spawn = Spawn(
             argv=argv,

@@ -11,9 +11,9 @@ import importlib
 import os
 import re
 
-from agentproto.errors import AgentError
-from agentproto.typecheck import TYPE_CHECKING
-from agentproto.wire import Record
+from agentproto.core.errors import AgentError
+from agentproto.core.typecheck import TYPE_CHECKING
+from agentproto.core.wire import Record
 
 if TYPE_CHECKING:
     from typing import Any, Mapping
@@ -60,13 +60,13 @@ MOCK = AgentSpec(
 #: agents (below). Driver issues add their entries here.
 CATALOG: list[AgentSpec] = [
     AgentSpec("claude", "Claude Code", ("claude",), "npm install -g @anthropic-ai/claude-code",
-              "agentproto.drivers.claude:ClaudeDriver", known_locations=("~/.claude/local", "~/.local/bin")),
+              "agentproto.drivers.claude.driver:ClaudeDriver", known_locations=("~/.claude/local", "~/.local/bin")),
     AgentSpec("codex", "Codex", ("codex",), "npm install -g @openai/codex",
-              "agentproto.drivers.codex:CodexDriver", known_locations=("~/.local/bin",)),
+              "agentproto.drivers.codex.driver:CodexDriver", known_locations=("~/.local/bin",)),
     # Antigravity's cask links ``agy`` into Homebrew's bin (macOS and Linuxbrew); a manual
     # install puts it in ~/.local/bin.
     AgentSpec("agy", "Antigravity", ("agy",), "brew install --cask antigravity-cli",
-              "agentproto.drivers.agy:AgyDriver",
+              "agentproto.drivers.agy.driver:AgyDriver",
               known_locations=("~/.local/bin", "/opt/homebrew/bin", "/home/linuxbrew/.linuxbrew/bin",
                                "/usr/local/bin")),
 ]
@@ -87,7 +87,7 @@ def _acp(
         name=name,
         commands=(command,),
         install_hint=install_hint,
-        driver="agentproto.drivers.acp:AcpDriver",
+        driver="agentproto.drivers.acp.driver:AcpDriver",
         acp_args=acp_args,
         known_locations=known_locations,
         extra=extra,
@@ -259,7 +259,7 @@ def resolve_ref(agent: Any) -> tuple[AgentSpec, dict[str, Any]]:
             name=acp["name"],
             commands=(),
             install_hint="",
-            driver="agentproto.drivers.acp:AcpDriver",
+            driver="agentproto.drivers.acp.driver:AcpDriver",
             acp_args=tuple(acp.get("args", [])),
         )
         return _pinned(spec, acp["name"], acp["path"])

@@ -23,10 +23,10 @@ from collections import deque
 from functools import lru_cache
 from typing import Any, Callable
 
+from agentproto.core.errors import AgentError, Kind
+from agentproto.core.wire import event_kind_name, load_json
 from agentproto.drivers.base import APP_SERVER, Driver, Host, Launch
-from agentproto.errors import AgentError, Kind
-from agentproto.loop import Alarm, Soon
-from agentproto.wire import event_kind_name, load_json
+from agentproto.loopio.loop import Alarm, Soon
 
 SCRIPT_FIELDS: dict[str, Any] = {
     "turns": [],
@@ -85,7 +85,7 @@ def _check_kind(kind: Any, where: str) -> None:
     variants, definitions = _event_kinds()
     variant = variants.get(name)
     if variant is not None:
-        from agentproto.jsonschema_lite import validate_json  # only scripts need it
+        from agentproto.core.jsonschema_lite import validate_json  # only scripts need it
 
         problems = validate_json(kind, {**variant, "definitions": definitions}, trusted=True, patterns=_PATTERNS)
         if problems:
@@ -368,7 +368,7 @@ class MockDriver(Driver):
 
     # -- the app's tools: called as a real agent calls them, over HTTP --------------------
     def _call_tool(self, name: str, arguments: dict[str, Any]) -> None:
-        from agentproto.mcp_client import McpHttpClient, result_text  # only scripts that call tools need it
+        from agentproto.tools.mcp_client import McpHttpClient, result_text  # only scripts that call tools need it
 
         self.calls += 1
         tool: dict[str, Any] = {

@@ -22,9 +22,9 @@ from fuzz.harness import target
 from fuzz.targets_mock import check_invariants
 from hypothesis import strategies as st
 
-from agentproto import private
-from agentproto.errors import AgentError
-from tests.scripted import NEVER_RUN, Conversation
+from agentproto.loopio import private
+from agentproto.core.errors import AgentError
+from scripted import NEVER_RUN, Conversation
 
 CONVERSATION = "c0ffee00-0000-4000-8000-000000000000"
 maybe = st.none() | json_values

@@ -1,6 +1,6 @@
 """Fuzz target: each driver's agent-line mapping, fed mutations of the captured-wire
 corpus (fixtures/wire/<agent>/<case>.jsonl) through the real driver, runtime and engine
-over the scripted transport (tests/scripted.py).
+over the scripted transport (tests/fakes/scripted.py).
 
 A case's conversation is replayed as captured, except that some of the agent's lines are
 changed: a member replaced by another JSON value (a wrong type, null, a deep or huge
@@ -28,10 +28,10 @@ from fuzz.harness import target
 from fuzz.targets_mock import check_invariants
 from hypothesis import strategies as st
 
-from tests.sidecar import check_line
-from tests.test_wire_corpus import as_line
-from tests.wire_corpus import CORPUS, Case, Names, cases, load, seen
-from tests.scripted import NEVER_RUN, Conversation
+from sidecar import check_line
+from tests.commands.test_wire_corpus import as_line
+from wire_corpus import CORPUS, Case, Names, cases, load, seen
+from scripted import NEVER_RUN, Conversation
 
 LOOP_GUARD = "internal error in an event-loop callback"
 LINE_GUARD = "a line raised in the driver"

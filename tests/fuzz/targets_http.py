@@ -19,8 +19,8 @@ from fuzz.harness import regression, target
 from fuzz.mutate import mutate_bytes
 from hypothesis import strategies as st
 
-from agentproto import httpcore
-from agentproto.httpcore import HttpError, RequestParser
+from agentproto.core import http1 as httpcore
+from agentproto.core.http1 import HttpError, RequestParser
 
 #: Function calls (Python and C) the parser may make per byte fed, one byte per feed.
 CALLS_PER_BYTE = 80

@@ -23,10 +23,10 @@ from fuzz.mutate import mutate_encoded
 from hypothesis import strategies as st
 
 from agentproto.drivers.mock import SCRIPT_FIELDS, ScriptError, load_script
-from agentproto.errors import AgentError
-from agentproto.loop import Loop
-from agentproto.runtime import Runtime, Scope
-from agentproto.wire import event_kind_name
+from agentproto.core.errors import AgentError
+from agentproto.loopio.loop import Loop
+from agentproto.engine.runtime import Runtime, Scope
+from agentproto.core.wire import event_kind_name
 
 ids = st.sampled_from(["m1", "m2", "t1", "q1"])
 #: Event kinds a script may emit, well formed (the engine reads their ids and statuses).

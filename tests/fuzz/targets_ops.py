@@ -21,9 +21,10 @@ from fuzz.mutate import mutate_encoded
 from fuzz.targets_wire import FIELDS, valid_frame
 from hypothesis import strategies as st
 
-from agentproto import ops, wire
-from agentproto.ops import CHECKS, OpsError
-from agentproto.wire import FrameError
+from agentproto.frontends import ops_framing as ops
+from agentproto.core import wire
+from agentproto.frontends.ops_framing import CHECKS, OpsError
+from agentproto.core.wire import FrameError
 
 OPS_FIELDS = [*FIELDS, "op", "code"]
 

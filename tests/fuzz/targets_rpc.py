@@ -21,8 +21,8 @@ from fuzz.harness import target
 from fuzz.mutate import mutate_json
 from hypothesis import strategies as st
 
-from agentproto import jsonrpc, mcp, wire
-from agentproto.jsonrpc import Invalid, Notification, Peer, Request, Response, RpcError
+from agentproto.core import jsonrpc, mcp, wire
+from agentproto.core.jsonrpc import Invalid, Notification, Peer, Request, Response, RpcError
 
 
 deep_values = st.sampled_from([400, 900, 990, 2000]).map(Deep)

@@ -22,8 +22,8 @@ from fuzz.harness import regression, target
 from fuzz.mutate import mutate_json, mutate_text
 from hypothesis import strategies as st
 
-from agentproto.jsonschema_lite import schema_problems, validate_json
-from agentproto.regex_lite import Budget, Pattern, PatternError, TooCostly
+from agentproto.core.jsonschema_lite import schema_problems, validate_json
+from agentproto.core.regex_lite import Budget, Pattern, PatternError, TooCostly
 
 TYPES = ["object", "array", "string", "boolean", "null", "integer", "number"]
 REGEX_PIECES = [

@@ -17,8 +17,8 @@ from fuzz.harness import regression, target
 from fuzz.mutate import mutate_bytes
 from hypothesis import strategies as st
 
-from agentproto import wire
-from agentproto.wire import COMMANDS, Command, FrameError, LineFramer, TooLong, parse_command
+from agentproto.core import wire
+from agentproto.core.wire import COMMANDS, Command, FrameError, LineFramer, TooLong, parse_command
 
 text = st.text(max_size=6)
 AGENTS = st.sampled_from(["mock", {"id": "claude", "path": "/bin/x"}, {"acp": {"name": "a", "path": "/p", "args": ["-x"]}}])

@@ -1,4 +1,4 @@
-// Compiled by tests/test_typegen.py with `tsc --noEmit --strict` next to agentproto.d.ts, which
+// Compiled by tests/core/test_typegen.py with `tsc --noEmit --strict` next to agentproto.d.ts, which
 // json-schema-to-typescript generates from agentproto/schema.json. It must compile: an app in
 // TypeScript builds frames and tells lines and events apart with nothing but these types.
 import type {

@@ -1,0 +1,5 @@
+"""Commands that are more than a frontend: ``list`` (listing.py), ``chat`` and its screen
+(chat.py, chat_screen.py), ``replay`` and ``--replay`` (replay.py).
+
+May import: every layer below and commands/ itself. Only the top level (cli.py) imports it.
+"""

@@ -1,0 +1,266 @@
+"""MCP (the Model Context Protocol) server endpoint, sans-IO: one endpoint over a tool set.
+
+The stdio MCP frontend (mcp_stdio.py) is this endpoint over stdin/stdout with the
+``agentproto_<op>`` tools; an HTTP listener is the same endpoint over HTTP with another
+tool set. The endpoint never touches a descriptor and knows nothing of sessions ids or
+transports: decoded messages go in through ``receive`` with a ``Reply`` saying where
+their answers go, and the tool set answers each call when it can (``ToolCall``).
+
+Rules of this file:
+- ``initialize`` answers the client's protocol version when it is one of ``VERSIONS``,
+  and the newest otherwise (the client then decides whether it can go on).
+- A notification is never answered; a request is answered exactly once (a tool call
+  that is never answered keeps its reply open, which is the tool set's business).
+- ``server/discover`` (the stateless draft) is an unknown method: -32601 makes a current
+  client fall back to ``initialize``.
+- Messages are classified by ``jsonrpc.Peer`` (strict): an invalid one is answered with
+  its id when the id could be read, ``null`` otherwise.
+- A batch is bounded by ``jsonrpc.batch_entries``; its entries run concurrently and each
+  answer goes to the reply as it comes (``Reply.respond``), never collected here. Once
+  ``initialize`` has settled on ``NO_BATCHES`` or later (MCP 2025-06-18 removed batching),
+  a batch is one Invalid Request error (id null) and none of its entries runs.
+- Progress notifications go out only for a call whose client gave a ``progressToken``,
+  numbered from 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+from agentproto.core import jsonrpc
+from agentproto.core.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Invalid, Request, RpcError
+
+#: The protocol versions this endpoint speaks, oldest first.
+VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+#: The first version without JSON-RPC batches.
+NO_BATCHES = "2025-06-18"
+
+
+class Reply(Protocol):
+    """Where the answers to one incoming message (a line, a POST body) go."""
+
+    def batch(self) -> None:
+        """The message is a batch: the responses that follow form one array."""
+
+    def respond(self, response: dict[str, Any]) -> None:
+        """One response (of the message, or of one entry of its batch)."""
+
+    def notify(self, notification: dict[str, Any]) -> None:
+        """A notification that belongs to the message's calls (progress)."""
+
+    def finish(self) -> None:
+        """Every response of the message has been given."""
+
+
+#: How a tool call's answer is handed back: its result, or the error instead.
+Answer = Callable[["dict[str, Any] | None", "RpcError | None"], None]
+
+
+class ToolCall:
+    """One ``tools/call`` being answered: the tool set calls ``result`` or ``fail`` once."""
+
+    __slots__ = ("name", "arguments", "_answer", "_notify", "_token", "_progress")
+
+    def __init__(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        answer: Answer,
+        notify: Callable[[dict[str, Any]], None],
+        token: Any,
+    ) -> None:
+        self.name = name
+        self.arguments = arguments
+        self._answer: Answer | None = answer  # None once answered
+        self._notify = notify
+        self._token = token
+        self._progress = 0
+
+    @property
+    def wants_progress(self) -> bool:
+        return self._token is not None
+
+    def progress(self, message: str, total: float | None = None) -> None:
+        """A progress notification, when the client asked for them (else nothing)."""
+        if self._token is None or self._answer is None:
+            return
+        self._progress += 1
+        params: dict[str, Any] = {"progressToken": self._token, "progress": self._progress, "message": message}
+        if total is not None:
+            params["total"] = total
+        self._notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+
+    def then(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the call is answered (at once if it is already), before the
+        answer goes out."""
+        answer = self._answer
+        if answer is None:
+            callback()
+            return
+
+        def answered(result: dict[str, Any] | None, error: RpcError | None) -> None:
+            callback()
+            answer(result, error)
+
+        self._answer = answered
+
+    def result(self, result: dict[str, Any]) -> None:
+        """The call's ``CallToolResult`` (``content``, ``structuredContent``, ``isError``)."""
+        self._give(result, None)
+
+    def fail(self, error: RpcError) -> None:
+        """A protocol error instead of a result (bad arguments, an unknown tool)."""
+        self._give(None, error)
+
+    def _give(self, result: dict[str, Any] | None, error: RpcError | None) -> None:
+        answer, self._answer = self._answer, None
+        if answer is not None:
+            answer(result, error)
+
+
+class ToolSet(Protocol):
+    """The tools an endpoint serves."""
+
+    def tools(self) -> list[dict[str, Any]]:
+        """Each tool's ``name``, ``description``, ``inputSchema`` (and ``title``)."""
+
+    def call(self, call: ToolCall) -> None:
+        """Run ``call.name`` with ``call.arguments``; answer through ``call`` now or later."""
+
+
+class _Pending:
+    """The answers still owed for one incoming message."""
+
+    __slots__ = ("reply", "left", "started")
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+        self.left = 0
+        self.started = False  # every entry has been started: the count can reach 0
+
+    def respond(self, response: dict[str, Any] | None) -> None:
+        if response is not None:
+            self.reply.respond(response)
+        self.left -= 1
+        self._maybe_finish()
+
+    def _maybe_finish(self) -> None:
+        if self.started and self.left == 0:
+            self.started = False
+            self.reply.finish()
+
+
+class McpEndpoint:
+    """One MCP conversation (one client session) over a tool set."""
+
+    def __init__(
+        self,
+        tools: ToolSet,
+        *,
+        name: str,
+        version: str,
+        instructions: str | None = None,
+        max_batch: int = jsonrpc.MAX_BATCH,
+    ) -> None:
+        self.tool_set = tools
+        self.server_info = {"name": name, "title": name, "version": version}
+        self.instructions = instructions
+        self.max_batch = max_batch
+        self.peer = jsonrpc.Peer(strict=True)
+        #: The negotiated protocol version, once ``initialize`` has been answered.
+        self.protocol_version: str | None = None
+
+    def receive(self, msg: Any, reply: Reply) -> None:
+        """Answer one decoded message (an object or a batch) through ``reply``."""
+        pending = _Pending(reply)
+        if isinstance(msg, list):
+            version = self.protocol_version
+            if version is not None and version >= NO_BATCHES:
+                why = f"Invalid Request: MCP {version} has no batches; send one message at a time"
+                reply.respond(self.peer.error(None, RpcError(jsonrpc.INVALID_REQUEST, why)))
+                reply.finish()
+                return
+            entries = jsonrpc.batch_entries(msg, self.max_batch)
+            if isinstance(entries, Invalid):
+                reply.respond(self.peer.error(entries.id, entries.error))
+                reply.finish()
+                return
+            reply.batch()
+        else:
+            entries = [msg]
+        pending.left = len(entries)
+        for entry in entries:
+            self._one(entry, pending)
+        pending.started = True
+        pending._maybe_finish()
+
+    def parse_error(self, message: str) -> dict[str, Any]:
+        """The response to a message that is not JSON (its transport found out)."""
+        return self.peer.error(None, RpcError(jsonrpc.PARSE_ERROR, f"Parse error: {message}"))
+
+    # -- one message -----------------------------------------------------------------------
+
+    def _one(self, msg: Any, pending: _Pending) -> None:
+        message = self.peer.receive(msg)
+        if isinstance(message, Invalid):
+            pending.respond(self.peer.error(message.id, message.error))
+        elif isinstance(message, Request):
+            self._request(message, pending)
+        else:
+            # A notification (initialized, cancelled, ...) is never answered, and we make no
+            # calls, so a response is nobody's.
+            pending.respond(None)
+
+    def _request(self, request: Request, pending: _Pending) -> None:
+        rpc_id, params = request.id, request.params
+
+        def answer(result: Any, error: RpcError | None) -> None:
+            pending.respond(self.peer.error(rpc_id, error) if error is not None else self.peer.result(rpc_id, result))
+
+        method = request.method
+        if method == "initialize":
+            answer(self._initialize(params), None)
+        elif method == "ping":
+            answer({}, None)
+        elif method == "tools/list":
+            answer({"tools": self.tool_set.tools()}, None)
+        elif method == "tools/call":
+            self._call(params, answer, pending.reply.notify)
+        else:
+            answer(None, RpcError(METHOD_NOT_FOUND, f"Method not found: {method}"))
+
+    def _initialize(self, params: Any) -> dict[str, Any]:
+        wanted = params.get("protocolVersion") if isinstance(params, dict) else None
+        self.protocol_version = wanted if wanted in VERSIONS else VERSIONS[-1]
+        result: dict[str, Any] = {
+            "protocolVersion": self.protocol_version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": self.server_info,
+        }
+        if self.instructions:
+            result["instructions"] = self.instructions
+        return result
+
+    def _call(
+        self,
+        params: Any,
+        answer: Callable[[Any, RpcError | None], None],
+        notify: Callable[[dict[str, Any]], None],
+    ) -> None:
+        if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+            answer(None, RpcError(INVALID_PARAMS, "Invalid params: tools/call takes {name, arguments}"))
+            return
+        name = params["name"]
+        if not any(tool["name"] == name for tool in self.tool_set.tools()):
+            answer(None, RpcError(INVALID_PARAMS, f"Unknown tool: {name}"))
+            return
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            answer(None, RpcError(INVALID_PARAMS, "Invalid params: `arguments` must be an object"))
+            return
+        meta = params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        self.tool_set.call(ToolCall(name, arguments, answer, notify, token))
+

@@ -1,0 +1,120 @@
+"""A session's ``SessionInfo``, sans-IO: what ``open`` and ``info`` return and what every
+``SessionUpdated`` carries.
+
+The info is a plain dict in the wire's shape, so a snapshot is a deep copy and nothing
+converts it on the way out. The engine owns ``id``, ``agent`` and ``status``; a driver
+reports the rest (``details``, ``resume_token``, ``title``, ``configuration``). Options are
+checked here the same way whether the app sets them at ``open`` (``configure``) or later.
+"""
+
+from __future__ import annotations
+
+from agentproto.core.typecheck import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+#: Members only the engine sets: a driver's report never overwrites them.
+ENGINE_MEMBERS = frozenset({"id", "agent", "status", "tools_url"})
+
+if TYPE_CHECKING:
+    #: ``Driver.validate_config``: a problem with a value for an option, or None.
+    Validate = Callable[[dict[str, Any], Any], "str | None"]
+
+
+def new_info(session_id: str, installation: dict[str, Any]) -> dict[str, Any]:
+    """The info of a session that is still opening."""
+    return {
+        "id": session_id,
+        "agent": installation,
+        "details": {
+            "version": None,
+            "auth": "Unknown",
+            "capabilities": {"features": [], "mcp_transports": []},
+            "config_options": [],
+            "commands": [],
+        },
+        "configuration": {"options": {}},
+        "resume_token": None,
+        "title": None,
+        "status": "Idle",
+        #: The session's MCP endpoint of the app's tools (apptools.py), when it has tools.
+        "tools_url": None,
+    }
+
+
+def add_features(info: dict[str, Any], features: list[str]) -> None:
+    """Capabilities the engine gives a session whatever its agent reports (Tools, Hooks)."""
+    have = info["details"]["capabilities"]["features"]
+    have.extend(feature for feature in features if feature not in have)
+
+
+def features(info: dict[str, Any]) -> list[str]:
+    """What the agent offers in this session (``details.capabilities.features``)."""
+    offered: list[str] = info["details"]["capabilities"]["features"]
+    return offered
+
+
+def merge(info: dict[str, Any], members: dict[str, Any]) -> bool:
+    """Take the SessionInfo members a driver reported (unknown names are ignored); whether
+    anything changed."""
+    changed = False
+    for key, value in members.items():
+        if key in info and key not in ENGINE_MEMBERS and info[key] != value:
+            info[key] = value
+            changed = True
+    return changed
+
+
+def select_option(
+    option_id: str, name: str, choices: list[dict[str, Any]], current: Any, category: str | None = None
+) -> dict[str, Any]:
+    """A ``ConfigOption`` of kind ``Select`` (what every driver offers: model, mode, effort ...),
+    settable during the session."""
+    return {
+        "id": option_id,
+        "name": name,
+        "category": category,
+        "kind": {"Select": {"choices": choices}},
+        "current": current,
+        "live": True,
+    }
+
+
+def find_option(info: dict[str, Any], option_id: str) -> dict[str, Any] | None:
+    return next((o for o in info["details"]["config_options"] if o.get("id") == option_id), None)
+
+
+def set_option(info: dict[str, Any], option_id: str, value: Any) -> None:
+    option = find_option(info, option_id)
+    if option is not None:
+        option["current"] = value
+    info["configuration"]["options"][option_id] = value
+
+
+def option_problem(info: dict[str, Any], option_id: str, value: Any, validate: Validate, live: bool) -> str | None:
+    """Why ``value`` cannot be set for ``option_id`` now (``live``: during the session)."""
+    option = find_option(info, option_id)
+    if option is None:
+        return f"{option_id}: the agent does not offer it"
+    if live and not option.get("live"):
+        return f"{option_id}: cannot change during a session"
+    problem = validate(option, value)
+    return None if problem is None else f"{option_id}: {problem}"
+
+
+def adopt_details(
+    info: dict[str, Any], details: dict[str, Any], configure: dict[str, Any], validate: Validate
+) -> str | None:
+    """The agent is ready with ``details``: record them, its current settings, then the
+    settings the app asked for at open. A problem with one of those, or None."""
+    info["details"] = details
+    for option in details.get("config_options", []):
+        if option.get("current") is not None:
+            info["configuration"]["options"][option["id"]] = option["current"]
+    for key, value in configure.items():
+        problem = option_problem(info, key, value, validate, live=False)
+        if problem is not None:
+            return problem
+        set_option(info, key, value)
+    return None

@@ -1,0 +1,220 @@
+"""What the Claude Code CLI's messages say, as protocol 1 events: its stream of deltas,
+whole ``assistant`` messages, tool uses and their results, subagents' content.
+
+Rules of this file:
+- Text reaches the app once: from the stream's deltas, and from a whole ``assistant``
+  message only for what the deltas did not carry (synthetic or unstreamed messages).
+- The deltas the CLI writes in one burst (one per API stream event) go out joined as one
+  event, at the same moment: consecutive deltas of one message are held and flushed
+  before any other event and at the end of the loop tick.
+- Everything read is type-checked (drivers/fields.py): a wrong field is skipped, never
+  turned into text.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from agentproto.drivers.base import Deltas
+from agentproto.drivers.claude.mapping import result_text, tool_snapshot
+from agentproto.drivers.fields import obj, objects, opt_integer, opt_text, text
+
+if TYPE_CHECKING:
+    from agentproto.drivers.base import Host
+
+#: A stream delta's type -> the member holding its text and the event it becomes.
+DELTA_FIELDS = {"text_delta": ("text", "TextDelta"), "thinking_delta": ("thinking", "ReasoningDelta")}
+TODO_STATUS = {"pending": "Pending", "in_progress": "InProgress", "completed": "Completed"}
+#: The usage members that count towards the context window.
+CONTEXT_TOKENS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
+
+
+class _Message:
+    """What the stream told us of one assistant message: its blocks' streamed text."""
+
+    __slots__ = ("blocks", "emitted", "ended", "matched", "uuid")
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, tuple[str, list[str]]] = {}  # index -> (type, its text's pieces)
+        self.matched: set[int] = set()
+        self.emitted = False
+        self.ended = False
+        self.uuid: str | None = None  # the transcript entry of its last block
+
+
+class MessageStream(Deltas):
+    """One session's message state: the messages and tools of the running turn, and the
+    deltas of the read being handled (``Deltas``)."""
+
+    def __init__(self, host: "Host", new_id: Callable[[str], str]) -> None:
+        super().__init__(host)
+        #: Message ids the CLI did not give are made up through the launch (recorded, replayed).
+        self.new_id = new_id
+        self.messages: dict[str, _Message] = {}
+        self.tools: dict[str, dict[str, Any]] = {}
+        self.parents: dict[str, str] = {}  # tool id -> the subagent tool it runs under
+        self.stream_id: str | None = None  # the message the stream events are about
+        self.context_used = 0
+        #: The reason a synthetic "authentication_failed" message gave, this turn.
+        self.auth_failed: str | None = None
+
+    # -- events out
+    def emit(self, kind: Any, parent: str | None = None, extensions: dict[str, Any] | None = None) -> None:
+        self.flush()
+        self.host.emit(kind, extensions, parent)
+
+    def tool_status(
+        self, tool: dict[str, Any], status: str, output: str | None = None, parent: str | None = None
+    ) -> None:
+        tool["status"] = status
+        if output is not None:
+            tool["output"] = output
+        self.emit({"ToolUpdated": dict(tool)}, parent)
+
+    # -- messages in
+    def on_stream_event(self, msg: dict[str, Any]) -> None:
+        event = obj(msg.get("event"))
+        kind = event.get("type")
+        parent = opt_text(msg.get("parent_tool_use_id"))
+        if kind == "message_start":
+            message_id = obj(event.get("message")).get("id")
+            if not isinstance(message_id, str):
+                self.host.diagnostic("Warning", "claude: skipped a message_start without a string message id")
+                return
+            self.stream_id = message_id
+            self.messages.setdefault(message_id, _Message())
+            return
+        message_id = self.stream_id
+        state = self.messages.get(message_id) if message_id else None
+        if state is None or message_id is None:
+            return
+        index = opt_integer(event.get("index"))
+        if kind == "content_block_start":
+            block = obj(event.get("content_block"))
+            if block.get("type") in ("text", "thinking") and index is not None:
+                state.blocks[index] = (block["type"], [])
+        elif kind == "content_block_delta":
+            delta = obj(event.get("delta"))
+            entry = state.blocks.get(index) if index is not None else None
+            if entry is None:
+                return
+            field, kind_name = DELTA_FIELDS.get(text(delta.get("type")), (None, None))
+            if field is None or kind_name is None:
+                return  # signature and input_json deltas carry nothing to stream
+            piece = delta.get(field)
+            if not isinstance(piece, str):
+                self.host.diagnostic("Warning", f"claude: skipped a {delta['type']} whose {field} is not a string")
+            elif piece:
+                entry[1].append(piece)  # joined once, if ever (_reconcile): never re-copied per delta
+                state.emitted = True
+                self.delta(kind_name, message_id, piece, parent)
+        elif kind == "message_stop":
+            self._end_message(message_id, state, parent)
+
+    def _end_message(self, message_id: str, state: _Message, parent: str | None) -> None:
+        if state.emitted and not state.ended:
+            state.ended = True
+            # The transcript entry's uuid is what ``fork_at`` (--resume-session-at) takes.
+            extensions = {"claude": {"uuid": state.uuid}} if state.uuid else None
+            self.emit({"MessageEnded": {"message_id": message_id}}, parent, extensions)
+
+    def end_messages(self) -> None:
+        """The turn ended: every message it streamed has ended too."""
+        for message_id, state in self.messages.items():
+            self._end_message(message_id, state, None)
+        self.messages.clear()
+
+    def on_assistant(self, msg: dict[str, Any]) -> None:
+        message = obj(msg.get("message"))
+        parent = opt_text(msg.get("parent_tool_use_id"))
+        if msg.get("error"):
+            # A synthetic message reporting an error ("Not logged in", "API Error: …"):
+            # the turn's result carries it as the failure; it is not the model's text.
+            if msg["error"] == "authentication_failed":
+                self.auth_failed = result_text(message.get("content")) or "authentication failed"
+            return
+        message_id = text(message.get("id")) or text(msg.get("uuid")) or self.new_id("message")
+        state = self.messages.get(message_id)
+        streamed = state is not None
+        if state is None:
+            state = self.messages[message_id] = _Message()
+        if isinstance(msg.get("uuid"), str):
+            state.uuid = msg["uuid"]
+        usage = message.get("usage")
+        if isinstance(usage, dict) and parent is None:
+            used = sum(v for k, v in usage.items() if k in CONTEXT_TOKENS and isinstance(v, int))
+            if used:
+                self.context_used = used
+        for block in objects(message.get("content")):
+            btype = block.get("type")
+            if btype in ("text", "thinking"):
+                whole = block.get("text" if btype == "text" else "thinking")
+                if isinstance(whole, str):
+                    self._reconcile(message_id, state, btype, whole, parent)
+            elif btype == "tool_use":
+                self._tool_started(block, parent)
+        if not streamed:
+            self._end_message(message_id, state, parent)
+
+    def _reconcile(self, message_id: str, state: _Message, btype: str, whole: str, parent: str | None) -> None:
+        """Emit what the deltas of this block did not carry (all of it if none streamed)."""
+        seen = ""
+        for index in sorted(state.blocks):
+            entry = state.blocks[index]
+            if index not in state.matched and entry[0] == btype:
+                state.matched.add(index)
+                seen = "".join(entry[1])
+                break
+        rest = whole[len(seen) :] if whole.startswith(seen) else ""
+        if rest:
+            state.emitted = True
+            self.delta("TextDelta" if btype == "text" else "ReasoningDelta", message_id, rest, parent)
+
+    def _tool_started(self, block: dict[str, Any], parent: str | None) -> None:
+        tool_id = text(block.get("id"))
+        name = text(block.get("name"))
+        tool_input = block.get("input")
+        tool = tool_snapshot(tool_id, name, tool_input)
+        previous = self.tools.get(tool_id)
+        if previous is not None:
+            tool["status"] = previous["status"]
+        self.tools[tool_id] = tool
+        if parent:
+            self.parents[tool_id] = parent
+        self.emit({"ToolUpdated": dict(tool)}, parent)
+        if name == "TodoWrite" and isinstance(tool_input, dict) and isinstance(tool_input.get("todos"), list):
+            entries = [
+                {"text": text(t.get("content")), "status": TODO_STATUS.get(text(t.get("status")), "Pending")}
+                for t in objects(tool_input["todos"])
+            ]
+            self.emit({"PlanUpdated": {"entries": entries}}, parent)
+
+    def on_user(self, msg: dict[str, Any]) -> None:
+        if msg.get("isReplay"):
+            return
+        message = obj(msg.get("message"))
+        parent = opt_text(msg.get("parent_tool_use_id"))
+        content = message.get("content")
+        if isinstance(content, str):
+            if parent:
+                self._user_message(msg, content, parent)
+            return
+        for block in objects(content):
+            if block.get("type") == "tool_result":
+                tool_id = text(block.get("tool_use_id"))
+                tool = self.tools.get(tool_id)
+                if tool is None:
+                    continue
+                status = "Failed" if block.get("is_error") else "Completed"
+                if tool["status"] == "Denied":
+                    status = "Denied"
+                self.tool_status(tool, status, result_text(block.get("content")), parent)
+                self.tools.pop(tool_id, None)
+            elif block.get("type") == "text" and parent:
+                self._user_message(msg, text(block.get("text")), parent)
+
+    def _user_message(self, msg: dict[str, Any], body: str, parent: str) -> None:
+        """User-role content of a subagent (its prompt from the parent agent): whole at once."""
+        message_id = text(msg.get("uuid")) or self.new_id("message")
+        self.emit({"UserMessage": {"message_id": message_id, "text": body}}, parent)
+        self.emit({"MessageEnded": {"message_id": message_id}}, parent)

@@ -1,0 +1,5 @@
+"""Codex app-server: the session (driver.py), its notifications and requests (items.py), the
+pure mapping (mapping.py).
+
+May import what drivers/ may; no other family.
+"""

@@ -1,0 +1,539 @@
+"""The Codex driver: OpenAI's ``codex app-server`` (JSON-RPC over stdio) mapped onto protocol 1.
+
+app-server is the only Codex interface with approvals, interrupts, steering, resume and
+fork (``codex exec --json`` always runs with the approval policy "never"). Its lines are
+JSON-RPC 2.0 without the ``"jsonrpc"`` member; both sides number their own request ids,
+so a line is classified by its keys: ``method`` + ``id`` is a request from Codex,
+``method`` alone a notification, ``id`` alone a reply to us.
+
+This file is the session: launch, handshake and thread, the JSON-RPC line path, turns,
+the no-progress watchdog, settings, the end. ``codex_items.py`` maps what Codex says
+during the session (notifications, items) and what it asks (approvals, questions);
+``codex_mapping.py`` holds the pure value mappings.
+
+Rules of this file:
+- The sandbox is never widened on our own: it stays Codex's configured one unless
+  ``configure sandbox`` says.
+- A turn that makes no progress for ``AGENTPROTO_CODEX_STALL_SECS`` (default 300 s; an
+  unreachable provider makes Codex reconnect forever) is interrupted and ends Failed.
+- Values given to Codex as ``-c key=value`` are TOML, written by ``toml_value`` with the
+  standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from agentproto.core.errors import AgentError, Kind
+from agentproto.core.jsonrpc import (
+    INTERNAL_ERROR,
+    Invalid,
+    Notification,
+    OnResponse,
+    Peer,
+    Request,
+    RpcError,
+)
+from agentproto.drivers.base import NOT_JSON, Deltas, Host, Launch, LineDriver
+from agentproto.drivers.codex.items import CodexItems
+from agentproto.drivers.codex.mapping import (
+    DELTAS,
+    LOGIN,
+    SANDBOX_NAMES,
+    app_server_config,
+    auth_status,
+    config_options,
+    mcp_config,
+    sandbox_policy,
+    toml_value,
+    version_of,
+)
+from agentproto.drivers.fields import obj, opt_text, text
+from agentproto.loopio import private
+from agentproto.loopio.loop import Alarm
+from agentproto.loopio.transport import LineTransport
+
+CLIENT_INFO = {"name": "agentproto", "title": "agentproto", "version": "0.1"}
+HANDSHAKE_TIMEOUT = 60.0
+DEFAULT_STALL_SECS = 300.0
+CLOSE_GRACE = 3.0
+
+FEATURES = ["Images", "Resume", "Fork", "Steer", "Permissions", "Questions", "Plan", "ContextUsage", "Compact"]
+MODES = ("default", "plan")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
+
+#: Config overrides for generate: no shell, no subagents, no goals, no web search.
+TOOLS_OFF = (
+    "features.shell_tool=false",
+    "features.unified_exec=false",
+    "features.multi_agent=false",
+    "features.goals=false",
+    "features.default_mode_request_user_input=false",
+    'web_search="disabled"',
+)
+TEXT_ONLY = "Answer with text only. Do not call any tool, do not run commands and do not edit files."
+
+
+# -- the driver -------------------------------------------------------------------------
+
+
+class CodexDriver(CodexItems, LineDriver):
+    #: The app's tools: the MCP server ``agentproto`` in the thread's config (see
+    #: ``_thread_params``). Codex has no hook channel.
+    app_tools = True
+    #: Codex resolves model names and efforts itself, listed or not.
+    open_choices = {"model": "a model name", "effort": "a reasoning effort"}
+
+    def __init__(self, host: Host, launch: Launch) -> None:
+        super().__init__(host, launch)
+        self.tools_disabled = launch.tools_disabled
+        # app-server's JSON-RPC leaves out the "jsonrpc" member, both ways.
+        self.rpc = Peer(version_member=False)
+        self._ready = False
+        self._closing = False
+        self._handshake = Alarm(self.loop, self._handshake_expired)
+        self.thread_id: str | None = None
+        self.details: dict[str, Any] = {}
+        # settings sent with the next turn/start (None: Codex's own)
+        self.model: str | None = launch.configure.get("model")
+        self.effort: str | None = launch.configure.get("effort")
+        self.sandbox: str | None = launch.configure.get("sandbox")
+        self.mode: str = launch.configure.get("mode") or "default"
+        self._send_sandbox = False
+        self._send_mode = "mode" in launch.configure
+        self._models: list[dict[str, Any]] = []
+        # the running turn
+        self.turn_id: str | None = None  # Codex's id of the running turn
+        self._turn_wanted = False  # a turn of ours is running (started or starting)
+        self._cancel_wanted = False
+        self._ended: set[str] = set()
+        self._streamed: set[str] = set()
+        self.deltas = Deltas(host)
+        self._tools: dict[str, dict[str, Any]] = {}
+        self._requests: dict[str, tuple[Any, str, dict[str, Any]]] = {}
+        self._usage_base: dict[str, int] | None = None
+        self._usage_total: dict[str, int] = {}
+        self._stall_check = Alarm(self.loop, self._stalled)
+        self._last_progress = 0.0
+        self._compacted_turn: Any = None
+        self.mcp_env: dict[str, str] = {}  # AGENTPROTO_MCP_<n>_<m>: the MCP servers' secrets
+        env = launch.child_env()
+        try:
+            self.stall_secs = float(env.get("AGENTPROTO_CODEX_STALL_SECS") or DEFAULT_STALL_SECS)
+        except ValueError:
+            self.stall_secs = DEFAULT_STALL_SECS
+
+    def deterministic(self, origin: Any) -> bool:
+        return True  # Codex always ends its turns with turn/completed
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def argv(self) -> list[str]:
+        argv = [self.launch.executable, "app-server"]
+        if self.launch.mcp_servers:
+            # Values stay off argv (world-readable): they go in Codex's environment.
+            table, self.mcp_env = mcp_config(self.launch.mcp_servers)
+            argv += ["-c", "mcp_servers=" + toml_value(table)]
+        if self.tools_disabled:
+            for override in TOOLS_OFF:
+                argv += ["-c", override]
+        return argv + list(self.launch.args)
+
+    def open(self) -> None:
+        launch = self.launch
+        env = launch.child_env()
+        if launch.config_home:
+            home = os.path.abspath(os.path.expanduser(launch.config_home))
+            try:
+                private.check_confined(home, "config_home")  # replay makes nothing outside its own
+                os.makedirs(home, mode=0o700, exist_ok=True)  # it will hold auth.json
+            except OSError as exc:
+                raise AgentError.detail(Kind.SPAWN_FAILED, f"cannot create config_home {home}: {exc}") from None
+            env["CODEX_HOME"] = home
+        try:
+            argv = self.argv()
+        except ValueError as exc:
+            raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"mcp_servers: {exc}") from None
+        env.update(self.mcp_env)
+        # Codex locks the thread while any of its processes lives: the exit is reported
+        # once the whole group is gone, so a resume can follow at once.
+        self.spawn(argv, env, wait_group=True)
+        self._handshake.set(HANDSHAKE_TIMEOUT)
+        self._request(
+            "initialize",
+            {"clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": True, "requestAttestation": False}},
+            self._initialized,
+        )
+
+    def _handshake_expired(self) -> None:
+        if not self._ready and not self._closing:
+            self._open_failed(
+                AgentError.detail(
+                    Kind.HANDSHAKE_TIMEOUT, f"codex app-server did not start a thread within {HANDSHAKE_TIMEOUT:g} s"
+                )
+            )
+
+    def _open_failed(self, error: AgentError) -> None:
+        self._handshake.cancel()
+        self._closing = True
+        self.host.open_failed(error)
+
+    def _initialized(self, result: Any, error: RpcError | None) -> None:
+        if error is not None:
+            self._open_failed(AgentError.protocol_failed(f"initialize: {error.message}", self.line))
+            return
+        self.details = {
+            "version": version_of(text(obj(result).get("userAgent"))),
+            "auth": "Unknown",
+            "capabilities": {"features": list(FEATURES), "mcp_transports": ["Stdio", "Http"]},
+            "config_options": [],
+            "commands": [],
+        }
+        self._notify("initialized")
+        waiting = {"account": True, "models": True}
+
+        def account(result: Any, error: RpcError | None) -> None:
+            if error is None and isinstance(result, dict):
+                self.details["auth"] = auth_status(result, self.launch.child_env())
+            waiting["account"] = False
+            if not waiting["models"]:
+                self._start_thread()
+
+        def models(result: Any, error: RpcError | None) -> None:
+            if error is None and isinstance(result, dict):
+                self._models = [m for m in result.get("data") or [] if isinstance(m, dict) and not m.get("hidden")]
+            waiting["models"] = False
+            if not waiting["account"]:
+                self._start_thread()
+
+        self._request("account/read", {"refreshToken": False}, account)
+        self._request("model/list", {}, models)
+
+    def _thread_params(self) -> dict[str, Any]:
+        launch = self.launch
+        params: dict[str, Any] = {"cwd": launch.dir, "approvalPolicy": "never" if self.tools_disabled else "on-request"}
+        if self.model:
+            params["model"] = self.model
+        if self.sandbox:
+            params["sandbox"] = self.sandbox
+        elif self.tools_disabled:
+            params["sandbox"] = "read-only"
+        config: dict[str, Any] = {}
+        if self.effort:
+            config["model_reasoning_effort"] = self.effort
+        if self.host.tools_url is not None:
+            config.update(app_server_config(self.host.tools_url, launch.tool_timeout))
+        if config:
+            params["config"] = config
+        instructions = launch.instructions
+        if self.tools_disabled:
+            instructions = TEXT_ONLY + ("\n\n" + instructions if instructions else "")
+        if instructions:
+            params["developerInstructions"] = instructions
+        return params
+
+    def _start_thread(self) -> None:
+        if self._closing:
+            return
+        launch = self.launch
+        params = self._thread_params()
+        if launch.resume:
+            method = "thread/resume"
+            params["threadId"] = launch.resume
+        elif launch.fork:
+            method = "thread/fork"
+            params["threadId"] = launch.fork
+            if launch.fork_at:
+                params["lastTurnId"] = launch.fork_at
+        else:
+            method = "thread/start"
+            if launch.throwaway:
+                params["ephemeral"] = True
+        self._request(method, params, lambda result, error: self._thread_ready(method, result, error))
+
+    def _thread_ready(self, method: str, result: Any, error: RpcError | None) -> None:
+        if self._closing:
+            return
+        if error is not None:
+            message = error.message
+            if method in ("thread/resume", "thread/fork"):
+                self._open_failed(
+                    AgentError.detail(
+                        Kind.RESUME_FAILED, f"{method} {self.launch.resume or self.launch.fork}: {message}"
+                    )
+                )
+            else:
+                self._open_failed(AgentError.protocol_failed(f"{method}: {message}", self.line))
+            return
+        if (
+            (not self.launch.throwaway or self.tools_disabled)
+            and isinstance(self.details.get("auth"), dict)
+            and "Unauthenticated" in self.details["auth"]
+        ):
+            self._open_failed(
+                AgentError.auth_required("Codex is not logged in: run `codex login` or set OPENAI_API_KEY", LOGIN)
+            )
+            return
+        thread = result.get("thread") or {}
+        self.thread_id = thread.get("id")
+        self.model = self.model or result.get("model")
+        self.effort = self.effort or result.get("reasoningEffort")
+        sandbox = (result.get("sandbox") or {}).get("type")
+        self.sandbox = self.sandbox or SANDBOX_NAMES.get(str(sandbox))
+        self.details["config_options"] = config_options(self._models, self.model, self.effort, self.sandbox, self.mode)
+        self._ready = True
+        self._handshake.cancel()
+        self.host.opened(self.details, resume_token=self.thread_id, title=thread.get("name"))
+
+    def close(self) -> None:
+        self._end(lambda transport: transport.shutdown(CLOSE_GRACE))
+
+    def kill(self) -> None:
+        self._end(lambda transport: transport.kill())
+
+    def _end(self, stop: Callable[[LineTransport], None]) -> None:
+        self._closing = True
+        self._stall_check.cancel()
+        if self.transport is None:
+            self.host.closed()
+        else:
+            stop(self.transport)  # its exit reports closed (on_exit)
+
+    def on_exit(self, status: str | None, stderr: str) -> None:
+        self.deltas.flush()
+        self._stall_check.cancel()
+        self._handshake.cancel()
+        if not self._closing:
+            self._closing = True
+            self.host.fail(AgentError.process_exited(status, stderr))
+        self.rpc.fail_pending(RpcError(INTERNAL_ERROR, "codex exited"))
+        self.host.closed()
+
+    # -- JSON-RPC -------------------------------------------------------------------------
+
+    def _request(self, method: str, params: Any, callback: OnResponse) -> None:
+        if self.transport is not None:
+            self.send(self.rpc.request(method, params, callback))
+
+    def _notify(self, method: str, params: Any = None) -> None:
+        self.send(self.rpc.notification(method, params))
+
+    def _reply(self, request_id: Any, result: Any) -> None:
+        self.send(self.rpc.result(request_id, result))
+
+    def _reply_error(self, request_id: Any, code: int, message: str) -> None:
+        self.send(self.rpc.error(request_id, RpcError(code, message)))
+
+    def on_line(self, line: bytes) -> None:
+        message = self.decode(line, "codex: skipped")
+        if message is NOT_JSON:
+            return
+        if type(message) is dict and "id" not in message:
+            method = message.get("method")
+            delta_kind = DELTAS.get(method) if type(method) is str else None
+            if delta_kind is not None:
+                # The hot path: one line per streamed token.
+                params = message.get("params")
+                if not isinstance(params, dict):
+                    params = {}
+                if (
+                    self._turn_wanted
+                    and params.get("threadId") == self.thread_id
+                    and (params.get("turnId") == self.turn_id or self._current(params))
+                ):
+                    item_id = params.get("itemId")
+                    delta = params.get("delta")
+                    if type(delta) is str and type(item_id) is str:
+                        self._buffer_delta(delta_kind, item_id, delta)
+                    else:
+                        self.deltas.flush()
+                        self._skipped(str(method), "its delta and itemId must be strings")
+                return
+        self.deltas.flush()
+        kind = self.rpc.receive(message)  # a response runs its call's callback here
+        if isinstance(kind, (Request, Notification)):
+            params = kind.params if isinstance(kind.params, dict) else {}
+            if isinstance(kind, Request):
+                self._server_request(kind.id, kind.method, params)
+            else:
+                self._notification(kind.method, params)
+        elif isinstance(kind, Invalid):
+            self.host.diagnostic(
+                "Warning", f"codex: skipped a line that is not JSON-RPC ({kind.error.message}): {line[:200]!r}"
+            )
+
+    # -- streamed text, merged per read --------------------------------------------------
+
+    def _buffer_delta(self, kind: str, item_id: str, text: str) -> None:
+        """Hold a text delta; consecutive ones of one message become one event.
+
+        Codex writes one line per model token. Those that arrive together (one read of
+        its pipe) are merged, and flushed before any other line and at the end of the
+        loop tick, so order and latency are kept while a burst costs one event.
+        """
+        self._last_progress = self.loop.time()
+        self._streamed.add(item_id)
+        self.deltas.delta(kind, item_id, text)
+
+    # -- turns ------------------------------------------------------------------------------
+
+    def _input(self, text: str, attachments: list[str]) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = [{"type": "text", "text": text, "text_elements": []}]
+        others = []
+        for path in attachments:
+            if path.lower().endswith(IMAGE_SUFFIXES):
+                items.append({"type": "localImage", "path": path})
+            else:
+                others.append(path)
+        if others:
+            items[0]["text"] = text + "\n\nAttached files:\n" + "\n".join(f"- {p}" for p in others)
+        return items
+
+    def start_turn(self, turn_id: str, text: str, attachments: list[str]) -> None:
+        params: dict[str, Any] = {"threadId": self.thread_id, "input": self._input(text, attachments)}
+        if self.model:
+            params["model"] = self.model
+        if self.effort:
+            params["effort"] = self.effort
+        if self._send_sandbox and self.sandbox:
+            params["sandboxPolicy"] = sandbox_policy(self.sandbox)
+        if self._send_mode:
+            params["collaborationMode"] = {
+                "mode": self.mode,
+                "settings": {
+                    "model": self.model or "",
+                    "reasoning_effort": self.effort,
+                    "developer_instructions": None,
+                },
+            }
+        if self.launch.output_schema is not None:
+            params["outputSchema"] = self.launch.output_schema
+        self._begin_turn()
+        self._request("turn/start", params, self._turn_started)
+
+    def _begin_turn(self) -> None:
+        """A turn of ours starts (a prompt, or a compaction): Codex names it later."""
+        self._turn_wanted = True
+        self._cancel_wanted = False
+        self.turn_id = None
+        self._usage_base = dict(self._usage_total)
+        self._arm_stall()
+
+    def _turn_started(self, result: Any, error: RpcError | None) -> None:
+        if not self._turn_wanted:
+            return
+        if error is not None:
+            self._end_turn({"Failed": {"message": f"codex refused the turn: {error.message}"}})
+            return
+        self.turn_id = opt_text(obj(obj(result).get("turn")).get("id"))
+        self.host.turn_acknowledged()
+        if self._cancel_wanted:
+            self._interrupt()
+
+    def steer(self, text: str, attachments: list[str], done: Callable[[bool], None]) -> None:
+        if not self.turn_id or not self._turn_wanted:
+            done(False)
+            return
+        params = {"threadId": self.thread_id, "expectedTurnId": self.turn_id, "input": self._input(text, attachments)}
+        self._request("turn/steer", params, lambda result, error: done(error is None))
+
+    def cancel(self) -> None:
+        if not self._turn_wanted:
+            return
+        self._cancel_wanted = True
+        if self.turn_id:
+            self._interrupt()
+
+    def _interrupt(self) -> None:
+        self._request("turn/interrupt", {"threadId": self.thread_id, "turnId": self.turn_id}, lambda r, e: None)
+
+    def compact(self) -> None:
+        self._begin_turn()
+
+        def started(result: Any, error: RpcError | None) -> None:
+            if error is not None:
+                self._end_turn({"Failed": {"message": f"compact: {error.message}"}})
+
+        self._request("thread/compact/start", {"threadId": self.thread_id}, started)
+
+    def _end_turn(self, stop: Any, usage: dict[str, int] | None = None) -> None:
+        self.deltas.flush()
+        if self.turn_id:
+            self._ended.add(self.turn_id)
+        self._turn_wanted = False
+        self._cancel_wanted = False
+        self.turn_id = None
+        self._tools.clear()
+        self._stall_check.cancel()
+        self.host.end_turn(stop, usage)
+
+    def _turn_usage(self) -> dict[str, int] | None:
+        if not self._usage_total or self._usage_base is None:
+            return None
+        base = self._usage_base
+        total = self._usage_total
+
+        def delta(key: str) -> int:
+            return max(0, total.get(key, 0) - base.get(key, 0))
+
+        return {
+            "input_tokens": delta("inputTokens"),
+            "cached_input_tokens": delta("cachedInputTokens"),
+            "output_tokens": delta("outputTokens"),
+        }
+
+    # -- the no-progress watchdog ---------------------------------------------------------
+
+    def _arm_stall(self) -> None:
+        self._last_progress = self.loop.time()
+        if self.stall_secs > 0:
+            self._stall_check.set(self.stall_secs)
+
+    def _progress(self) -> None:
+        # Called for every line of a turn: only note the time; the timer re-arms itself.
+        self._last_progress = self.loop.time()
+
+    def _stalled(self) -> None:
+        if not self._turn_wanted:
+            return
+        quiet = self.loop.time() - self._last_progress
+        if quiet < self.stall_secs:
+            self._stall_check.set(self.stall_secs - quiet)
+            return
+        if self._requests or any(
+            t["status"] in ("Pending", "Running") and t["kind"] == "Execute" for t in self._tools.values()
+        ):
+            self._arm_stall()  # waiting on the app or on a command is not a stall
+            return
+        if self.turn_id:
+            self._interrupt()
+        self._end_turn(
+            {
+                "Failed": {
+                    "message": (
+                        f"no progress from Codex for {self.stall_secs:g} s: the model provider may be unreachable "
+                        "(set AGENTPROTO_CODEX_STALL_SECS to wait longer)"
+                    )
+                }
+            }
+        )
+
+    # -- settings -------------------------------------------------------------------------
+
+    def configure(self, option: str, value: Any, done: Callable[[AgentError | None], None]) -> None:
+        if option == "model":
+            self.model = value
+        elif option == "effort":
+            self.effort = value
+        elif option == "sandbox":
+            self.sandbox = value
+            self._send_sandbox = True
+        elif option == "mode":
+            self.mode = value
+            self._send_mode = True
+        else:
+            done(AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option}: not a Codex option"))
+            return
+        done(None)  # sent with the next turn/start, which applies it from then on
