@@ -221,6 +221,8 @@ _PLAIN, _SECRET, _SECRET_LEARN, _CONTAINER, _ENTRY, _SCHEMA, _SCALAR_SECRET = ra
 #: A JSON Schema's ``properties`` names fields, it holds none: under a secret name only a
 #: scalar is redacted (``"apiKey": {"type": "string"}`` stays readable).
 _SCHEMA_KEYS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+#: The mode of an array's elements, by the array's mode where it differs.
+_ARRAY_OF = {_CONTAINER: _ENTRY, _ENTRY: _SECRET, _SCHEMA: _PLAIN}
 
 
 def _decode(token: str) -> str | None:
@@ -259,8 +261,9 @@ def _redact_json(text: str, learn: Callable[[str, bool], None]) -> str:
             stack.append([True, mode, True, _PLAIN, None, None])
             continue
         if token == "[":
-            # An env/headers array holds entries; an array in an entry is all secret.
-            element = _ENTRY if mode == _CONTAINER else _SECRET if mode == _ENTRY else mode
+            # An env/headers array holds entries; an array in an entry is all secret; an
+            # array is no JSON Schema's ``properties`` (an object), so no exemption in it.
+            element = _ARRAY_OF.get(mode, mode)
             stack.append([False, element, False, element, None, None])
             continue
         if token in ("}", "]"):
