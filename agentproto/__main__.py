@@ -1,3 +1,10 @@
+"""``python3 -m agentproto``: the one entry point. It checks the interpreter first (3.10 or
+newer, in words, before any import an older one would fail on), then runs cli.main.
+
+Keep it importable by any Python 3 and free of imports beyond ``sys`` (and ``os`` when run
+as a directory): every start passes through it.
+"""
+
 import sys
 
 # Checked before anything else is imported: the package uses 3.10-only features (TypeGuard,
