@@ -15,21 +15,30 @@ saw must be exactly the text the agent sent. Figures are chunks per second of wa
 (best of the runs), and the CPU seconds the relay itself spent (the floor loop's, or the
 serve process's): on a shared machine the wall figures wander, the CPU ones much less.
 
-    python scripts/bench_acp.py            # N = 1,000 and 100,000, 3 runs each
+The whole relay path is timed, as an app sees it: from the prompt written to serve's stdin
+to the TurnEnded line read from its stdout (the agent's writes, serve's read, decode,
+mapping, session events, encode and write, the app's read and ``json.loads``).
+
+    python scripts/bench_acp.py            # N = 1,000 and 20,000, 5 runs each
     python scripts/bench_acp.py -n 5000 --runs 5
     python scripts/bench_acp.py --record   # also serve --record (app lines and agent wire
                                            # into a file), against serve without it
-    python scripts/bench_acp.py --before DIR   # also serve from another checkout (DIR: its
-                                               # root, e.g. `git archive main`), in the same run
+    python scripts/bench_acp.py --before REV   # also serve from the package at REV (a git
+                                               # revision, exported with git archive; or a
+                                               # checkout's directory), in the same runs
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import statistics
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -116,7 +125,13 @@ def lines(fd: int):
 
 
 def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU of a live process (Linux /proc), or None."""
+    """User + system CPU of a live process (Linux), or None: its CPU-time clock (the
+    scheduler's nanoseconds, ``clock_gettime`` on the pid's clock id), else /proc/PID/stat's
+    clock ticks (10 ms: too coarse for a short relay)."""
+    try:
+        return time.clock_gettime(((~pid) << 3) | 2)  # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
+    except (OSError, OverflowError):
+        pass
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
@@ -225,28 +240,54 @@ def serve_run(n: int, record: str | None = None, root: Path = ROOT) -> tuple[flo
     return elapsed, len(parts), cpu
 
 
-def before_main(sizes: list[int], runs: int, before: Path) -> int:
-    """Floor, serve from ``before`` and serve from this checkout, interleaved in each run."""
-    print(f"before: {before}\nafter:  {ROOT}")
-    print(f"{'N':>9} {'floor chunks/s':>15} {'before':>9} {'ratio':>6} {'after':>9} {'ratio':>6}"
-          f" {'cpu s floor':>12} {'before':>7} {'after':>7}  lost")
-    for n in sizes:
-        best = {"floor": float("inf"), "before": float("inf"), "after": float("inf")}
-        cpu = dict(best)
-        lost = 0
-        for _ in range(runs):
-            for name in ("floor", "before", "after"):
-                if name == "floor":
-                    elapsed, got, used = floor_run(n)
-                else:
-                    elapsed, got, used = serve_run(n, root=before if name == "before" else ROOT)
-                lost = max(lost, n - got)
-                best[name] = min(best[name], elapsed)
-                cpu[name] = min(cpu[name], used if used is not None else float("inf"))
-        rate = {name: n / t for name, t in best.items()}
-        print(f"{n:>9,} {rate['floor']:>15,.0f} {rate['before']:>9,.0f} {rate['before'] / rate['floor']:>6.0%}"
-              f" {rate['after']:>9,.0f} {rate['after'] / rate['floor']:>6.0%}"
-              f" {cpu['floor']:>12.3f} {cpu['before']:>7.3f} {cpu['after']:>7.3f}  {lost}")
+def export(rev: str, into: str) -> Path:
+    """The package as it is at ``rev`` (``git archive``), under ``into`` (the root to run from)."""
+    archive = ["git", "-C", str(ROOT), "archive", rev, "agentproto"]
+    data = subprocess.run(archive, check=True, capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        if sys.version_info >= (3, 12):
+            tar.extractall(into, filter="data")
+        else:
+            tar.extractall(into)
+    return Path(into)
+
+
+def before_main(sizes: list[int], runs: int, before: str) -> int:
+    """Floor, serve from ``before`` (a revision or a directory) and serve from this checkout,
+    interleaved in each run: chunks per second of wall time, best and median of the runs, and
+    the least CPU seconds of the relay (the floor loop's, or the serve process's), each as a
+    ratio to the floor's (CPU: floor / serve, the share of the floor's speed on CPU alone)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(before).resolve() if os.path.isdir(before) else export(before, tmp)
+        print(f"before: {before} ({root})\nafter:  {ROOT}\n{runs} runs each, interleaved; chunks/s best (median)")
+        print(f"{'N':>9} {'floor':>17} {'before':>17} {'ratio':>10} {'after':>17} {'ratio':>10}"
+              f" {'cpu s floor':>12} {'before':>7} {'ratio':>6} {'after':>7} {'ratio':>6}  lost")
+        for n in sizes:
+            times: dict[str, list[float]] = {"floor": [], "before": [], "after": []}
+            cpu = {name: float("inf") for name in times}
+            lost = 0
+            for _ in range(runs):
+                for name in times:
+                    if name == "floor":
+                        elapsed, got, used = floor_run(n)
+                    else:
+                        elapsed, got, used = serve_run(n, root=root if name == "before" else ROOT)
+                    lost = max(lost, n - got)
+                    times[name].append(elapsed)
+                    cpu[name] = min(cpu[name], used if used is not None else float("inf"))
+            best = {name: n / min(t) for name, t in times.items()}
+            med = {name: n / statistics.median(t) for name, t in times.items()}
+
+            def cell(name: str) -> str:
+                return f"{best[name]:>8,.0f} ({med[name]:>6,.0f})"
+
+            def ratio(name: str) -> str:
+                return f"{best[name] / best['floor']:>4.0%} ({med[name] / med['floor']:>3.0%})"
+
+            print(f"{n:>9,} {cell('floor'):>17} {cell('before'):>17} {ratio('before'):>10} {cell('after'):>17}"
+                  f" {ratio('after'):>10} {cpu['floor']:>12.4f} {cpu['before']:>7.4f} {cpu['floor'] / cpu['before']:>6.0%}"
+                  f" {cpu['after']:>7.4f} {cpu['floor'] / cpu['after']:>6.0%}  {lost}",
+                  flush=True)
     return 0
 
 
@@ -254,17 +295,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agent", action="store_true", help="run as the benchmark's ACP agent")
     parser.add_argument("-n", type=int, action="append", help="chunks per turn (repeatable)")
-    parser.add_argument("--runs", type=int, default=3, help="runs per size; the best is reported")
+    parser.add_argument("--runs", type=int, default=5, help="runs per size; the best is reported")
     parser.add_argument("--record", action="store_true", help="also run serve --record, against serve without it")
-    parser.add_argument("--before", type=Path, metavar="DIR", help="also run serve from the checkout at DIR")
+    parser.add_argument("--before", metavar="REV", help="also run serve from the package at REV (or a checkout DIR)")
     args = parser.parse_args()
     if args.agent:
         return run_agent()
-    sizes = args.n or [1_000, 100_000]
+    sizes = args.n or [1_000, 20_000]
     if args.record:
         return record_main(sizes, args.runs)
     if args.before:
-        return before_main(sizes, args.runs, args.before.resolve())
+        return before_main(sizes, args.runs, args.before)
     print(
         f"{'N':>9} {'floor chunks/s':>15} {'serve chunks/s':>15} {'ratio':>6}"
         f" {'floor cpu s':>12} {'serve cpu s':>12} {'cpu ratio':>9}  lost"
@@ -283,8 +324,7 @@ def main() -> int:
             serve_best = min(serve_best, elapsed)
             serve_cpu = min(serve_cpu, cpu if cpu is not None else float("inf"))
         floor_rate, serve_rate = n / floor_best, n / serve_best
-        # /proc counts CPU in clock ticks (10 ms): a smaller figure says nothing.
-        cpu_ratio = f"{floor_cpu / serve_cpu:>9.0%}" if 0.05 < serve_cpu < float("inf") else f"{'n/a':>9}"
+        cpu_ratio = f"{floor_cpu / serve_cpu:>9.0%}" if 0 < serve_cpu < float("inf") else f"{'n/a':>9}"
         print(
             f"{n:>9,} {floor_rate:>15,.0f} {serve_rate:>15,.0f} {serve_rate / floor_rate:>6.0%}"
             f" {floor_cpu:>12.3f} {serve_cpu:>12.3f} {cpu_ratio}  {lost}"
@@ -294,8 +334,6 @@ def main() -> int:
 
 def record_main(sizes: list[int], runs: int) -> int:
     """serve with and without --record, interleaved run by run (same machine, same moment)."""
-    import tempfile
-
     print(f"{'N':>9} {'serve chunks/s':>15} {'+record chunks/s':>17} {'ratio':>6} {'serve cpu s':>12}"
           f" {'+record cpu s':>14} {'record MB':>10}")  # fmt: skip
     for n in sizes:
