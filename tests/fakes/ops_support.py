@@ -60,9 +60,10 @@ SLOW_TURN = [
 class Proc:
     """``python -m agentproto ARGS`` with stdout lines read by a thread."""
 
-    def __init__(self, args: Iterable[str], stdin: Any = subprocess.PIPE, env: dict[str, str] | None = None) -> None:
+    def __init__(self, args: Iterable[str], stdin: Any = subprocess.PIPE, env: dict[str, str] | None = None,
+                 command: list[str] | None = None) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agentproto", *args],
+            [*(command or [sys.executable, "-m", "agentproto"]), *args],
             stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -73,7 +74,8 @@ class Proc:
         self.stderr_lines: queue.Queue[str] = queue.Queue()
         self.stderr = ""
         threading.Thread(target=self._read, daemon=True).start()
-        threading.Thread(target=self._read_err, daemon=True).start()
+        self._err_reader = threading.Thread(target=self._read_err, daemon=True)
+        self._err_reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -151,7 +153,12 @@ class Proc:
                 return out
 
     def wait(self, timeout: float = 15.0) -> int:
-        return self.proc.wait(timeout)
+        """The exit status, once stderr is read to its end too (or ``timeout`` is up): the
+        process can exit before the reading thread took its last lines."""
+        deadline = time.monotonic() + timeout
+        status = self.proc.wait(timeout)
+        self._err_reader.join(max(0.0, deadline - time.monotonic()))
+        return status
 
     def stop(self) -> None:
         if self.proc.poll() is None:
