@@ -315,9 +315,9 @@ class _FakeResponse:
     def json(self, status: int, body: Any, headers: Any = None, close: bool = False) -> None:
         pass
 
-    def write(self, data: bytes, session: Any = None) -> None:
-        if session is not None:
-            session.delivered(1)
+    def write(self, data: bytes, delivered: Any = None) -> None:
+        if delivered is not None:
+            delivered(1)
 
     def end(self) -> None:
         pass

@@ -100,7 +100,7 @@ class JsonRpcServer(LineServer):
 
     def _run(self, msg: Any, job: Job) -> None:
         def write(data: bytes, session: Session | None = None) -> None:
-            self.pipeline.write(job, data, session)
+            self.pipeline.write(job, data, None if session is None else session.delivered)
 
         if not isinstance(msg, list):
             def single(response: dict[str, Any] | None) -> None:

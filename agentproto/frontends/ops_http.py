@@ -74,7 +74,7 @@ class _PostOut:
     def line(self, obj: dict[str, Any], session: Session | None = None) -> None:
         data = encode(obj)
         self.captured.add(data)
-        self.response.write(data, session)
+        self.response.write(data, None if session is None else session.delivered)
 
     def done(self, exit_code: int) -> None:
         self.line({"kind": "done", "exit_code": exit_code})

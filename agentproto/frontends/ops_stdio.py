@@ -37,7 +37,7 @@ class JobOut:
         self.job = job
 
     def line(self, obj: dict[str, Any], session: Session | None = None) -> None:
-        self.pipeline.write(self.job, encode(obj), session)
+        self.pipeline.write(self.job, encode(obj), None if session is None else session.delivered)
 
     def done(self, exit_code: int) -> None:
         self.job.exit_code = exit_code
@@ -242,7 +242,7 @@ class SingleShot(LineServer):
     def send(self, obj: dict[str, Any], session: Session | None) -> None:
         data = encode(obj)
         self.captured.add(data)
-        self.output.send(data, session)
+        self.output.send(data, None if session is None else session.delivered)
 
     def _eof(self) -> None:
         if self.ending:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
     from agentproto.loopio.record import Sink as Recorder
+    from agentproto.loopio.streams import Delivered
 
 #: anyagent's clients check the hello's ``anyagent`` member; this is the anyagent release
 #: whose protocol 1 agentproto speaks.
@@ -90,7 +91,7 @@ class P1Connection(Frontend):
         self.max_line = max_line
         self.record_tags = record_tags or {}
         #: Every line out goes through here: the output, or the recorder then the output.
-        self.send: Callable[[bytes, "Session | None"], None] = self._record_send if recorder else output.send
+        self.send: Callable[[bytes, "Delivered | None"], None] = self._record_send if recorder else output.send
         self.reader = LineReader(self.loop, in_fd, self._line, self.end, self.busy, max_line)
         self.scope = Scope(runtime)
         self.scope.on_empty = self._maybe_finished
@@ -101,10 +102,10 @@ class P1Connection(Frontend):
         self.send(hello_line(), None)
         super().start()
 
-    def _record_send(self, data: bytes, session: Session | None = None) -> None:
+    def _record_send(self, data: bytes, delivered: "Delivered | None" = None) -> None:
         assert self.recorder is not None
         self.recorder.line("out", data[:-1], **self.record_tags)
-        self.output.send(data, session)
+        self.output.send(data, delivered)
 
     def _line(self, line: bytes | TooLong) -> None:
         if self.recorder is not None:
@@ -146,7 +147,7 @@ class P1Connection(Frontend):
 
     # -- Sink ---------------------------------------------------------------------------
     def event(self, session: Session, event: dict[str, Any]) -> None:
-        self.send(encode_event(event), session)
+        self.send(encode_event(event), session.delivered)
 
     def session_error(self, session: Session, error: AgentError) -> None:
         self.send(encode({"session": session.id, "error": error.body()}), None)

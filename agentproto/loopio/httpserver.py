@@ -62,8 +62,8 @@ from agentproto.loopio.sockets import Accepted, Acceptor
 from agentproto.loopio.streams import Reader
 
 if TYPE_CHECKING:
-    from agentproto.engine.session import Session
     from agentproto.loopio.loop import Loop
+    from agentproto.loopio.streams import Delivered
 
 #: (status, JSON body, extra header fields) of a request that may not run.
 Refusal = tuple[int, Any, dict[str, str]]
@@ -153,12 +153,12 @@ class Response:
             self.keep_alive = False
         self._head(status, content_type, headers, None)
 
-    def write(self, data: bytes, session: "Session | None" = None) -> None:
-        """One chunk; a line passed with its session is counted when written (flow control)."""
+    def write(self, data: bytes, delivered: "Delivered | None" = None) -> None:
+        """One chunk; ``delivered(1)`` once it is written or dropped (flow control)."""
         if data:
-            self.conn.output.send(chunk(data), session)
-        elif session is not None:
-            session.delivered(1)
+            self.conn.output.send(chunk(data), delivered)
+        elif delivered is not None:
+            delivered(1)
 
     def end(self) -> None:
         if self.chunked:

@@ -37,7 +37,7 @@ from agentproto.loopio.streams import Output, Reader
 if TYPE_CHECKING:
     from typing import Callable
 
-    from agentproto.engine.session import Session
+    from agentproto.loopio.streams import Delivered
 
 EXIT_OK, EXIT_FAILED = 0, 1
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -295,7 +295,7 @@ class Job:
         self.op = op  # the op (or method), when known: an eager job never overtakes an `open`
         self.started = False
         self.finished = False
-        self.buffer: list[tuple[bytes, "Session | None"]] = []
+        self.buffer: list[tuple[bytes, "Delivered | None"]] = []
         self.captured = NO_CAPTURE  # the pipeline's, when it records
         self.exit_code: int | None = None
 
@@ -310,7 +310,7 @@ class Pipeline:
     def __init__(
         self,
         loop: Loop,
-        send: Callable[[bytes, "Session | None"], None],
+        send: Callable[[bytes, "Delivered | None"], None],
         after: Callable[[Job], bool],
         recording: bool = False,
     ) -> None:
@@ -334,15 +334,16 @@ class Pipeline:
         if len(self.jobs) == 1 or (job.eager and not overtakes_open):
             self._start(job)
 
-    def write(self, job: Job, data: bytes, session: "Session | None" = None) -> None:
+    def write(self, job: Job, data: bytes, delivered: "Delivered | None" = None) -> None:
+        """Queue ``data`` as ``job``'s; ``delivered(1)`` once it is written (or dropped)."""
         job.captured.add(data)
         if self.jobs and self.jobs[0] is job and not self.stopped:
-            self.send(data, session)
+            self.send(data, delivered)
         elif job.finished and job not in self.jobs:
-            if session is not None:
-                session.delivered(1)
+            if delivered is not None:
+                delivered(1)
         else:
-            job.buffer.append((data, session))
+            job.buffer.append((data, delivered))
 
     def finish(self, job: Job) -> None:
         job.finished = True
@@ -368,16 +369,16 @@ class Pipeline:
                 if not self.after(job):
                     self.stopped = True
                     for dropped in self.jobs:
-                        for _, session in dropped.buffer:
-                            if session is not None:
-                                session.delivered(1)
+                        for _, delivered in dropped.buffer:
+                            if delivered is not None:
+                                delivered(1)
                     self.jobs.clear()
                     return
                 if self.jobs:
                     head = self.jobs[0]
                     buffered, head.buffer = head.buffer, []
-                    for data, session in buffered:
-                        self.send(data, session)
+                    for data, delivered in buffered:
+                        self.send(data, delivered)
                     if not head.started:
                         self._start_later(head)
         finally:

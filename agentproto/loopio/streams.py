@@ -9,11 +9,12 @@ Rules of this file:
   written directly, as a terminal or a file takes the data at once.
 - ``Reader`` hands over chunks as they were read; ``LineReader`` frames them into lines
   with bounded memory and pauses while its consumer is behind.
-- ``Output`` queues lines with the session they belong to and tells each session how many
-  of its lines were written (the engine's flow control). A big line costs time linear in
-  its size however the descriptor takes it. When writing fails, the queue is dropped, its
-  sessions are told, and whoever waits for the queue to drain is told as well: a reader
-  that went away must never keep a shutdown waiting. ``reader_gone`` says, without a
+- ``Output`` queues lines each with an optional ``delivered(count)`` callback and calls it
+  with how many of its lines were written (the engine's flow control: the engine hands a
+  session's bound ``delivered``; this layer imports nothing above it). A big line costs
+  time linear in its size however the descriptor takes it. When writing fails, the queue
+  is dropped, its callbacks are told, and whoever waits for the queue to drain is told as
+  well: a reader that went away must never keep a shutdown waiting. ``reader_gone`` says, without a
   write, whether a pipe's or socket's reader has gone (poll's POLLERR/POLLHUP, timeout 0).
 """
 
@@ -32,8 +33,10 @@ from agentproto.loopio.loop import Soon
 if TYPE_CHECKING:
     from typing import Callable
 
-    from agentproto.engine.session import Session
     from agentproto.loopio.loop import Loop
+
+    #: Told how many of the lines queued with it were written (or dropped): flow control.
+    Delivered = Callable[[int], None]
 
 WRITE_CHUNK = 256 * 1024
 
@@ -148,9 +151,9 @@ class LineReader(Reader):
 class Output:
     """A bounded, non-blocking line writer for one descriptor.
 
-    Lines are queued with the session they belong to; each flush writes as much as the
-    descriptor takes in one write and tells their sessions how many were written (the
-    engine's flow control). Pipes and sockets are written without blocking; a tty or a
+    Lines are queued each with an optional ``delivered`` callback; each flush writes as much
+    as the descriptor takes in one write and calls the callbacks of the lines it finished
+    with how many were written (the engine's flow control). Pipes and sockets are written without blocking; a tty or a
     regular file, which cannot be polled, is written directly.
     """
 
@@ -158,7 +161,7 @@ class Output:
         self.loop = loop
         self.fd = fd
         self.on_error = on_error
-        self.queue: deque[tuple[bytes, "Session | None"]] = deque()
+        self.queue: deque[tuple[bytes, "Delivered | None"]] = deque()
         self.offset = 0  # bytes of queue[0] already written
         self.sent = 0  # bytes written so far (a reader's progress: httpserver's stall check)
         self._flush_soon = Soon(loop, self.flush)
@@ -175,12 +178,12 @@ class Output:
     def __len__(self) -> int:
         return len(self.queue)
 
-    def send(self, data: bytes, session: "Session | None" = None) -> None:
+    def send(self, data: bytes, delivered: "Delivered | None" = None) -> None:
         if self.failed:
-            if session is not None:
-                session.delivered(1)  # nobody will read it; don't hold the agent back
+            if delivered is not None:
+                delivered(1)  # nobody will read it; don't hold the agent back
             return
-        self.queue.append((data, session))
+        self.queue.append((data, delivered))
         if not self.waiting:
             self._flush_soon.request()
 
@@ -244,18 +247,18 @@ class Output:
         self.sent += written
         queue = self.queue
         remaining = written + self.offset
-        counts: dict["Session", int] = {}
+        counts: dict["Delivered", int] = {}
         while queue:
-            data, session = queue[0]
+            data, delivered = queue[0]
             if len(data) > remaining:
                 break
             remaining -= len(data)
             queue.popleft()
-            if session is not None:
-                counts[session] = counts.get(session, 0) + 1
+            if delivered is not None:
+                counts[delivered] = counts.get(delivered, 0) + 1
         self.offset = remaining
-        for session, count in counts.items():
-            session.delivered(count)
+        for delivered, count in counts.items():
+            delivered(count)
 
     def _drained(self) -> None:
         then, self.on_drained = self.on_drained, None
@@ -270,9 +273,9 @@ class Output:
         dropped = self.queue
         self.queue = deque()
         self.offset = 0
-        for _, session in dropped:
-            if session is not None:
-                session.delivered(1)
+        for _, delivered in dropped:
+            if delivered is not None:
+                delivered(1)
         self.on_error(exc)
         # Nothing will ever be written now: a shutdown waiting for the drain goes on.
         self._drained()

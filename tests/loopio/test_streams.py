@@ -65,7 +65,7 @@ def test_short_writes_and_eagain_lose_nothing_and_keep_order() -> None:
     out = Output(loop, w, lambda exc: None)
     lines = [b"%d\n" % i * 50 for i in range(200)]
     for line in lines:
-        out.send(line, session)  # type: ignore[arg-type]
+        out.send(line, session.delivered)
     got = bytearray()
     loop.run(until=lambda: (got.extend(drain(r)) or False) or (not out.queue and len(got) == sum(map(len, lines))))
     got += drain(r)
@@ -114,14 +114,14 @@ def test_a_failed_write_tells_the_sessions_and_whoever_waits_for_the_drain() -> 
     out = Output(loop, w, errors.append)
     session = Counted()
     for _ in range(3):
-        out.send(b"line\n", session)  # type: ignore[arg-type]
+        out.send(b"line\n", session.delivered)
     drained: list[bool] = []
     out.on_drained = lambda: drained.append(True)
     loop.run(until=lambda: bool(errors))
     assert isinstance(errors[0], BrokenPipeError)
     assert drained == [True]
     assert session.delivered_count == 3
-    out.send(b"later\n", session)  # type: ignore[arg-type]
+    out.send(b"later\n", session.delivered)
     assert session.delivered_count == 4  # dropped at once, still counted
     loop.close()
     os.close(r)
@@ -226,14 +226,14 @@ def test_a_closed_output_writes_nothing_more_to_its_descriptor_number() -> None:
     r, w = os.pipe()
     out = Output(loop, w, lambda exc: None)
     session = Counted()
-    out.send(b"for the closed connection\n", session)  # type: ignore[arg-type]
+    out.send(b"for the closed connection\n", session.delivered)
     r2, other = os.pipe()
     os.set_blocking(r2, False)
     out.close()
     os.close(w)
     w2 = os.dup(other)  # the lowest free number: w's again, now another pipe's writer
     assert w2 == w
-    out.send(b"later\n", session)  # type: ignore[arg-type]
+    out.send(b"later\n", session.delivered)
     loop.call_later(0.05, loop.stop)
     loop.run()
     assert drain(r2) == b""
