@@ -182,7 +182,7 @@ class Host(Protocol):
         """Whether the agent's tool ``tool`` of MCP server ``server`` is one of the app's."""
 
     def spawn(self, spawn: "Spawn") -> "LineTransport":
-        """Start the session's agent (OSError if it cannot start); see drivers/transport.py."""
+        """Start the session's agent (OSError if it cannot start); see loopio/transport.py."""
 
 
 class Driver:

@@ -1,13 +1,17 @@
 """The child-process transport: an agent as a child process, its line conversation
-through the loop (the ``LineTransport`` of drivers/transport.py that runs every agent).
+through the loop (the ``LineTransport`` of transport.py that runs every agent; the seam's
+other implementation, replay_transport.py, plays a recorded agent back).
 
 Rules of this file:
 - The agent leads its own process group: agents leave helpers behind, so every signal
   goes to the group, and once the leader has exited whatever is left of the group is
   sent SIGTERM, then SIGKILL. "The group" is the agent's whole tree (proctree.py): what
   it detached with ``setsid`` too, found by the mark in its environment.
-- Its pipes are non-blocking; every read and write goes through ``loop.io`` (the reads
-  through streams.Reader), so a fault-injecting IO can stand in for the system's.
+- Its pipes are non-blocking; every read and write goes through ``loop.io``, so a
+  fault-injecting IO can stand in for the system's: stdout and stderr are read through
+  ``streams.Reader``, and the agent's stdin is written through ``streams.Output``, the one
+  writer (a line is queued and written, in order, as the pipe takes it; a write that
+  fails with anything but EAGAIN means the agent is unreachable).
 - Lines are framed with a bound (a longer one is skipped, never buffered); the last
   8 KiB of stderr are kept for the exit report.
 - ``shutdown`` runs: close stdin, wait, SIGTERM the group, wait, SIGKILL the group.
@@ -37,7 +41,7 @@ from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import LineFramer, TooLong
 from agentproto.loopio import descriptors, proctree
 from agentproto.loopio.loop import Alarm
-from agentproto.loopio.streams import Reader
+from agentproto.loopio.streams import Output, Reader
 from agentproto.loopio.transport import Spawn
 
 if TYPE_CHECKING:
@@ -127,8 +131,6 @@ class ProcessTransport:
         self.argv = spawn.argv
         self._framer = LineFramer(spawn.max_line)
         self._stderr_tail = bytearray()
-        self._unwritten = bytearray()  # what the agent's stdin has not taken yet
-        self._close_when_written = False
         self._returncode: int | None = None
         self._reported = False
         self._group_deadline: float | None = None
@@ -152,9 +154,10 @@ class ProcessTransport:
         self.pid: int | None = self.proc.pid  # start_new_session: it leads its own group
         self.pgid = self.proc.pid
         assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
-        self._stdin_fd: int | None = self.proc.stdin.fileno()
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             os.set_blocking(stream.fileno(), False)
+        #: The agent's stdin (None once closed): what it has not taken yet waits in its queue.
+        self._stdin: Output | None = Output(loop, self.proc.stdin.fileno(), self._stdin_failed)
         if spawn.pipe_size:
             _widen_pipe(self.proc.stdout.fileno(), spawn.pipe_size)
         self._stdout = Reader(loop, self.proc.stdout.fileno(), self._read, self._stdout_ended, self.READ_SIZE)
@@ -166,53 +169,26 @@ class ProcessTransport:
     # -- to the agent ----------------------------------------------------------------
 
     def write(self, data: bytes) -> None:
-        fd = self._stdin_fd
-        if fd is None:
+        stdin = self._stdin
+        if stdin is None:
             return
         if self._wire is not None:
             self._wire.to_agent(data)
-        if self._unwritten:
-            self._unwritten += data
-            return
-        try:
-            written = self.loop.io.write(fd, data)
-        except BlockingIOError:
-            written = 0
-        except OSError:
-            self._unreachable()  # the agent closed its input (or died): nothing to send to
-            return
-        if written < len(data):
-            self._unwritten += memoryview(data)[written:]
-            self.loop.add_writer(fd, self._flush)
+        stdin.send(data)
 
     def write_json(self, obj: Any) -> None:
         self.write((json.dumps(obj, separators=(",", ":")) + "\n").encode("utf-8", "surrogatepass"))
 
-    def _flush(self) -> None:
-        fd = self._stdin_fd
-        if fd is None:
-            return
-        try:
-            with memoryview(self._unwritten) as view:  # released before the buffer shrinks
-                written = self.loop.io.write(fd, view)
-        except BlockingIOError:
-            return
-        except OSError:
-            self._unreachable()
-            return
-        del self._unwritten[:written]
-        if not self._unwritten:
-            self.loop.remove_writer(fd)
-            if self._close_when_written:
-                self._drop_stdin()
+    def _stdin_failed(self, _exc: OSError) -> None:
+        self._unreachable()  # the agent closed its input (or died): nothing to send to
 
     def _drop_stdin(self) -> None:
-        fd = self._stdin_fd
-        if fd is None:
+        stdin = self._stdin
+        if stdin is None:
             return
-        self._stdin_fd = None
-        self.loop.forget(fd)
-        self._unwritten.clear()
+        self._stdin = None
+        stdin.close()  # what it still holds is dropped, and a flush asked for does not run
+        self.loop.forget(stdin.fd)
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.close()
@@ -242,8 +218,9 @@ class ProcessTransport:
         self._end_input()
 
     def _end_input(self) -> None:
-        if self._unwritten:
-            self._close_when_written = True
+        stdin = self._stdin
+        if stdin is not None and stdin.queue:
+            stdin.on_drained = self._drop_stdin  # once written (or never will be)
         else:
             self._drop_stdin()
 

@@ -12,9 +12,10 @@ So a session recorded once against the real ``claude``, ``codex`` or an ACP agen
 with no CLI installed and no network, through the real driver code.
 
 Rules of this file:
-- It keeps the LineTransport contract (drivers/transport.py): ``on_exit`` once, after the
-  last line; ``pause`` holds the reads back until ``resume``; once the driver killed it or
-  the recorded exit came, nothing more is delivered.
+- It keeps the LineTransport contract (transport.py, the seam, beside this file and the
+  child-process transport, process_transport.py): ``on_exit`` once, after the last line;
+  ``pause`` holds the reads back until ``resume``; once the driver killed it or the
+  recorded exit came, nothing more is delivered.
 - It records what passes through it into the wire (the spawn, each line both ways, each
   shutdown step, the exit), like the child-process transport: that is what replay checks,
   and what ``replay --update`` writes.

@@ -18,8 +18,10 @@ Rules of this file:
 - ``close_stdin``, ``shutdown`` and ``kill`` may be called in any order, any number of
   times; each still ends in exactly one ``on_exit``.
 
-The child-process transport is ``loopio/process_transport.py``: this file is only the interface,
-so the driver seam (drivers/base.py) names it without depending on any implementation.
+The seam and its two implementations live together in loopio/: this file is only the
+interface, the child-process transport is process_transport.py and the replay transport
+replay_transport.py. The driver seam (drivers/base.py) names this file alone, so a driver
+depends on no implementation (tests/fakes/ holds the scripted and fault-injecting ones).
 """
 
 from __future__ import annotations
