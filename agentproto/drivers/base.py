@@ -40,6 +40,16 @@ The app's own tools and hooks (apptools.py; the engine does all their bookkeepin
 A driver never starts a process: ``LineDriver.spawn`` asks the host for a line transport
 (``loopio/transport.py``), which is a child process when agentproto runs an agent and
 anything else that carries lines in a test, a replay or a fault injection.
+
+Each driver's lifecycle is a transition table run by ``Lifecycle`` (the shape of h11's
+``_state.py``): its states, the events that move them, one dict (state, event) -> next
+state. ``Lifecycle.move`` is the only writer of the state; an event the table has no entry
+for is one uniform error: ``ProtocolFailed`` when the agent caused it (a ProtocolFailed
+raised while a line is handled fails the session), ``Internal`` when the engine did (a bug).
+
+The tools layer is read only through this module: the drivers take ``APP_SERVER``, the
+timeouts and the MCP client of the app's tools from here, never from ``agentproto.tools``
+(tests/test_layers.py checks it).
 """
 
 from __future__ import annotations
@@ -59,6 +69,57 @@ if TYPE_CHECKING:
     from agentproto.loopio.loop import Loop
     from agentproto.loopio.record import Wire
     from agentproto.loopio.transport import LineTransport, Spawn
+
+
+class Lifecycle:
+    """One driver's lifecycle: a state, moved only by the events its table allows.
+
+    ``table`` maps (state, event) to the next state; ``agent_events`` names the events the
+    agent causes (a line, an answer, its exit, its silence), every other one is the
+    engine's (open, close, kill) or the driver's own. A self-loop entry says an event is
+    expected and changes nothing there (a close while closing): the caller decides what to
+    do from the state ``move`` returns, the one it left.
+    """
+
+    __slots__ = ("name", "state", "table", "agent_events")
+
+    def __init__(self, name: str, table: dict[tuple[str, str], str], agent_events: frozenset[str], state: str) -> None:
+        self.name = name
+        self.table = table
+        self.agent_events = agent_events
+        self.state = state
+
+    def can(self, event: str) -> bool:
+        return (self.state, event) in self.table
+
+    def move(self, event: str, line: bytes | None = None) -> str:
+        """Take ``event``: the state becomes the table's next one; returns the one left.
+        No entry: ProtocolFailed (quoting ``line``, the agent line that caused it) for an
+        agent event, Internal for any other."""
+        previous = self.state
+        nxt = self.table.get((previous, event))
+        if nxt is None:
+            detail = f"{self.name}: {event} is not expected while {previous}"
+            if event in self.agent_events:
+                raise AgentError.protocol_failed(detail, line)
+            raise AgentError.detail(Kind.INTERNAL, detail)
+        self.state = nxt
+        return previous
+
+
+def app_tools_client(loop: "Loop", url: str) -> Any:
+    """An MCP client of the session's app tools at ``url`` (tools/mcp_client.py), for a
+    driver that calls them itself as an agent would (the mock's CallTool)."""
+    from agentproto.tools.mcp_client import McpHttpClient  # only scripts that call tools need it
+
+    return McpHttpClient(loop, url)
+
+
+def tool_result_text(result: Any) -> str:
+    """The text of an MCP ``tools/call`` result (tools/mcp_client.py's reading)."""
+    from agentproto.tools.mcp_client import result_text
+
+    return result_text(result)
 
 
 def fresh_id(purpose: str) -> str:
@@ -340,13 +401,23 @@ class LineDriver(Driver):
         """One line the agent wrote (without its newline)."""
         raise NotImplementedError
 
-    def decode(self, line: bytes, who: str, quote: Callable[[bytes], str] = _head) -> Any:
+    def decode(
+        self,
+        line: bytes,
+        who: str,
+        quote: Callable[[bytes], str] = _head,
+        before: Callable[[], None] | None = None,
+    ) -> Any:
         """The JSON value of one agent line, or NOT_JSON: a Warning then says why (``who``
-        "wrote a line that is ...", the line as ``quote`` shows it); a blank line, nothing."""
+        "wrote a line that is ...", the line as ``quote`` shows it), after ``before()``
+        (a driver that holds deltas sends them first); a blank line, nothing.
+        Every line driver decodes its agent's lines here."""
         try:
             return decode_json_line(line)
         except ValueError as exc:
             if line.strip():
+                if before is not None:
+                    before()
                 self.host.diagnostic("Warning", f"{who} a line that is {exc}: {quote(line)}")
             return NOT_JSON
 
@@ -354,9 +425,16 @@ class LineDriver(Driver):
         # The line guard: whatever one line does to the mapping costs that line only.
         # Without it an exception would end the transport's delivery of the whole read
         # (the loop logs it), and the good lines read with the bad one would be lost.
+        # A ProtocolFailed (a lifecycle event the agent may not cause where it is) is the
+        # agent's fault, not the line's: it fails the session.
         self.line = line
         try:
             self.on_line(line)
+        except AgentError as exc:
+            if exc.kind != Kind.PROTOCOL_FAILED:
+                self.line_failed(line, exc)
+            else:
+                self.host.fail(exc)
         except Exception as exc:
             self.line_failed(line, exc)
         self.line = None

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from agentproto.core.errors import AgentError, Kind
 from agentproto.core.wire import event_kind_name, load_json
-from agentproto.drivers.base import APP_SERVER, Driver, Host, Launch
+from agentproto.drivers.base import APP_SERVER, Driver, Host, Launch, Lifecycle, app_tools_client, tool_result_text
 from agentproto.loopio.loop import Alarm, Soon
 
 SCRIPT_FIELDS: dict[str, Any] = {
@@ -52,6 +52,21 @@ SCRIPT_FIELDS: dict[str, Any] = {
 #: How many steps play before the mock yields to the loop, so one session's flood never
 #: stalls other sessions or the app's commands.
 STEPS_PER_TICK = 256
+
+#: The mock's lifecycle (``Lifecycle``): new -> open (``open``) -> gone (close, kill, or
+#: the script's ``Die``, the agent's). A refused open stays new. A close or kill of a
+#: gone mock changes nothing.
+LIFECYCLE: dict[tuple[str, str], str] = {
+    ("new", "open"): "open",
+    ("new", "close"): "gone",
+    ("open", "close"): "gone",
+    ("gone", "close"): "gone",
+    ("new", "kill"): "gone",
+    ("open", "kill"): "gone",
+    ("gone", "kill"): "gone",
+    ("open", "die"): "gone",
+}
+AGENT_EVENTS = frozenset({"die"})
 
 
 class ScriptError(ValueError):
@@ -181,7 +196,7 @@ class MockDriver(Driver):
         #: Answers that arrived before the script reached its AwaitAnswer (the app, or the
         #: engine's auto-approval, can be quicker than the player between two ticks).
         self.early_answers = 0
-        self.gone = False
+        self.life = Lifecycle("mock", LIFECYCLE, AGENT_EVENTS, "new")
         self.turn_count = 0
         self.hook_events = frozenset(self.script["hook_events"])
         #: The MCP client of the app's tools (created by the first CallTool), the call in
@@ -233,20 +248,25 @@ class MockDriver(Driver):
         if self.script["resume"] and launch.resume:
             raise AgentError.detail(Kind.RESUME_FAILED, "the mock keeps no history")
         token = "mock-token" if self.script["resume"] else None
+        self.life.move("open")
         self.host.opened(self.details(), resume_token=token)
 
+    @property
+    def gone(self) -> bool:
+        return self.life.state == "gone"
+
     def close(self) -> None:
-        if self.script["ignore_close"] or self.gone:
+        if self.script["ignore_close"]:
             return
-        self._stop()
+        self._stop("close")
 
     def kill(self) -> None:
-        if not self.gone:
-            self._stop()
+        self._stop("kill")
 
-    def _stop(self, failure: AgentError | None = None) -> None:
+    def _stop(self, event: str, failure: AgentError | None = None) -> None:
         """Gone: no step plays again; the failure (a Die step's) is reported before closed."""
-        self.gone = True
+        if self.life.move(event) == "gone":
+            return
         self.steps.clear()
         if failure is not None:
             self.host.fail(failure)
@@ -343,7 +363,7 @@ class MockDriver(Driver):
                     else:
                         self.awaiting = True
                 else:  # Die
-                    self._stop(AgentError.process_exited("9", "mock died"))
+                    self._stop("die", AgentError.process_exited("9", "mock died"))
                 continue
             (tag, body), = step.items()
             if tag == "Emit":
@@ -368,8 +388,6 @@ class MockDriver(Driver):
 
     # -- the app's tools: called as a real agent calls them, over HTTP --------------------
     def _call_tool(self, name: str, arguments: dict[str, Any]) -> None:
-        from agentproto.tools.mcp_client import McpHttpClient, result_text  # only scripts that call tools need it
-
         self.calls += 1
         tool: dict[str, Any] = {
             "id": f"calltool-{self.calls}",
@@ -388,7 +406,7 @@ class MockDriver(Driver):
             self.host.emit({"ToolUpdated": {**tool, "status": "Failed", "output": "the session has no tools"}})
             return
         if self.mcp is None:
-            self.mcp = McpHttpClient(self.host.loop, url)
+            self.mcp = app_tools_client(self.host.loop, url)
         self.calling = call = object()  # this call, until the turn ends or is cancelled
 
         def done(result: Any, why: str | None) -> None:
@@ -396,7 +414,7 @@ class MockDriver(Driver):
                 return  # the turn it belonged to is over
             self.calling = None
             failed = why is not None or (isinstance(result, dict) and result.get("isError") is True)
-            output = why if why is not None else result_text(result)
+            output = why if why is not None else tool_result_text(result)
             self.host.emit({"ToolUpdated": {**tool, "status": "Failed" if failed else "Completed", "output": output}})
             self._schedule()
 

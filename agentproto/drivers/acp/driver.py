@@ -40,7 +40,7 @@ from agentproto.drivers.acp.mapping import (
 )
 from agentproto.drivers.acp.services import Terminals
 from agentproto.drivers.acp.turns import AUTH_REQUIRED, AcpTurns, _Turn
-from agentproto.drivers.base import NOT_JSON, Host, Launch, LineDriver
+from agentproto.drivers.base import NOT_JSON, Host, Launch, Lifecycle, LineDriver
 from agentproto.drivers.fields import obj, opt_text
 from agentproto.loopio.loop import Alarm
 
@@ -51,6 +51,26 @@ DEFAULT_TURN_TIMEOUT = 1800.0
 PIPE_SIZE = 1 << 20
 #: After the agent's exit, how long its terminals get to go.
 TERMINALS_GRACE = 3.0
+
+#: The session's lifecycle (``Lifecycle``). ``ready`` (the handshake and the launch's
+#: settings are done), ``refused`` (the open failed: an error answer, a timeout, a refused
+#: setting) and ``exited`` are the agent's; ``gone`` is reported once its terminals are too.
+#: Turn content is only taken while open (session/load's replay of the history ends before).
+LIFECYCLE: dict[tuple[str, str], str] = {
+    ("new", "open"): "opening",
+    ("opening", "spawn_failed"): "closed",
+    ("opening", "ready"): "open",
+    ("opening", "refused"): "closing",
+    **{(state, "close"): after for state, after in (
+        ("new", "closed"), ("opening", "closing"), ("open", "closing"), ("closing", "closing"), ("closed", "closed"))},
+    **{(state, "kill"): after for state, after in (
+        ("new", "closed"), ("opening", "closing"), ("open", "closing"), ("closing", "closing"), ("closed", "closed"))},
+    ("opening", "exited"): "closing",
+    ("open", "exited"): "closing",
+    ("closing", "exited"): "closing",
+    ("closing", "gone"): "closed",
+}
+AGENT_EVENTS = frozenset({"ready", "refused", "exited"})
 
 # -- the driver --------------------------------------------------------------------------
 
@@ -73,7 +93,7 @@ class AcpDriver(AcpTurns, LineDriver):
         self.turn_timeout = _seconds(env.get("AGENTPROTO_ACP_TURN_TIMEOUT"), DEFAULT_TURN_TIMEOUT)
         self.argv = [launch.executable, *launch.acp_args, *launch.args]
         self.rpc = Peer()
-        self._state = "new"  # new, opening, open, closing, closed
+        self.life = Lifecycle("acp", LIFECYCLE, AGENT_EVENTS, "new")
         self._session: str | None = None
         self._replaying = False
         self._init: dict[str, Any] = {}
@@ -115,17 +135,6 @@ class AcpDriver(AcpTurns, LineDriver):
             "usage_update": self._on_usage,
         }
 
-    @property
-    def _state(self) -> str:
-        return self._state_value
-
-    @_state.setter
-    def _state(self, value: str) -> None:
-        self._state_value = value
-        # Turn content is only taken from an open session (session/load's replay of the
-        # history ends before the session opens).
-        self._live = value == "open"
-
     # -- JSON-RPC ---------------------------------------------------------------------
 
     def _request(self, method: str, params: dict[str, Any], on_answer: OnResponse) -> int:
@@ -145,7 +154,8 @@ class AcpDriver(AcpTurns, LineDriver):
         msg = self.decode(line, "the agent wrote")
         if msg is NOT_JSON:
             return
-        if type(msg) is dict and self._live and msg.get("method") == "session/update" and "id" not in msg:
+        live = self.life.state == "open"
+        if type(msg) is dict and live and msg.get("method") == "session/update" and "id" not in msg:
             # The hot path, before the peer classifies: a streamed chunk of the answer.
             params = msg.get("params")
             update = params.get("update") if type(params) is dict else None
@@ -187,7 +197,7 @@ class AcpDriver(AcpTurns, LineDriver):
                 handler = self._handlers.get(name)
                 # Before the session is open (and while session/load replays history)
                 # only the session's state is taken, never turn content.
-                if handler is not None and (self._live or name in STATE_UPDATES):
+                if handler is not None and (live or name in STATE_UPDATES):
                     handler(update)
         # Other notifications ($/cancel_request, extensions) need nothing from us.
 
@@ -197,13 +207,13 @@ class AcpDriver(AcpTurns, LineDriver):
     # -- lifecycle --------------------------------------------------------------------
 
     def open(self) -> None:
-        self._state = "opening"
+        self.life.move("open")
         try:
             # A bigger pipe: a streaming agent then wakes us once per thousands of lines
             # instead of once per 64 KiB. The exit is reported once its group is gone.
             self.spawn(self.argv, self._child_env(), wait_group=True, pipe_size=PIPE_SIZE)
         except AgentError:
-            self._state = "closed"
+            self.life.move("spawn_failed")
             raise
         self._handshake.set(self.handshake_timeout)
         self._request(
@@ -222,15 +232,15 @@ class AcpDriver(AcpTurns, LineDriver):
         )
 
     def _handshake_expired(self) -> None:
-        if self._state == "opening":
+        if self.life.state == "opening":
             self._open_failed(
                 AgentError.detail(Kind.HANDSHAKE_TIMEOUT, f"no answer within {self.handshake_timeout:g}s")
             )
 
     def _open_failed(self, error: AgentError) -> None:
-        if self._state != "opening":
+        if self.life.state != "opening":
             return
-        self._state = "closing"
+        self.life.move("refused")
         self._handshake.cancel()
         self.host.open_failed(error)
         self._shutdown(grace=0.5)
@@ -314,7 +324,7 @@ class AcpDriver(AcpTurns, LineDriver):
 
     def _on_session(self, result: Any, error: RpcError | None, session_id: str | None = None) -> None:
         self._replaying = False
-        if self._state != "opening":
+        if self.life.state != "opening":
             return
         if error is not None:
             step = "resume" if self.launch.resume else "session"
@@ -334,7 +344,7 @@ class AcpDriver(AcpTurns, LineDriver):
         self._apply_launch_configure(list(self.launch.configure.items()))
 
     def _apply_launch_configure(self, pending: list[tuple[str, Any]]) -> None:
-        if self._state != "opening":
+        if self.life.state != "opening":
             return
         if not pending:
             self._opened()
@@ -359,7 +369,7 @@ class AcpDriver(AcpTurns, LineDriver):
         self._set_option(entry, value, done)
 
     def _opened(self) -> None:
-        self._state = "open"
+        self.life.move("ready")
         self._handshake.cancel()
         self._reported = self.details()
         self.host.opened(
@@ -395,7 +405,7 @@ class AcpDriver(AcpTurns, LineDriver):
 
     def _changed(self) -> None:
         """Report the session's details and configuration, if they differ from the last."""
-        if self._state != "open":
+        if self.life.state != "open":
             return
         details = self.details()
         if details != self._reported:
@@ -404,25 +414,20 @@ class AcpDriver(AcpTurns, LineDriver):
             self.host.update(details=self.details(), configuration=self.configuration())
 
     def close(self) -> None:
-        if self._state in ("closing", "closed"):
-            return
-        if self._state == "new":
-            self._state = "closed"
+        previous = self.life.move("close")
+        if previous == "new":
             self.host.closed()
-            return
-        self._state = "closing"
-        self._cancel_permissions()
-        self._shutdown(grace=3.0)
+        elif previous in ("opening", "open"):
+            self._cancel_permissions()
+            self._shutdown(grace=3.0)
 
     def kill(self) -> None:
-        if self._state == "closed":
-            return
-        if self._state == "new":
-            self.close()
-            return
-        self._state = "closing"
-        self.terminals.close_all()
-        self.kill_agent()
+        previous = self.life.move("kill")
+        if previous == "new":
+            self.host.closed()
+        elif previous != "closed":
+            self.terminals.close_all()
+            self.kill_agent()
 
     def _shutdown(self, grace: float) -> None:
         self.terminals.close_all()
@@ -432,8 +437,7 @@ class AcpDriver(AcpTurns, LineDriver):
             self.transport.shutdown(grace)
 
     def on_exit(self, status: str | None, stderr: str) -> None:
-        state = self._state
-        self._state = "closing"
+        state = self.life.move("exited")
         self.terminals.close_all()
         self._handshake.cancel()
         self._turn_check.cancel()
@@ -449,7 +453,7 @@ class AcpDriver(AcpTurns, LineDriver):
             self.terminals.close_all()
             self.loop.call_later(0.02, lambda: self._await_terminals(deadline))
             return
-        self._state = "closed"
+        self.life.move("gone")
         self.host.closed()
 
     def deterministic(self, origin: Any) -> bool:

@@ -49,7 +49,7 @@ from agentproto.loopio import private
 
 if TYPE_CHECKING:
     from agentproto.drivers.acp.services import Terminals
-    from agentproto.drivers.base import Host, Launch
+    from agentproto.drivers.base import Host, Launch, Lifecycle
     from agentproto.loopio.loop import Alarm, Loop
     from agentproto.loopio.transport import LineTransport
 
@@ -80,7 +80,7 @@ class AcpTurns:
     terminals: "Terminals"
     transport: "LineTransport | None"
     turn_timeout: float
-    _state: str
+    life: Lifecycle
     _session: str | None
     _turn: _Turn | None
     _turn_check: "Alarm"
@@ -172,7 +172,7 @@ class AcpTurns:
         nothing of ours) for the whole timeout ends Failed. Lines are counted, not
         timed, so the silence is known to within one part of the timeout."""
         turn = self._turn
-        if turn is None or self._state != "open":
+        if turn is None or self.life.state != "open":
             return
         now = self.loop.time()
         if self._heard != self._heard_checked or self._waiting_on_us:
@@ -230,7 +230,7 @@ class AcpTurns:
 
     def cancel(self) -> None:
         turn = self._turn
-        if turn is None or self._state != "open":
+        if turn is None or self.life.state != "open":
             return
         turn.cancelled = True
         self._notify("session/cancel", {"sessionId": self._session})
@@ -318,7 +318,7 @@ class AcpTurns:
 
     def _terminal_output(self, terminal_id: str, text: str) -> None:
         tool_id = self._term_tool.get(terminal_id)
-        if tool_id is not None and self._state == "open":
+        if tool_id is not None and self.life.state == "open":
             self.host.emit({"ToolOutputDelta": {"tool_id": tool_id, "text": text}})
         else:
             backlog = self._term_backlog.setdefault(terminal_id, [])
@@ -348,7 +348,7 @@ class AcpTurns:
         if "title" in update:
             title = update["title"]
             self._title = title if isinstance(title, str) else None
-            if self._state == "open":
+            if self.life.state == "open":
                 self.host.update(title=self._title)
 
     def _on_usage(self, update: dict[str, Any]) -> None:

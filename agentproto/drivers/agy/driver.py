@@ -54,7 +54,7 @@ from agentproto.drivers.agy.mapping import (
     user_message,
 )
 from agentproto.drivers.agy.plugin import SessionDir
-from agentproto.drivers.base import APP_SERVER, NOT_JSON, Host, Launch, LineDriver
+from agentproto.drivers.base import APP_SERVER, NOT_JSON, Host, Launch, Lifecycle, LineDriver
 from agentproto.drivers.fields import obj, objects, text
 from agentproto.loopio.loop import Alarm
 from agentproto.loopio.process_transport import run_capture
@@ -72,6 +72,22 @@ def handshake_timeout() -> float:
     except ValueError:
         return HANDSHAKE_TIMEOUT
     return value if value > 0 else HANDSHAKE_TIMEOUT
+
+
+#: The session's lifecycle (``Lifecycle``). agy's ``init`` (or probe's answers) opens it
+#: and its ``exit`` ends it, unless the exit was asked for (a restart: it stays open).
+#: ``close`` asks a running process to go; ``discard`` ends a session with none running.
+LIFECYCLE: dict[tuple[str, str], str] = {
+    ("opening", "init"): "open",
+    ("opening", "probed"): "open",
+    ("open", "restart_failed"): "gone",
+    **{(state, "close"): "closing" for state in ("opening", "open", "closing")},
+    **{(state, "discard"): "gone" for state in ("opening", "open", "closing", "gone")},
+    **{(state, "kill"): "closing" for state in ("opening", "open", "closing")},
+    ("gone", "kill"): "gone",
+    **{(state, "exited"): "gone" for state in ("opening", "open", "closing")},
+}
+AGENT_EVENTS = frozenset({"init", "probed", "exited"})
 
 
 class _Turn:
@@ -95,7 +111,7 @@ class AgyDriver(LineDriver):
 
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
-        self.state = "opening"  # opening -> open -> closing -> gone
+        self.life = Lifecycle("agy", LIFECYCLE, AGENT_EVENTS, "opening")
         self.conversation = launch.resume
         #: Whether the conversation has a step: agy saves a conversation with its first
         #: step, so one interrupted before any cannot be resumed (a new one starts).
@@ -177,10 +193,10 @@ class AgyDriver(LineDriver):
         self.handshake.set(handshake_timeout())
 
     def _handshake_expired(self) -> None:
-        if self.initialized or self.state not in ("opening", "open"):
+        if self.initialized or self.life.state not in ("opening", "open"):
             return
         error = AgentError.detail(Kind.HANDSHAKE_TIMEOUT, f"agy wrote no init in {handshake_timeout():g} s")
-        if self.state == "opening":
+        if self.life.state == "opening":
             self.host.open_failed(error)
         else:
             self.host.fail(error)
@@ -211,7 +227,7 @@ class AgyDriver(LineDriver):
             )
 
     def _probed(self, results: dict[str, tuple[int | None, str, str]]) -> None:
-        if self.state != "opening":
+        if self.life.state != "opening":
             return
         code, out, _ = results["version"]
         lines = out.strip().splitlines() if code == 0 else []
@@ -223,24 +239,23 @@ class AgyDriver(LineDriver):
             auth, choices = SIGNED_IN, parse_models(out)
         elif signed_out(out + err):
             auth = {"Unauthenticated": {"login": login_methods(self.launch.executable)}}
-        self.state = "open"
+        self.life.move("probed")
         self.host.opened(details(version, auth, self.model, choices))
 
     def close(self) -> None:
         self._end_switches(AgentError.session_closed(self.host.session_id))
-        if self.transport is None or self.state == "gone":
-            self.state = "gone"
+        if self.transport is None or self.life.state == "gone":
+            self.life.move("discard")
             self._remove_dir()
             self.host.closed()
             return
-        self.state = "closing"
+        self.life.move("close")
         if self.turn is not None and self.initialized:
             self.transport.signal(signal.SIGINT)  # end the turn now, not when agy is done with it
         self.transport.shutdown(CLOSE_GRACE)
 
     def kill(self) -> None:
-        if self.state in ("opening", "open"):
-            self.state = "closing"
+        self.life.move("kill")
         if self.transport is not None:
             self.transport.kill()
         else:
@@ -252,11 +267,11 @@ class AgyDriver(LineDriver):
         self.transport = None
         self.initialized = False
         failure, self.startup_failure = self.startup_failure, None
-        if self.state == "open" and failure is None and self.restart:
+        if self.life.state == "open" and failure is None and self.restart:
             self._restarted()
             return
         if (
-            self.state == "open"
+            self.life.state == "open"
             and failure is not None
             and failure.kind == Kind.INVALID_CONFIGURATION
             and self.switches
@@ -266,7 +281,7 @@ class AgyDriver(LineDriver):
             self._end_switches(failure)
             self._restarted()
             return
-        previous, self.state = self.state, "gone"
+        previous = self.life.move("exited")
         self._remove_dir()
         if previous == "opening":
             self.host.open_failed(failure or early_exit(status, stderr, self.launch.executable))
@@ -284,7 +299,7 @@ class AgyDriver(LineDriver):
         try:
             self._spawn()
         except AgentError as error:
-            self.state = "gone"
+            self.life.move("restart_failed")
             self._remove_dir()
             self.host.fail(error)
             self.host.closed()
@@ -318,7 +333,7 @@ class AgyDriver(LineDriver):
 
     def cancel(self) -> None:
         turn = self.turn
-        if turn is None or self.state != "open":
+        if turn is None or self.life.state != "open":
             return
         if any(entry[0] == turn.id for entry in self.outbox):
             # Not written yet (a new process is starting): there is nothing to interrupt.
@@ -360,7 +375,7 @@ class AgyDriver(LineDriver):
         if option != "model":
             done(AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option}: agy has no such setting"))
             return
-        if self.state != "open" or self.launch.throwaway:
+        if self.life.state != "open" or self.launch.throwaway:
             done(AgentError.session_closed(self.host.session_id))
             return
         # No way to switch the model of a running process: a new one on the same
@@ -371,7 +386,7 @@ class AgyDriver(LineDriver):
         self._settle_switches()
 
     def _maybe_switch(self) -> None:
-        if self.state != "open" or self.restart or not self.initialized or self.transport is None:
+        if self.life.state != "open" or self.restart or not self.initialized or self.transport is None:
             return
         # Once nothing is in flight in this process: a turn whose line still waits in the
         # outbox runs on the new model.
@@ -425,10 +440,10 @@ class AgyDriver(LineDriver):
         conversation = conversation_of(msg)
         if conversation and conversation != self.conversation:
             self.conversation = conversation
-            if self.state == "open":
+            if self.life.state == "open":
                 self.host.update(resume_token=conversation)
-        if self.state == "opening":
-            self.state = "open"
+        if self.life.state == "opening":
+            self.life.move("init", self.line)
             self.host.opened(details(None, SIGNED_IN, self.running_model, []), resume_token=self.conversation)
         self._settle_switches()
         self._maybe_switch()  # asked for while this process was starting: before any turn

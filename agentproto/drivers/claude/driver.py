@@ -28,8 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentproto.core.errors import AgentError, Kind
-from agentproto.core.wire import decode_json_line
-from agentproto.drivers.base import Host, Launch, LineDriver
+from agentproto.drivers.base import NOT_JSON, Host, Launch, Lifecycle, LineDriver
 from agentproto.drivers.claude.control import ControlChannel, OnControl
 from agentproto.drivers.claude.mapping import (
     FEATURES,
@@ -56,6 +55,25 @@ HANDSHAKE_TIMEOUT = 60.0
 #: How long ``close`` waits after ending the CLI's input before signalling its group.
 CLOSE_GRACE = 2.0
 
+#: The session's lifecycle (``Lifecycle``). ``ready``, ``refused`` (initialize refused,
+#: not logged in, or no answer in time) and ``exited`` are the CLI's. A kill while opening
+#: leaves it opening: the exit then fails the open.
+LIFECYCLE: dict[tuple[str, str], str] = {
+    ("opening", "ready"): "open",
+    ("opening", "refused"): "closing",
+    ("opening", "close"): "closing",
+    ("open", "close"): "closing",
+    ("closing", "close"): "closing",
+    ("opening", "kill"): "opening",
+    ("open", "kill"): "closing",
+    ("closing", "kill"): "closing",
+    ("gone", "kill"): "gone",
+    ("opening", "exited"): "gone",
+    ("open", "exited"): "gone",
+    ("closing", "exited"): "gone",
+}
+AGENT_EVENTS = frozenset({"ready", "refused", "exited"})
+
 # -- the driver --------------------------------------------------------------------------
 
 
@@ -71,7 +89,7 @@ class ClaudeDriver(LineDriver):
         super().__init__(host, launch)
         self.tools_disabled = launch.tools_disabled
         self.session_id: str | None = None
-        self.state = "opening"  # opening -> open -> closing -> gone
+        self.life = Lifecycle("claude", LIFECYCLE, AGENT_EVENTS, "opening")
         self._init: dict[str, Any] | None = None
         self._version: Any = False  # False until get_binary_version answered
         self._handshake = Alarm(host.loop, self._handshake_expired)
@@ -149,8 +167,8 @@ class ClaudeDriver(LineDriver):
         return path
 
     def _handshake_expired(self) -> None:
-        if self.state == "opening":
-            self.state = "closing"
+        if self.life.state == "opening":
+            self.life.move("refused")
             self.host.open_failed(
                 AgentError.detail(
                     Kind.HANDSHAKE_TIMEOUT,
@@ -160,10 +178,10 @@ class ClaudeDriver(LineDriver):
             self.kill()
 
     def _initialized(self, response: dict[str, Any] | None, error: str | None) -> None:
-        if self.state != "opening":
+        if self.life.state != "opening":
             return
         if error is not None or response is None:
-            self.state = "closing"
+            self.life.move("refused", self.line)
             self.host.open_failed(AgentError.protocol_failed(f"claude refused initialize: {error}", self.line))
             self.kill()
             return
@@ -176,20 +194,20 @@ class ClaudeDriver(LineDriver):
         self._maybe_opened()
 
     def _maybe_opened(self) -> None:
-        if self.state != "opening" or self._init is None or self._version is False:
+        if self.life.state != "opening" or self._init is None or self._version is False:
             return
         self._handshake.cancel()
         launch = self.launch
         auth = auth_status(self._init.get("account"), launch.executable)
         probing = launch.throwaway and not launch.tools_disabled
         if "Unauthenticated" in auth and not probing:
-            self.state = "closing"
+            self.life.move("refused", self.line)
             self.host.open_failed(
                 AgentError.auth_required("Claude Code is not logged in", auth["Unauthenticated"]["login"])
             )
             self.kill()
             return
-        self.state = "open"
+        self.life.move("ready", self.line)
         effort = launch.configure.get("effort")
         details = {
             "version": self._version,
@@ -222,23 +240,21 @@ class ClaudeDriver(LineDriver):
         return True
 
     def close(self) -> None:
-        if self.transport is None or self.state == "gone":
+        if self.transport is None or self.life.state == "gone":
             self.host.closed()
             return
-        if self._turn is not None and self.state == "open":
+        if self.life.move("close") == "open" and self._turn is not None:
             self._request({"subtype": "interrupt"}, lambda r, e: None)
-        self.state = "closing"
         self.transport.shutdown(CLOSE_GRACE)
 
     def kill(self) -> None:
-        if self.state == "open":
-            self.state = "closing"
+        self.life.move("kill")
         self.kill_agent()
 
     def on_exit(self, status: str | None, stderr: str) -> None:
         private.remove_tree(self._private)
         self.stream.flush()
-        previous, self.state = self.state, "gone"
+        previous = self.life.move("exited")
         self._handshake.cancel()
         self.control.fail_calls("claude exited")
         if previous == "opening":
@@ -270,7 +286,7 @@ class ClaudeDriver(LineDriver):
         self._written.append(turn_id)
 
     def cancel(self) -> None:
-        if self._turn is None or self.state != "open":
+        if self._turn is None or self.life.state != "open":
             return
         self._cancelling = True
         self._request({"subtype": "interrupt"}, lambda r, e: None)
@@ -300,7 +316,7 @@ class ClaudeDriver(LineDriver):
                 self._setting_changed(option, value)
                 done(None)
 
-        if self.state != "open":
+        if self.life.state != "open":
             done(AgentError.session_closed(self.host.session_id))
             return
         self._request(request, applied)
@@ -310,14 +326,8 @@ class ClaudeDriver(LineDriver):
 
     # -- what the CLI writes
     def on_line(self, line: bytes) -> None:
-        if not line.strip():
-            return
-        try:
-            msg = decode_json_line(line)
-        except ValueError as exc:
-            self.stream.flush()
-            shown = line[:200].decode("utf-8", "replace")
-            self.host.diagnostic("Warning", f"claude wrote a line that is {exc}: {shown}")
+        msg = self.decode(line, "claude wrote", _shown, self.stream.flush)
+        if msg is NOT_JSON:
             return
         if self.stream.holding and not (isinstance(msg, dict) and msg.get("type") == "stream_event"):
             self.stream.flush()  # whatever this line reports comes after the deltas before it
@@ -389,3 +399,8 @@ class ClaudeDriver(LineDriver):
         self.host.end_turn(stop, turn_usage(msg))
         if auth_failed is not None:
             self.host.fail(AgentError.auth_required(auth_failed, login_methods(self.launch.executable)))
+
+
+def _shown(line: bytes) -> str:
+    """How a line that is not JSON is quoted: its head, as text."""
+    return line[:200].decode("utf-8", "replace")

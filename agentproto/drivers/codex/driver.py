@@ -36,7 +36,7 @@ from agentproto.core.jsonrpc import (
     Request,
     RpcError,
 )
-from agentproto.drivers.base import NOT_JSON, Deltas, Host, Launch, LineDriver
+from agentproto.drivers.base import NOT_JSON, Deltas, Host, Launch, Lifecycle, LineDriver
 from agentproto.drivers.codex.items import CodexItems
 from agentproto.drivers.codex.mapping import (
     DELTAS,
@@ -75,6 +75,17 @@ TOOLS_OFF = (
 )
 TEXT_ONLY = "Answer with text only. Do not call any tool, do not run commands and do not edit files."
 
+#: The session's lifecycle (``Lifecycle``): opening until the thread is ready, closing from
+#: a close, a kill, a failed open or Codex's exit on. A refusal may come after the close (an
+#: answer the exit failed): it changes nothing then.
+LIFECYCLE: dict[tuple[str, str], str] = {
+    ("opening", "ready"): "open",
+    ("opening", "refused"): "closing",
+    ("closing", "refused"): "closing",
+    **{(state, event): "closing" for state in ("opening", "open", "closing") for event in ("close", "exited")},
+}
+AGENT_EVENTS = frozenset({"ready", "refused", "exited"})
+
 
 # -- the driver -------------------------------------------------------------------------
 
@@ -91,8 +102,7 @@ class CodexDriver(CodexItems, LineDriver):
         self.tools_disabled = launch.tools_disabled
         # app-server's JSON-RPC leaves out the "jsonrpc" member, both ways.
         self.rpc = Peer(version_member=False)
-        self._ready = False
-        self._closing = False
+        self.life = Lifecycle("codex", LIFECYCLE, AGENT_EVENTS, "opening")
         self._handshake = Alarm(self.loop, self._handshake_expired)
         self.thread_id: str | None = None
         self.details: dict[str, Any] = {}
@@ -168,7 +178,7 @@ class CodexDriver(CodexItems, LineDriver):
         )
 
     def _handshake_expired(self) -> None:
-        if not self._ready and not self._closing:
+        if self.life.state == "opening":
             self._open_failed(
                 AgentError.detail(
                     Kind.HANDSHAKE_TIMEOUT, f"codex app-server did not start a thread within {HANDSHAKE_TIMEOUT:g} s"
@@ -177,7 +187,7 @@ class CodexDriver(CodexItems, LineDriver):
 
     def _open_failed(self, error: AgentError) -> None:
         self._handshake.cancel()
-        self._closing = True
+        self.life.move("refused", self.line)
         self.host.open_failed(error)
 
     def _initialized(self, result: Any, error: RpcError | None) -> None:
@@ -235,7 +245,7 @@ class CodexDriver(CodexItems, LineDriver):
         return params
 
     def _start_thread(self) -> None:
-        if self._closing:
+        if self.life.state == "closing":
             return
         launch = self.launch
         params = self._thread_params()
@@ -254,7 +264,7 @@ class CodexDriver(CodexItems, LineDriver):
         self._request(method, params, lambda result, error: self._thread_ready(method, result, error))
 
     def _thread_ready(self, method: str, result: Any, error: RpcError | None) -> None:
-        if self._closing:
+        if self.life.state == "closing":
             return
         if error is not None:
             message = error.message
@@ -283,7 +293,7 @@ class CodexDriver(CodexItems, LineDriver):
         sandbox = (result.get("sandbox") or {}).get("type")
         self.sandbox = self.sandbox or SANDBOX_NAMES.get(str(sandbox))
         self.details["config_options"] = config_options(self._models, self.model, self.effort, self.sandbox, self.mode)
-        self._ready = True
+        self.life.move("ready", self.line)
         self._handshake.cancel()
         self.host.opened(self.details, resume_token=self.thread_id, title=thread.get("name"))
 
@@ -294,7 +304,7 @@ class CodexDriver(CodexItems, LineDriver):
         self._end(lambda transport: transport.kill())
 
     def _end(self, stop: Callable[[LineTransport], None]) -> None:
-        self._closing = True
+        self.life.move("close")
         self._stall_check.cancel()
         if self.transport is None:
             self.host.closed()
@@ -305,8 +315,7 @@ class CodexDriver(CodexItems, LineDriver):
         self.deltas.flush()
         self._stall_check.cancel()
         self._handshake.cancel()
-        if not self._closing:
-            self._closing = True
+        if self.life.move("exited") != "closing":
             self.host.fail(AgentError.process_exited(status, stderr))
         self.rpc.fail_pending(RpcError(INTERNAL_ERROR, "codex exited"))
         self.host.closed()
