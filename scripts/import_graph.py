@@ -11,7 +11,8 @@ layer below it. ``LAYERS`` below is the one table that names the order, bottom f
 layer but the first and the last is a subpackage of agentproto/ (every module under it), the
 first is the package root (``agentproto/__init__.py``: the version) and the last the top
 level (the command line and the public client, the only modules beside the subpackages).
-Under drivers/, a family's subfolder (claude/, codex/, ...) imports no other family.
+Under drivers/, a family's subfolder (claude/, codex/, ...) imports no other family, nor
+the tools layer: it reads the tools' constants through drivers/base.py.
 
 A module's imports are every ``import agentproto...`` and ``from agentproto... import`` in it:
 in function bodies (a lazy import still ties two layers) and under ``if TYPE_CHECKING:`` (a
@@ -129,6 +130,10 @@ def layer_of(name: str) -> str | None:
     return parts[1] if parts[1] in LAYERS[1:-1] else None
 
 
+#: The driver module a family reads the tools layer through (it re-exports what they need).
+DRIVER_BASE = "agentproto.drivers.base"
+
+
 def family_of(name: str) -> str | None:
     """The driver family of ``name`` (``agentproto.drivers.claude.mapping`` -> ``claude``)."""
     parts = name.split(".")
@@ -148,6 +153,8 @@ def violations(edges: dict[str, set[str]]) -> dict[tuple[str, str], str]:
                 out[(name, dep)] = f"{name} ({mine}) imports {dep}, of a layer above it ({theirs})"
             elif family_of(name) and family_of(dep) and family_of(name) != family_of(dep):
                 out[(name, dep)] = f"{name} imports {dep}: a driver family imports no other family"
+            elif family_of(name) and theirs == "tools":
+                out[(name, dep)] = f"{name} imports {dep}: a driver reads the tools layer only through {DRIVER_BASE}"
     return out
 
 

@@ -149,6 +149,20 @@ def test_the_rule_finds_an_edge_that_goes_up_a_cross_family_edge_and_a_stale_all
     assert "agentproto.nowhere.x is in no layer of LAYERS (scripts/import_graph.py)" in GRAPH.problems(edges, unplaced)
 
 
+def test_drivers_read_the_tools_layer_only_through_the_driver_base() -> None:
+    edges = {name: imports_of(name) for name in MODULES}
+    tools = {name for name in MODULES if GRAPH.layer_of(name) == "tools"}
+    readers = {name for name, deps in edges.items() if GRAPH.layer_of(name) == "drivers" and deps & tools}
+    # The base re-exports the constants; the mock calls the app's tools over HTTP as an agent does.
+    assert readers == {"agentproto.drivers.base", "agentproto.drivers.mock"}
+    mapping = "agentproto.drivers.acp.mapping"
+    direct = {**edges, mapping: edges[mapping] | {"agentproto.tools.apptools"}}
+    assert (
+        "agentproto.drivers.acp.mapping imports agentproto.tools.apptools: a driver reads the tools layer only"
+        " through agentproto.drivers.base"
+    ) in GRAPH.problems(direct, MODULES)
+
+
 def test_each_layer_is_a_folder_whose_init_is_a_docstring_and_nothing_else() -> None:
     """The folder listing is the architecture; an ``__init__.py`` imports nothing (start-up)."""
     inits = [PACKAGE / layer / "__init__.py" for layer in GRAPH.LAYERS if layer not in GRAPH.ROOT_LAYERS]

@@ -47,9 +47,10 @@ state. ``Lifecycle.move`` is the only writer of the state; an event the table ha
 for is one uniform error: ``ProtocolFailed`` when the agent caused it (a ProtocolFailed
 raised while a line is handled fails the session), ``Internal`` when the engine did (a bug).
 
-The tools layer is read only through this module: the drivers take ``APP_SERVER``, the
-timeouts and the MCP client of the app's tools from here, never from ``agentproto.tools``
-(tests/test_layers.py checks it).
+The tools layer is read only through this module: a family's modules (claude/, codex/,
+acp/, agy/) take ``APP_SERVER`` and the timeouts from here, never from ``agentproto.tools``
+(scripts/import_graph.py's rule, tests/test_layers.py). The mock, which calls the app's
+tools over HTTP as an agent does, imports the tools' MCP client itself (lazily).
 """
 
 from __future__ import annotations
@@ -105,21 +106,6 @@ class Lifecycle:
             raise AgentError.detail(Kind.INTERNAL, detail)
         self.state = nxt
         return previous
-
-
-def app_tools_client(loop: "Loop", url: str) -> Any:
-    """An MCP client of the session's app tools at ``url`` (tools/mcp_client.py), for a
-    driver that calls them itself as an agent would (the mock's CallTool)."""
-    from agentproto.tools.mcp_client import McpHttpClient  # only scripts that call tools need it
-
-    return McpHttpClient(loop, url)
-
-
-def tool_result_text(result: Any) -> str:
-    """The text of an MCP ``tools/call`` result (tools/mcp_client.py's reading)."""
-    from agentproto.tools.mcp_client import result_text
-
-    return result_text(result)
 
 
 def fresh_id(purpose: str) -> str:

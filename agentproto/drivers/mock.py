@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from agentproto.core.errors import AgentError, Kind
 from agentproto.core.wire import event_kind_name, load_json
-from agentproto.drivers.base import APP_SERVER, Driver, Host, Launch, Lifecycle, app_tools_client, tool_result_text
+from agentproto.drivers.base import APP_SERVER, Driver, Host, Launch, Lifecycle
 from agentproto.loopio.loop import Alarm, Soon
 
 SCRIPT_FIELDS: dict[str, Any] = {
@@ -388,6 +388,8 @@ class MockDriver(Driver):
 
     # -- the app's tools: called as a real agent calls them, over HTTP --------------------
     def _call_tool(self, name: str, arguments: dict[str, Any]) -> None:
+        from agentproto.tools.mcp_client import McpHttpClient, result_text  # only scripts that call tools need it
+
         self.calls += 1
         tool: dict[str, Any] = {
             "id": f"calltool-{self.calls}",
@@ -406,7 +408,7 @@ class MockDriver(Driver):
             self.host.emit({"ToolUpdated": {**tool, "status": "Failed", "output": "the session has no tools"}})
             return
         if self.mcp is None:
-            self.mcp = app_tools_client(self.host.loop, url)
+            self.mcp = McpHttpClient(self.host.loop, url)
         self.calling = call = object()  # this call, until the turn ends or is cancelled
 
         def done(result: Any, why: str | None) -> None:
@@ -414,7 +416,7 @@ class MockDriver(Driver):
                 return  # the turn it belonged to is over
             self.calling = None
             failed = why is not None or (isinstance(result, dict) and result.get("isError") is True)
-            output = why if why is not None else tool_result_text(result)
+            output = why if why is not None else result_text(result)
             self.host.emit({"ToolUpdated": {**tool, "status": "Failed" if failed else "Completed", "output": output}})
             self._schedule()
 

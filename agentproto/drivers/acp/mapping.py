@@ -19,8 +19,8 @@ from typing import Any
 from agentproto.core.errors import AgentError, Kind
 from agentproto.core.session_info import select_option
 from agentproto.core.wire import tool_update
+from agentproto.drivers.base import APP_SERVER
 from agentproto.drivers.fields import choices, first_text, named, obj, opt_text, text
-from agentproto.tools.apptools import APP_SERVER
 
 TOOL_KINDS = {
     "read": "Read",

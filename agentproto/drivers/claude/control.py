@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from agentproto.drivers.base import APP_SERVER
 from agentproto.drivers.claude.mapping import (
     APP_TOOL_PREFIX,
     PERMISSION_OPTIONS,
@@ -32,7 +33,6 @@ from agentproto.drivers.claude.mapping import (
     tool_snapshot,
 )
 from agentproto.drivers.fields import obj, opt_text, text
-from agentproto.tools.apptools import APP_SERVER
 
 if TYPE_CHECKING:
     from agentproto.drivers.base import Host

@@ -13,8 +13,8 @@ from typing import Any
 
 from agentproto.core.session_info import select_option
 from agentproto.core.wire import tool_update
+from agentproto.drivers.base import APP_SERVER
 from agentproto.drivers.fields import obj, objects, opt_text, text
-from agentproto.tools.apptools import APP_SERVER
 
 LOGIN: list[dict[str, Any]] = [
     {
