@@ -78,12 +78,13 @@ def handshake_timeout() -> float:
 #: and its ``exit`` ends it, unless the exit was asked for (a restart: it stays open).
 #: ``close`` asks a running process to go; ``discard`` ends a session with none running.
 LIFECYCLE: dict[tuple[str, str], str] = {
+    ("new", "open"): "opening",
     ("opening", "init"): "open",
     ("opening", "probed"): "open",
     ("open", "restart_failed"): "gone",
     **{(state, "close"): "closing" for state in ("opening", "open", "closing")},
-    **{(state, "discard"): "gone" for state in ("opening", "open", "closing", "gone")},
-    **{(state, "kill"): "closing" for state in ("opening", "open", "closing")},
+    **{(state, "discard"): "gone" for state in ("new", "opening", "open", "closing", "gone")},
+    **{(state, "kill"): "closing" for state in ("new", "opening", "open", "closing")},
     ("gone", "kill"): "gone",
     **{(state, "exited"): "gone" for state in ("opening", "open", "closing")},
 }
@@ -111,7 +112,7 @@ class AgyDriver(LineDriver):
 
     def __init__(self, host: Host, launch: Launch) -> None:
         super().__init__(host, launch)
-        self.life = Lifecycle("agy", LIFECYCLE, AGENT_EVENTS, "opening")
+        self.life = Lifecycle("agy", LIFECYCLE, AGENT_EVENTS, "new")
         self.conversation = launch.resume
         #: Whether the conversation has a step: agy saves a conversation with its first
         #: step, so one interrupted before any cannot be resumed (a new one starts).
@@ -141,6 +142,7 @@ class AgyDriver(LineDriver):
 
     # -- lifecycle
     def open(self) -> None:
+        self.life.move("open")
         self._check_launch()
         directory = SessionDir(self.launch)  # checks what agy would take wrongly
         if self.launch.throwaway:

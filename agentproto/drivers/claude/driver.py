@@ -59,6 +59,8 @@ CLOSE_GRACE = 2.0
 #: not logged in, or no answer in time) and ``exited`` are the CLI's. A kill while opening
 #: leaves it opening: the exit then fails the open.
 LIFECYCLE: dict[tuple[str, str], str] = {
+    ("new", "open"): "opening",
+    ("new", "kill"): "new",
     ("opening", "ready"): "open",
     ("opening", "refused"): "closing",
     ("opening", "close"): "closing",
@@ -89,7 +91,7 @@ class ClaudeDriver(LineDriver):
         super().__init__(host, launch)
         self.tools_disabled = launch.tools_disabled
         self.session_id: str | None = None
-        self.life = Lifecycle("claude", LIFECYCLE, AGENT_EVENTS, "opening")
+        self.life = Lifecycle("claude", LIFECYCLE, AGENT_EVENTS, "new")
         self._init: dict[str, Any] | None = None
         self._version: Any = False  # False until get_binary_version answered
         self._handshake = Alarm(host.loop, self._handshake_expired)
@@ -122,6 +124,7 @@ class ClaudeDriver(LineDriver):
 
     # -- lifecycle
     def open(self) -> None:
+        self.life.move("open")
         launch = self.launch
         if launch.resume and not launch.fork:
             self.session_id = launch.resume

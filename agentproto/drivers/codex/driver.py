@@ -75,10 +75,12 @@ TOOLS_OFF = (
 )
 TEXT_ONLY = "Answer with text only. Do not call any tool, do not run commands and do not edit files."
 
-#: The session's lifecycle (``Lifecycle``): opening until the thread is ready, closing from
-#: a close, a kill, a failed open or Codex's exit on. A refusal may come after the close (an
-#: answer the exit failed): it changes nothing then.
+#: The session's lifecycle (``Lifecycle``): opening from the engine's open until the thread
+#: is ready, closing from a close, a kill, a failed open or Codex's exit on. A refusal may
+#: come after the close (an answer the exit failed): it changes nothing then.
 LIFECYCLE: dict[tuple[str, str], str] = {
+    ("new", "open"): "opening",
+    ("new", "close"): "closing",
     ("opening", "ready"): "open",
     ("opening", "refused"): "closing",
     ("closing", "refused"): "closing",
@@ -102,7 +104,7 @@ class CodexDriver(CodexItems, LineDriver):
         self.tools_disabled = launch.tools_disabled
         # app-server's JSON-RPC leaves out the "jsonrpc" member, both ways.
         self.rpc = Peer(version_member=False)
-        self.life = Lifecycle("codex", LIFECYCLE, AGENT_EVENTS, "opening")
+        self.life = Lifecycle("codex", LIFECYCLE, AGENT_EVENTS, "new")
         self._handshake = Alarm(self.loop, self._handshake_expired)
         self.thread_id: str | None = None
         self.details: dict[str, Any] = {}
@@ -152,6 +154,7 @@ class CodexDriver(CodexItems, LineDriver):
         return argv + list(self.launch.args)
 
     def open(self) -> None:
+        self.life.move("open")
         launch = self.launch
         env = launch.child_env()
         if launch.config_home:
