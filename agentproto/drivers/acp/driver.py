@@ -12,8 +12,9 @@ Rules of this file:
   none of them behind, even when the agent's leader already exited.
 - What the agent sends is mapped by the pure functions of ``acp_mapping``; fs/* and
   terminal/* are served by ``acp_services``. This file is the session: the JSON-RPC line
-  path, the handshake, the session's setup and configuration, shutdown; the turns, the
-  session updates and the agent's requests are ``acp_turns.py``.
+  path, the handshake, the session's setup, its lifecycle (``LIFECYCLE``), shutdown; the
+  turns, the session updates and the agent's requests are ``acp_turns.py``; the details,
+  the configuration and ``configure`` are ``acp/settings.py``.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ from agentproto.drivers.acp.mapping import (
     mcp_servers,
 )
 from agentproto.drivers.acp.services import Terminals
+from agentproto.drivers.acp.settings import AcpSettings
 from agentproto.drivers.acp.turns import AUTH_REQUIRED, AcpTurns, _Turn
 from agentproto.drivers.base import NOT_JSON, Host, Launch, Lifecycle, LineDriver
-from agentproto.drivers.fields import obj, opt_text
+from agentproto.drivers.fields import obj
 from agentproto.loopio.loop import Alarm
 
 PROTOCOL_VERSION = 1
@@ -75,7 +77,7 @@ AGENT_EVENTS = frozenset({"ready", "refused", "exited"})
 # -- the driver --------------------------------------------------------------------------
 
 
-class AcpDriver(AcpTurns, LineDriver):
+class AcpDriver(AcpSettings, AcpTurns, LineDriver):
     """One ACP agent process serving one agentproto session."""
 
     #: The app's tools: one more ``mcpServers`` entry at session/new (load, resume, fork).
@@ -343,31 +345,6 @@ class AcpDriver(AcpTurns, LineDriver):
         self._options = map_config_options(result.get("configOptions"), result.get("modes"), result.get("models"))
         self._apply_launch_configure(list(self.launch.configure.items()))
 
-    def _apply_launch_configure(self, pending: list[tuple[str, Any]]) -> None:
-        if self.life.state != "opening":
-            return
-        if not pending:
-            self._opened()
-            return
-        (option, value), rest = pending[0], pending[1:]
-
-        def done(error: AgentError | None) -> None:
-            if error is not None:
-                self._open_failed(error)
-            else:
-                self._apply_launch_configure(rest)
-
-        entry = self._option(option)
-        if entry is None:
-            known = ", ".join(o["id"] for o, _, _ in self._options) or "none"
-            done(AgentError.detail(Kind.INVALID_CONFIGURATION, f"unknown option {option} (options: {known})"))
-            return
-        problem = self.validate_config(entry[0], value)
-        if problem:
-            done(AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option} {problem}"))
-            return
-        self._set_option(entry, value, done)
-
     def _opened(self) -> None:
         self.life.move("ready")
         self._handshake.cancel()
@@ -375,43 +352,6 @@ class AcpDriver(AcpTurns, LineDriver):
         self.host.opened(
             self.details(), resume_token=self._session, title=self._title, configuration=self.configuration()
         )
-
-    def details(self) -> dict[str, Any]:
-        caps = self._caps()
-        session_caps = obj(caps.get("sessionCapabilities"))
-        prompt_caps = obj(caps.get("promptCapabilities"))
-        mcp = obj(caps.get("mcpCapabilities"))
-        features = ["Permissions", "Plan"]
-        if prompt_caps.get("image"):
-            features.append("Images")
-        if caps.get("loadSession") or session_caps.get("resume") is not None:
-            features.append("Resume")
-        if session_caps.get("fork") is not None:
-            features.append("Fork")
-        if self._commands:
-            features.append("SlashCommands")
-        features += sorted(self._features_seen)
-        transports = ["Stdio"] + [t for t, on in (("Http", mcp.get("http")), ("Sse", mcp.get("sse"))) if on]
-        return {
-            "version": opt_text(obj(self._init.get("agentInfo")).get("version")),
-            "auth": self._auth,
-            "capabilities": {"features": features, "mcp_transports": transports},
-            "config_options": [dict(o) for o, _, _ in self._options],
-            "commands": list(self._commands),
-        }
-
-    def configuration(self) -> dict[str, Any]:
-        return {"options": {o["id"]: o["current"] for o, _, _ in self._options if o["current"] is not None}}
-
-    def _changed(self) -> None:
-        """Report the session's details and configuration, if they differ from the last."""
-        if self.life.state != "open":
-            return
-        details = self.details()
-        if details != self._reported:
-            self._reported = details
-            # The engine keeps what it is given: hand it its own copy.
-            self.host.update(details=self.details(), configuration=self.configuration())
 
     def close(self) -> None:
         previous = self.life.move("close")
@@ -470,66 +410,6 @@ class AcpDriver(AcpTurns, LineDriver):
     def resume_output(self) -> None:
         super().resume_output()
         self.terminals.resume()
-
-    # -- configuration ----------------------------------------------------------------
-
-    def _option(self, option_id: str) -> tuple[dict[str, Any], str, str] | None:
-        for entry in self._options:
-            if entry[0]["id"] == option_id:
-                return entry
-        return None
-
-    def configure(self, option: str, value: Any, done: Callable[[AgentError | None], None]) -> None:
-        entry = self._option(option)
-        if entry is None:
-            done(AgentError.detail(Kind.INVALID_CONFIGURATION, f"unknown option {option}"))
-            return
-
-        def finished(error: AgentError | None) -> None:
-            if error is None:
-                # The engine records the new value and says SessionUpdated itself; only a
-                # dependent change (another option the agent changed with it) is ours to say.
-                for reported in self._reported.get("config_options", []):
-                    if reported["id"] == option:
-                        reported["current"] = value
-                self._changed()
-            done(error)
-
-        self._set_option(entry, value, finished)
-
-    def _set_option(
-        self, entry: tuple[dict[str, Any], str, str], value: Any, done: Callable[[AgentError | None], None]
-    ) -> None:
-        option, how, acp_id = entry
-
-        def on_answer(result: Any, error: RpcError | None) -> None:
-            if error is not None:
-                err = self._error(f"set {option['id']}", error)
-                if err.kind == Kind.PROTOCOL_FAILED:
-                    err = AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option['id']}: {error.message}")
-                done(err)
-                return
-            if how == "config" and isinstance(result, dict) and isinstance(result.get("configOptions"), list):
-                self._replace_config_options(result["configOptions"])
-            else:
-                option["current"] = value
-            done(None)
-
-        if how == "config":
-            params: dict[str, Any] = {"sessionId": self._session, "configId": acp_id, "value": value}
-            if isinstance(value, bool):
-                params["type"] = "boolean"
-            self._request("session/set_config_option", params, on_answer)
-        elif how == "mode":
-            self._request("session/set_mode", {"sessionId": self._session, "modeId": value}, on_answer)
-        else:
-            self._request("session/set_model", {"sessionId": self._session, "modelId": value}, on_answer)
-
-    def _replace_config_options(self, config_options: Any) -> None:
-        kept = [(o, how, acp_id) for o, how, acp_id in self._options if how != "config"]
-        fresh = map_config_options(config_options)
-        taken = {o["id"] for o, _, _ in fresh}
-        self._options = fresh + [entry for entry in kept if entry[0]["id"] not in taken]
 
 
 def _seconds(value: str | None, default: float) -> float:
