@@ -6,16 +6,15 @@ JSON-RPC 2.0 without the ``"jsonrpc"`` member; both sides number their own reque
 so a line is classified by its keys: ``method`` + ``id`` is a request from Codex,
 ``method`` alone a notification, ``id`` alone a reply to us.
 
-This file is the session: launch, handshake and thread, the JSON-RPC line path, turns,
-the no-progress watchdog, settings, the end. ``codex_items.py`` maps what Codex says
+This file is the session: launch, handshake and thread, its lifecycle (``LIFECYCLE``),
+the JSON-RPC line path, the end. ``codex/turns.py`` runs the turns (the no-progress
+watchdog, the settings each turn carries); ``codex_items.py`` maps what Codex says
 during the session (notifications, items) and what it asks (approvals, questions);
 ``codex_mapping.py`` holds the pure value mappings.
 
 Rules of this file:
 - The sandbox is never widened on our own: it stays Codex's configured one unless
   ``configure sandbox`` says.
-- A turn that makes no progress for ``AGENTPROTO_CODEX_STALL_SECS`` (default 300 s; an
-  unreachable provider makes Codex reconnect forever) is interrupted and ends Failed.
 - Values given to Codex as ``-c key=value`` are TOML, written by ``toml_value`` with the
   standard library only.
 """
@@ -46,11 +45,11 @@ from agentproto.drivers.codex.mapping import (
     auth_status,
     config_options,
     mcp_config,
-    sandbox_policy,
     toml_value,
     version_of,
 )
-from agentproto.drivers.fields import obj, opt_text, text
+from agentproto.drivers.codex.turns import CodexTurns
+from agentproto.drivers.fields import obj, text
 from agentproto.loopio import private
 from agentproto.loopio.loop import Alarm
 from agentproto.loopio.transport import LineTransport
@@ -62,7 +61,6 @@ CLOSE_GRACE = 3.0
 
 FEATURES = ["Images", "Resume", "Fork", "Steer", "Permissions", "Questions", "Plan", "ContextUsage", "Compact"]
 MODES = ("default", "plan")
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
 
 #: Config overrides for generate: no shell, no subagents, no goals, no web search.
 TOOLS_OFF = (
@@ -92,7 +90,7 @@ AGENT_EVENTS = frozenset({"ready", "refused", "exited"})
 # -- the driver -------------------------------------------------------------------------
 
 
-class CodexDriver(CodexItems, LineDriver):
+class CodexDriver(CodexTurns, CodexItems, LineDriver):
     #: The app's tools: the MCP server ``agentproto`` in the thread's config (see
     #: ``_thread_params``). Codex has no hook channel.
     app_tools = True
@@ -388,164 +386,3 @@ class CodexDriver(CodexItems, LineDriver):
         self._last_progress = self.loop.time()
         self._streamed.add(item_id)
         self.deltas.delta(kind, item_id, text)
-
-    # -- turns ------------------------------------------------------------------------------
-
-    def _input(self, text: str, attachments: list[str]) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = [{"type": "text", "text": text, "text_elements": []}]
-        others = []
-        for path in attachments:
-            if path.lower().endswith(IMAGE_SUFFIXES):
-                items.append({"type": "localImage", "path": path})
-            else:
-                others.append(path)
-        if others:
-            items[0]["text"] = text + "\n\nAttached files:\n" + "\n".join(f"- {p}" for p in others)
-        return items
-
-    def start_turn(self, turn_id: str, text: str, attachments: list[str]) -> None:
-        params: dict[str, Any] = {"threadId": self.thread_id, "input": self._input(text, attachments)}
-        if self.model:
-            params["model"] = self.model
-        if self.effort:
-            params["effort"] = self.effort
-        if self._send_sandbox and self.sandbox:
-            params["sandboxPolicy"] = sandbox_policy(self.sandbox)
-        if self._send_mode:
-            params["collaborationMode"] = {
-                "mode": self.mode,
-                "settings": {
-                    "model": self.model or "",
-                    "reasoning_effort": self.effort,
-                    "developer_instructions": None,
-                },
-            }
-        if self.launch.output_schema is not None:
-            params["outputSchema"] = self.launch.output_schema
-        self._begin_turn()
-        self._request("turn/start", params, self._turn_started)
-
-    def _begin_turn(self) -> None:
-        """A turn of ours starts (a prompt, or a compaction): Codex names it later."""
-        self._turn_wanted = True
-        self._cancel_wanted = False
-        self.turn_id = None
-        self._usage_base = dict(self._usage_total)
-        self._arm_stall()
-
-    def _turn_started(self, result: Any, error: RpcError | None) -> None:
-        if not self._turn_wanted:
-            return
-        if error is not None:
-            self._end_turn({"Failed": {"message": f"codex refused the turn: {error.message}"}})
-            return
-        self.turn_id = opt_text(obj(obj(result).get("turn")).get("id"))
-        self.host.turn_acknowledged()
-        if self._cancel_wanted:
-            self._interrupt()
-
-    def steer(self, text: str, attachments: list[str], done: Callable[[bool], None]) -> None:
-        if not self.turn_id or not self._turn_wanted:
-            done(False)
-            return
-        params = {"threadId": self.thread_id, "expectedTurnId": self.turn_id, "input": self._input(text, attachments)}
-        self._request("turn/steer", params, lambda result, error: done(error is None))
-
-    def cancel(self) -> None:
-        if not self._turn_wanted:
-            return
-        self._cancel_wanted = True
-        if self.turn_id:
-            self._interrupt()
-
-    def _interrupt(self) -> None:
-        self._request("turn/interrupt", {"threadId": self.thread_id, "turnId": self.turn_id}, lambda r, e: None)
-
-    def compact(self) -> None:
-        self._begin_turn()
-
-        def started(result: Any, error: RpcError | None) -> None:
-            if error is not None:
-                self._end_turn({"Failed": {"message": f"compact: {error.message}"}})
-
-        self._request("thread/compact/start", {"threadId": self.thread_id}, started)
-
-    def _end_turn(self, stop: Any, usage: dict[str, int] | None = None) -> None:
-        self.deltas.flush()
-        if self.turn_id:
-            self._ended.add(self.turn_id)
-        self._turn_wanted = False
-        self._cancel_wanted = False
-        self.turn_id = None
-        self._tools.clear()
-        self._stall_check.cancel()
-        self.host.end_turn(stop, usage)
-
-    def _turn_usage(self) -> dict[str, int] | None:
-        if not self._usage_total or self._usage_base is None:
-            return None
-        base = self._usage_base
-        total = self._usage_total
-
-        def delta(key: str) -> int:
-            return max(0, total.get(key, 0) - base.get(key, 0))
-
-        return {
-            "input_tokens": delta("inputTokens"),
-            "cached_input_tokens": delta("cachedInputTokens"),
-            "output_tokens": delta("outputTokens"),
-        }
-
-    # -- the no-progress watchdog ---------------------------------------------------------
-
-    def _arm_stall(self) -> None:
-        self._last_progress = self.loop.time()
-        if self.stall_secs > 0:
-            self._stall_check.set(self.stall_secs)
-
-    def _progress(self) -> None:
-        # Called for every line of a turn: only note the time; the timer re-arms itself.
-        self._last_progress = self.loop.time()
-
-    def _stalled(self) -> None:
-        if not self._turn_wanted:
-            return
-        quiet = self.loop.time() - self._last_progress
-        if quiet < self.stall_secs:
-            self._stall_check.set(self.stall_secs - quiet)
-            return
-        if self._requests or any(
-            t["status"] in ("Pending", "Running") and t["kind"] == "Execute" for t in self._tools.values()
-        ):
-            self._arm_stall()  # waiting on the app or on a command is not a stall
-            return
-        if self.turn_id:
-            self._interrupt()
-        self._end_turn(
-            {
-                "Failed": {
-                    "message": (
-                        f"no progress from Codex for {self.stall_secs:g} s: the model provider may be unreachable "
-                        "(set AGENTPROTO_CODEX_STALL_SECS to wait longer)"
-                    )
-                }
-            }
-        )
-
-    # -- settings -------------------------------------------------------------------------
-
-    def configure(self, option: str, value: Any, done: Callable[[AgentError | None], None]) -> None:
-        if option == "model":
-            self.model = value
-        elif option == "effort":
-            self.effort = value
-        elif option == "sandbox":
-            self.sandbox = value
-            self._send_sandbox = True
-        elif option == "mode":
-            self.mode = value
-            self._send_mode = True
-        else:
-            done(AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option}: not a Codex option"))
-            return
-        done(None)  # sent with the next turn/start, which applies it from then on
