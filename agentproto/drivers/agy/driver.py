@@ -6,7 +6,8 @@ in a plugin, in a 0700 directory of the session's own passed as ``--add-dir``
 (``agy_plugin.py``): the instructions and notes as rules files, the app's tools (the
 listener's MCP endpoint) and ``mcp_servers`` in ``mcp_config.json``, the app's hooks in
 ``hooks.json`` as ``curl`` commands that post to the listener. Attached images are saved
-there too (agy takes text blocks only). The pure mappings are in ``agy_mapping.py``.
+there too (agy takes text blocks only). The pure mappings are in ``agy_mapping.py``;
+a throwaway session's probe (agy's version, models and sign-in) is ``agy/probe.py``.
 
 Rules of this file:
 - A ``result`` ends the turn whose line it answers, in the order the lines were written,
@@ -41,11 +42,8 @@ from agentproto.drivers.agy.mapping import (
     conversation_of,
     details,
     early_exit,
-    login_methods,
-    parse_models,
     result_error,
     server_names,
-    signed_out,
     startup_error,
     stop_reason,
     tool_error,
@@ -54,10 +52,10 @@ from agentproto.drivers.agy.mapping import (
     user_message,
 )
 from agentproto.drivers.agy.plugin import SessionDir
+from agentproto.drivers.agy.probe import probe
 from agentproto.drivers.base import APP_SERVER, NOT_JSON, Host, Launch, Lifecycle, LineDriver
 from agentproto.drivers.fields import obj, objects, text
 from agentproto.loopio.loop import Alarm
-from agentproto.loopio.process_transport import run_capture
 
 HANDSHAKE_TIMEOUT = 60.0
 #: How long ``close`` waits after ending agy's input before signalling its group.
@@ -146,7 +144,7 @@ class AgyDriver(LineDriver):
         self._check_launch()
         directory = SessionDir(self.launch)  # checks what agy would take wrongly
         if self.launch.throwaway:
-            self._probe()  # probe: the version and the models, no conversation
+            probe(self.host, self.launch, self._probed)  # the version and the models, no conversation
             return
         directory.create(self.host.tools_url, self.host.hook_url)
         self.dir = directory
@@ -204,43 +202,9 @@ class AgyDriver(LineDriver):
             self.host.fail(error)
         self.kill()
 
-    def _probe(self) -> None:
-        """``agy --version`` and ``agy models``: the details ``probe`` reports, and whether
-        agy is signed in (``models`` fails with "Please sign in" until it is)."""
-        launch = self.launch
-        results: dict[str, tuple[int | None, str, str]] = {}
-
-        def ran(name: str) -> Callable[[int | None, str, str], None]:
-            def done(code: int | None, out: str, err: str) -> None:
-                results[name] = (code, out, err)
-                if len(results) == 2:
-                    self._probed(results)
-
-            return done
-
-        for name, args in (("version", ["--version"]), ("models", ["--output-format", "json", "models"])):
-            run_capture(
-                self.host.loop,
-                [launch.executable, *args],
-                ran(name),
-                env=launch.child_env(),
-                cwd=launch.dir,
-                factory=lambda loop, spawn, record: self.host.spawn(spawn),
-            )
-
-    def _probed(self, results: dict[str, tuple[int | None, str, str]]) -> None:
+    def _probed(self, version: str | None, auth: Any, choices: list[dict[str, str]]) -> None:
         if self.life.state != "opening":
             return
-        code, out, _ = results["version"]
-        lines = out.strip().splitlines() if code == 0 else []
-        version = lines[0].strip() if lines else None
-        code, out, err = results["models"]
-        auth: Any = "Unknown"
-        choices: list[dict[str, str]] = []
-        if code == 0:
-            auth, choices = SIGNED_IN, parse_models(out)
-        elif signed_out(out + err):
-            auth = {"Unauthenticated": {"login": login_methods(self.launch.executable)}}
         self.life.move("probed")
         self.host.opened(details(version, auth, self.model, choices))
 
