@@ -42,8 +42,8 @@ A driver never starts a process: ``LineDriver.spawn`` asks the host for a line t
 anything else that carries lines in a test, a replay or a fault injection.
 
 Each driver's lifecycle is a transition table run by ``Lifecycle`` (the shape of h11's
-``_state.py``): its states, the events that move them, one dict (state, event) -> next
-state. ``Lifecycle.move`` is the only writer of the state; an event the table has no entry
+``_state.py``): its states, the events that move them, one dict state -> {event: next
+state}. ``Lifecycle.move`` is the only writer of the state; an event the table has no entry
 for is one uniform error: ``ProtocolFailed`` when the agent caused it (a ProtocolFailed
 raised while a line is handled fails the session), ``Internal`` when the engine did (a bug).
 
@@ -75,7 +75,7 @@ if TYPE_CHECKING:
 class Lifecycle:
     """One driver's lifecycle: a state, moved only by the events its table allows.
 
-    ``table`` maps (state, event) to the next state; ``agent_events`` names the events the
+    ``table`` maps each state to its events' next states; ``agent_events`` names the events the
     agent causes (a line, an answer, its exit, its silence), every other one is the
     engine's (open, close, kill) or the driver's own. A self-loop entry says an event is
     expected and changes nothing there (a close while closing): the caller decides what to
@@ -84,21 +84,18 @@ class Lifecycle:
 
     __slots__ = ("name", "state", "table", "agent_events")
 
-    def __init__(self, name: str, table: dict[tuple[str, str], str], agent_events: frozenset[str], state: str) -> None:
+    def __init__(self, name: str, table: dict[str, dict[str, str]], agent_events: frozenset[str], state: str) -> None:
         self.name = name
         self.table = table
         self.agent_events = agent_events
         self.state = state
-
-    def can(self, event: str) -> bool:
-        return (self.state, event) in self.table
 
     def move(self, event: str, line: bytes | None = None) -> str:
         """Take ``event``: the state becomes the table's next one; returns the one left.
         No entry: ProtocolFailed (quoting ``line``, the agent line that caused it) for an
         agent event, Internal for any other."""
         previous = self.state
-        nxt = self.table.get((previous, event))
+        nxt = self.table.get(previous, {}).get(event)
         if nxt is None:
             detail = f"{self.name}: {event} is not expected while {previous}"
             if event in self.agent_events:

@@ -56,15 +56,10 @@ STEPS_PER_TICK = 256
 #: The mock's lifecycle (``Lifecycle``): new -> open (``open``) -> gone (close, kill, or
 #: the script's ``Die``, the agent's). A refused open stays new. A close or kill of a
 #: gone mock changes nothing.
-LIFECYCLE: dict[tuple[str, str], str] = {
-    ("new", "open"): "open",
-    ("new", "close"): "gone",
-    ("open", "close"): "gone",
-    ("gone", "close"): "gone",
-    ("new", "kill"): "gone",
-    ("open", "kill"): "gone",
-    ("gone", "kill"): "gone",
-    ("open", "die"): "gone",
+LIFECYCLE: dict[str, dict[str, str]] = {
+    "new": {"open": "open", "close": "gone", "kill": "gone"},
+    "open": {"close": "gone", "kill": "gone", "die": "gone"},
+    "gone": {"close": "gone", "kill": "gone"},
 }
 AGENT_EVENTS = frozenset({"die"})
 

@@ -60,16 +60,16 @@ def launch(agent_id: str) -> Launch:
 @pytest.mark.parametrize("name", sorted(TABLES))
 def test_every_entry_moves_and_every_missing_one_raises_by_who_caused_it(name: str) -> None:
     module, start = TABLES[name]
-    table: dict[tuple[str, str], str] = module.LIFECYCLE
+    table: dict[str, dict[str, str]] = module.LIFECYCLE
     agent_events: frozenset[str] = module.AGENT_EVENTS
-    states = {state for state, _ in table} | set(table.values()) | {start}
-    events = {event for _, event in table}
+    states = set(table) | {after for moves in table.values() for after in moves.values()} | {start}
+    assert states == set(table), f"{name}: every state has its row (an empty one if it ends there)"
+    events = {event for moves in table.values() for event in moves}
     assert agent_events <= events and events - agent_events, "a table has events of both sides"
     reachable, todo = {start}, [start]
     while todo:
-        state = todo.pop()
-        for (at, _), after in table.items():
-            if at == state and after not in reachable:
+        for after in table[todo.pop()].values():
+            if after not in reachable:
                 reachable.add(after)
                 todo.append(after)
     assert reachable == states, f"{name}: states no event reaches: {states - reachable}"
@@ -77,8 +77,8 @@ def test_every_entry_moves_and_every_missing_one_raises_by_who_caused_it(name: s
     for state in sorted(states):
         for event in sorted(events):
             life = Lifecycle(name, table, agent_events, state)
-            if (state, event) in table:
-                assert life.move(event) == state and life.state == table[state, event]
+            if event in table[state]:
+                assert life.move(event) == state and life.state == table[state][event]
                 continue
             with pytest.raises(AgentError) as raised:
                 life.move(event, b'{"line": 1}')
@@ -152,7 +152,7 @@ class _Refusing(LineDriver):
 
     def __init__(self, host: Any, launch: Launch) -> None:
         super().__init__(host, launch)
-        self.life = Lifecycle("test", {("opening", "ready"): "open"}, frozenset({"ready"}), "open")
+        self.life = Lifecycle("test", {"opening": {"ready": "open"}, "open": {}}, frozenset({"ready"}), "open")
 
     def on_line(self, line: bytes) -> None:
         if line == b"ready":

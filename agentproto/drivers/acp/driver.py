@@ -58,19 +58,15 @@ TERMINALS_GRACE = 3.0
 #: settings are done), ``refused`` (the open failed: an error answer, a timeout, a refused
 #: setting) and ``exited`` are the agent's; ``gone`` is reported once its terminals are too.
 #: Turn content is only taken while open (session/load's replay of the history ends before).
-LIFECYCLE: dict[tuple[str, str], str] = {
-    ("new", "open"): "opening",
-    ("opening", "spawn_failed"): "closed",
-    ("opening", "ready"): "open",
-    ("opening", "refused"): "closing",
-    **{(state, "close"): after for state, after in (
-        ("new", "closed"), ("opening", "closing"), ("open", "closing"), ("closing", "closing"), ("closed", "closed"))},
-    **{(state, "kill"): after for state, after in (
-        ("new", "closed"), ("opening", "closing"), ("open", "closing"), ("closing", "closing"), ("closed", "closed"))},
-    ("opening", "exited"): "closing",
-    ("open", "exited"): "closing",
-    ("closing", "exited"): "closing",
-    ("closing", "gone"): "closed",
+LIFECYCLE: dict[str, dict[str, str]] = {
+    "new": {"open": "opening", "close": "closed", "kill": "closed"},
+    "opening": {
+        "spawn_failed": "closed", "ready": "open", "refused": "closing",
+        "close": "closing", "kill": "closing", "exited": "closing",
+    },
+    "open": {"close": "closing", "kill": "closing", "exited": "closing"},
+    "closing": {"close": "closing", "kill": "closing", "exited": "closing", "gone": "closed"},
+    "closed": {"close": "closed", "kill": "closed"},
 }
 AGENT_EVENTS = frozenset({"ready", "refused", "exited"})
 

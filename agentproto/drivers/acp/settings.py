@@ -38,23 +38,15 @@ class AcpSettings:
     _commands: list[dict[str, Any]]
     _features_seen: set[str]
     _reported: dict[str, Any]
-    #: Driver.validate_config (an annotation only: a stub here would hide the base's).
-    validate_config: Callable[[dict[str, Any], Any], str | None]
+    # Methods of the driver's and its base's, as this half calls them: annotations only
+    # (a stub here would hide Driver.validate_config, a later base of AcpDriver).
+    validate_config: "Callable[[dict[str, Any], Any], str | None]"
+    _request: "Callable[[str, dict[str, Any], OnResponse], int]"
+    _caps: "Callable[[], dict[str, Any]]"
+    _error: "Callable[[str, RpcError], AgentError]"
+    _opened: "Callable[[], None]"
+    _open_failed: "Callable[[AgentError], None]"
 
-    def _request(self, method: str, params: dict[str, Any], on_answer: OnResponse) -> int:
-        raise NotImplementedError
-
-    def _caps(self) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _error(self, step: str, error: RpcError) -> AgentError:
-        raise NotImplementedError
-
-    def _opened(self) -> None:
-        raise NotImplementedError
-
-    def _open_failed(self, error: AgentError) -> None:
-        raise NotImplementedError
 
     # -- what the engine is told -----------------------------------------------------
 

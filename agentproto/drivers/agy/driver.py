@@ -75,16 +75,15 @@ def handshake_timeout() -> float:
 #: The session's lifecycle (``Lifecycle``). agy's ``init`` (or probe's answers) opens it
 #: and its ``exit`` ends it, unless the exit was asked for (a restart: it stays open).
 #: ``close`` asks a running process to go; ``discard`` ends a session with none running.
-LIFECYCLE: dict[tuple[str, str], str] = {
-    ("new", "open"): "opening",
-    ("opening", "init"): "open",
-    ("opening", "probed"): "open",
-    ("open", "restart_failed"): "gone",
-    **{(state, "close"): "closing" for state in ("opening", "open", "closing")},
-    **{(state, "discard"): "gone" for state in ("new", "opening", "open", "closing", "gone")},
-    **{(state, "kill"): "closing" for state in ("new", "opening", "open", "closing")},
-    ("gone", "kill"): "gone",
-    **{(state, "exited"): "gone" for state in ("opening", "open", "closing")},
+LIFECYCLE: dict[str, dict[str, str]] = {
+    "new": {"open": "opening", "discard": "gone", "kill": "closing"},
+    "opening": {
+        "init": "open", "probed": "open",
+        "close": "closing", "discard": "gone", "kill": "closing", "exited": "gone",
+    },
+    "open": {"restart_failed": "gone", "close": "closing", "discard": "gone", "kill": "closing", "exited": "gone"},
+    "closing": {"close": "closing", "discard": "gone", "kill": "closing", "exited": "gone"},
+    "gone": {"discard": "gone", "kill": "gone"},
 }
 AGENT_EVENTS = frozenset({"init", "probed", "exited"})
 

@@ -58,21 +58,12 @@ CLOSE_GRACE = 2.0
 #: The session's lifecycle (``Lifecycle``). ``ready``, ``refused`` (initialize refused,
 #: not logged in, or no answer in time) and ``exited`` are the CLI's. A kill while opening
 #: leaves it opening: the exit then fails the open.
-LIFECYCLE: dict[tuple[str, str], str] = {
-    ("new", "open"): "opening",
-    ("new", "kill"): "new",
-    ("opening", "ready"): "open",
-    ("opening", "refused"): "closing",
-    ("opening", "close"): "closing",
-    ("open", "close"): "closing",
-    ("closing", "close"): "closing",
-    ("opening", "kill"): "opening",
-    ("open", "kill"): "closing",
-    ("closing", "kill"): "closing",
-    ("gone", "kill"): "gone",
-    ("opening", "exited"): "gone",
-    ("open", "exited"): "gone",
-    ("closing", "exited"): "gone",
+LIFECYCLE: dict[str, dict[str, str]] = {
+    "new": {"open": "opening", "kill": "new"},
+    "opening": {"ready": "open", "refused": "closing", "close": "closing", "kill": "opening", "exited": "gone"},
+    "open": {"close": "closing", "kill": "closing", "exited": "gone"},
+    "closing": {"close": "closing", "kill": "closing", "exited": "gone"},
+    "gone": {"kill": "gone"},
 }
 AGENT_EVENTS = frozenset({"ready", "refused", "exited"})
 

@@ -76,13 +76,11 @@ TEXT_ONLY = "Answer with text only. Do not call any tool, do not run commands an
 #: The session's lifecycle (``Lifecycle``): opening from the engine's open until the thread
 #: is ready, closing from a close, a kill, a failed open or Codex's exit on. A refusal may
 #: come after the close (an answer the exit failed): it changes nothing then.
-LIFECYCLE: dict[tuple[str, str], str] = {
-    ("new", "open"): "opening",
-    ("new", "close"): "closing",
-    ("opening", "ready"): "open",
-    ("opening", "refused"): "closing",
-    ("closing", "refused"): "closing",
-    **{(state, event): "closing" for state in ("opening", "open", "closing") for event in ("close", "exited")},
+LIFECYCLE: dict[str, dict[str, str]] = {
+    "new": {"open": "opening", "close": "closing"},
+    "opening": {"ready": "open", "refused": "closing", "close": "closing", "exited": "closing"},
+    "open": {"close": "closing", "exited": "closing"},
+    "closing": {"refused": "closing", "close": "closing", "exited": "closing"},
 }
 AGENT_EVENTS = frozenset({"ready", "refused", "exited"})
 
