@@ -131,3 +131,20 @@ def test_configure_takes_any_model_id_and_only_a_listed_mode(conv):
     assert errors[0] is not None and errors[0].message == "invalid configuration: model: expects a model id"
     assert errors[1] is not None and errors[1].message.startswith("invalid configuration: mode: expects one of ")
     assert conv.transport.written[-1]["request"] == {"subtype": "set_model", "model": "claude-unlisted"}
+
+
+def test_deltas_held_before_a_line_that_is_not_json_go_out_before_its_diagnostic(conv):
+    # claude decodes through LineDriver.decode like every line driver: the deltas of the
+    # read go out first, then the Warning quoting the line as text; a blank line is nothing.
+    conv.command("prompt", text="hi")
+    conv.feed(
+        init(conv),
+        stream({"type": "message_start", "message": {"id": "msg_1"}}),
+        stream({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        stream({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hel"}}),
+        b"  ",
+        b"not json \xff",
+        stream({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "lo"}}),
+    )
+    assert [n for n in conv.names() if n in ("TextDelta", "Diagnostic")] == ["TextDelta", "Diagnostic", "TextDelta"]
+    assert conv.diagnostics() == ["claude wrote a line that is invalid UTF-8 at byte 9: not json \ufffd"]
