@@ -4,10 +4,11 @@ Each run of the file (one per header: record.py) is replayed against a fresh run
 rebuilt from its header (the same mock script, the same frontend), in-process, through
 the frontend's own code: protocol 1 connections (serve, unix), the ops loop, single-shot,
 JSON-RPC, MCP, HTTP's handler. The app's recorded inputs are fed to it in their recorded
-order (core/recording.py's timeline); what it records live goes to the checker here instead
-of a file and is compared, normalized, with what was recorded. Sessions whose agent wire
-was recorded get the replay transport (replay_transport.py): no agent runs. Mock sessions
-replay live (the mock is deterministic), playing the script the header embeds.
+order (core/recording.py's timeline); what it records live goes to the checker
+(replay_checker.py) instead of a file and is compared, normalized, with what was recorded.
+The runtime is replay_runtime.py's: sessions whose agent wire was recorded get the replay
+transport (replay_transport.py), and no agent runs. Mock sessions replay live (the mock is
+deterministic), playing the script the header embeds.
 
 Exit: 0 every response matched; 1 at least one drifted (stderr names, for each request
 that drifted, its first differing line, recorded vs live); 2 the file cannot be read,
@@ -44,234 +45,39 @@ anyone (a pull request), so replay runs nothing and touches nothing of the machi
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
 import shutil
 import socket
-import sys
 import tempfile
 from typing import Any
 
 from agentproto import __version__
-from agentproto.core.errors import AgentError, Kind, log
+from agentproto.commands.replay_checker import Checker
+from agentproto.commands.replay_runtime import NO_PROCESS, ReplayRuntime
+from agentproto.core.errors import log
 from agentproto.core.recording import (
-    EXPECTED_DIRS,
-    Expected,
     Input,
     Invalid,
     Normalizer,
     Run,
     Timeline,
     build,
-    describe_agent,
-    first_difference,
     read_runs,
     unwired_agents,
 )
-from agentproto.drivers import catalog
-from agentproto.drivers.catalog import AgentSpec
-from agentproto.engine.observations import Observer
 from agentproto.engine.runtime import Runtime
 from agentproto.loopio import private
 from agentproto.loopio import process_transport as process
 from agentproto.loopio.loop import Loop
-from agentproto.loopio.record import Recorder, Wire
-from agentproto.loopio.replay_transport import ReplayTransport
+from agentproto.loopio.record import Recorder
 from agentproto.loopio.streams import Output
-from agentproto.loopio.transport import LineTransport, Spawn
 
 EXIT_OK, EXIT_DRIFT, EXIT_INVALID = 0, 1, 2
 #: Seconds of a loop with nothing to do before replay stops waiting for a record.
 STALL = 3.0
 SLICE = 0.02
-#: What start_tree says while a replay runs.
-NO_PROCESS = "replay starts no process (a recording may come from anyone)"
-
-
-class ReplayRuntime(Runtime):
-    """A runtime whose agents are the recording's: sessions with a recorded wire resolve to
-    the recorded installation (nothing needs to be installed) and get the recorded ids;
-    any other session may only be the built-in mock's (see the module's rules)."""
-
-    def __init__(self, loop: Loop, timeline: Timeline, checker: "Checker", **kwargs: Any) -> None:
-        self.timeline = timeline
-        self.transports: dict[str, ReplayTransport] = {}
-        #: Why a session was refused (no recorded wire, not the mock): exit 2.
-        self.refused: list[str] = []
-        observer = Observer(loop, None)  # a replay adds no rows to anyone's database
-        super().__init__(loop, transport_factory=self._transport, recorder=checker, observer=observer, **kwargs)
-
-    def resolve(self, agent: Any, session_id: str | None) -> tuple[AgentSpec, dict[str, Any]]:
-        recorded = self.timeline.installations.get(session_id or "")
-        if recorded is None or session_id not in self.timeline.wired:
-            if not _is_mock_ref(agent):
-                who = f"session {session_id}" if session_id else "a request"
-                why = (f"{who} has no recorded agent wire and its agent is {describe_agent(agent)}, "
-                       "not the built-in mock: replay starts no agent")  # fmt: skip
-                self.refused.append(why)
-                raise AgentError.detail(Kind.SPAWN_FAILED, why)
-            return super().resolve(agent, session_id)
-        # The spec from the reference, at a path that surely exists; the installation as
-        # it was recorded (the executable need not exist here: it never runs).
-        if isinstance(agent, dict) and "acp" in agent:
-            here: Any = {"acp": {**agent["acp"], "path": sys.executable}}
-        else:
-            here = {"id": agent["id"] if isinstance(agent, dict) else agent, "path": sys.executable}
-        spec, _ = catalog.resolve_ref(here)
-        return spec, dict(recorded)
-
-    def _launch(
-        self, args: dict[str, Any], throwaway: bool = False, tools_disabled: bool = False, session_id: str | None = None
-    ) -> tuple[AgentSpec, Any]:
-        spec, launch = super()._launch(args, throwaway, tools_disabled, session_id)
-        launch.record_wire = None  # a replay writes nothing the recording names
-        # What the driver serves its agent (ACP fs/*, terminal/*) is the recording's answer.
-        session = session_id or ""
-        launch.recorded_answer = lambda rpc_id: self.timeline.recorded_answer(session, rpc_id)
-        return spec, launch
-
-    def made_up(self, session_id: str, purpose: str) -> str:
-        recorded = self.timeline.ids.get((session_id, purpose))
-        return recorded.pop(0) if recorded else super().made_up(session_id, purpose)
-
-    def _transport(self, loop: Loop, spawn: Spawn, wire: Wire | None) -> LineTransport:
-        if wire is not None and wire.session in self.timeline.wired:
-            transport = ReplayTransport(loop, spawn, wire)
-            self.transports[wire.session] = transport
-            return transport
-        # No recorded wire (a version probe, a session resolved past the checks): nothing
-        # runs in its place either.
-        raise PermissionError(errno.EPERM, NO_PROCESS)
-
-
-def _is_mock_ref(agent: Any) -> bool:
-    """Whether an AgentRef names the built-in mock (by its id, never an ACP agent)."""
-    if isinstance(agent, dict):
-        return "acp" not in agent and agent.get("id") == "mock"
-    return bool(agent == "mock")
-
-
-class Checker:
-    """The recorder of the live run (record.Sink): each record is compared with the next
-    expectation of its stream; with ``update``, every record also goes to the new file."""
-
-    def __init__(self, timeline: Timeline, normalizer: Normalizer, drifts: list[str], label: str,
-                 update: Recorder | None) -> None:  # fmt: skip
-        self.timeline = timeline
-        self.normalizer = normalizer
-        self.drifts = drifts
-        self.label = label
-        self.update = update
-        self.cursor: dict[tuple[Any, ...], int] = dict.fromkeys(timeline.streams, 0)
-        self.drifted: set[tuple[Any, ...]] = set()
-        self.progress = 0
-
-    # record.Sink
-    def pair(self, request: bytes | str, response: bytes | str, dropped: int = 0) -> None:
-        if self.update is not None:
-            self.update.pair(request, response, dropped)
-        self._live(("pairs",), _text(response), _text(request))
-
-    def line(self, direction: str, line: bytes | str, **tags: Any) -> None:
-        if self.update is not None:
-            self.update.line(direction, line, **tags)
-        if direction == "out":
-            self._live(("conn", tags.get("conn")), _text(line), None)
-        elif direction == "to_agent":
-            self._live(("wire", tags["session"]), _text(line), None)
-        else:
-            self.progress += 1
-
-    def note(self, direction: str, **fields: Any) -> None:
-        if self.update is not None:
-            self.update.note(direction, **fields)
-        if direction in EXPECTED_DIRS:
-            body = {k: v for k, v in fields.items() if k != "session"}
-            if direction == "spawn":
-                text = json.dumps({"argv": body["argv"], "cwd": body.get("cwd")})
-            else:
-                text = json.dumps(body, sort_keys=True)
-            self._live(("wire", fields["session"]), text, None)
-        else:
-            self.progress += 1
-
-    # comparing
-    def _live(self, stream: tuple[Any, ...], text: str, request: str | None) -> None:
-        self.progress += 1
-        expected = self.timeline.streams.get(stream, [])
-        index = self.cursor.get(stream, 0)
-        self.cursor[stream] = index + 1
-        if stream in self.drifted:
-            return
-        live = self.normalizer.live_side(text)
-        if index >= len(expected):
-            self.drifted.add(stream)
-            where = f"request {request}" if request is not None else _name(stream)
-            self._drift(f"{where}: a record the recording does not have\n  live:     {_cut(live)}")
-            return
-        want = expected[index]
-        if want.text != live:
-            # A pair answers one request: the next pair is compared all the same (each
-            # drifted request is reported). A transcript's lines are not tied to one
-            # request: once one differs, the rest of its stream would all seem to.
-            if stream != ("pairs",):
-                self.drifted.add(stream)
-            number, recorded_line, live_line = first_difference(want.text, live)
-            what = f"line {number} of its response differs" if stream == ("pairs",) else f"{_name(stream)} differs"
-            at = next((i for i, (a, b) in enumerate(zip(recorded_line, live_line)) if a != b), None)
-            if at is None:
-                at = min(len(recorded_line), len(live_line))
-            where = f", at character {at + 1}" if len(recorded_line) > CUT or len(live_line) > CUT else ""
-            self._drift(f"request {_cut(want.request)}: {what} (recorded at line {want.lineno}{where})\n"
-                        f"  recorded: {_around(recorded_line, at)}\n  live:     {_around(live_line, at)}")  # fmt: skip
-
-    def _drift(self, text: str) -> None:
-        self.drifts.append(f"{self.label}: {text}")
-
-    def met_before(self, position: float) -> bool:
-        """Whether every expectation recorded before ``position`` has its live record."""
-        for stream, expected in self.timeline.streams.items():
-            index = self.cursor.get(stream, 0)
-            if index < len(expected) and expected[index].position < position:
-                return False
-        return True
-
-    def missing(self) -> list[Expected]:
-        left = []
-        for stream, expected in self.timeline.streams.items():
-            index = self.cursor.get(stream, 0)
-            if index < len(expected) and stream not in self.drifted:
-                left.append(expected[index])
-        return left
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
-CUT = 400
-
-
-def _cut(text: str, limit: int = CUT) -> str:
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
-
-
-def _around(text: str, at: int) -> str:
-    """A long line shown around character ``at`` (where it first differs)."""
-    if len(text) <= CUT:
-        return text
-    start = max(0, at - CUT // 3)
-    return ("…" if start else "") + text[start : start + CUT] + ("…" if start + CUT < len(text) else "")
-
-
-def _name(stream: tuple[Any, ...]) -> str:
-    if stream[0] == "conn":
-        return "a line out" if stream[1] is None else f"a line out on connection {stream[1]}"
-    if stream[0] == "wire":
-        return f"what the driver of {stream[1]} wrote to its agent"
-    return "a response"
 
 
 class _Writer:
@@ -539,8 +345,7 @@ def _drive(loop: Loop, timeline: Timeline, checker: Checker, frontend: Frontend,
             quiet_since = loop.time()
             continue
         for want in checker.missing():
-            checker._drift(f"request {want.request}: {_stream_name(want)} never came (recorded at line {want.lineno})\n"
-                           f"  recorded: {_cut(want.text.split(chr(10))[0])}")  # fmt: skip
+            checker.never_came(want)
         break
     # What the live run still writes now, unasked, is drift too.
     end = loop.time() + 0.2
@@ -553,10 +358,6 @@ def _run_slice(loop: Loop, checker: Checker, seen: int) -> None:
     end = loop.time() + SLICE
     loop.call_later(SLICE, lambda: None)  # wake up: progress may be nothing but time
     loop.run(until=lambda: checker.progress != seen or loop.time() >= end)
-
-
-def _stream_name(want: Expected) -> str:
-    return "its response" if want.stream == ("pairs",) else _name(want.stream)
 
 
 def _give(item: Input, frontend: Frontend, runtime: ReplayRuntime) -> None:

@@ -2,8 +2,9 @@
 dispatcher that every framing and transport calls.
 
 ``Runtime.execute(name, args, sink, scope, done)`` runs one validated command (see
-``commands.COMMANDS``). ``discover``, ``probe``, ``plan_usage`` and ``generate`` live here;
-session commands go to ``engine.Session``. A ``Scope`` is what one frontend may touch:
+``commands.COMMANDS``). ``discover``, ``probe``, ``plan_usage`` and ``generate`` live in
+oneshots.py (which never imports this file: the runtime hands them its loop and its ``open``
+and ``launch``); session commands go to ``engine.Session``. A ``Scope`` is what one frontend may touch:
 its own sessions (a stdio or socket connection), or all of them (HTTP, where sessions
 outlive connections).
 
@@ -17,21 +18,21 @@ Rules of this file:
 
 from __future__ import annotations
 
-import json
 import os
 
 from agentproto.core import commands, redact
-from agentproto.core.answers import hands_off_answer, request_id_of
 from agentproto.core.errors import AgentError, Kind
 from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.drivers import catalog
 from agentproto.drivers.base import Launch
 from agentproto.drivers.catalog import AgentSpec
+from agentproto.engine import oneshots
+from agentproto.engine.context import Context, Sink
 from agentproto.engine.observations import Observer
-from agentproto.engine.session import Context, Session, Sink
+from agentproto.engine.session import Session
 from agentproto.loopio import descriptors
 from agentproto.loopio.loop import Loop
-from agentproto.loopio.process_transport import process_transport, run_capture
+from agentproto.loopio.process_transport import process_transport
 from agentproto.tools import apptools
 
 if TYPE_CHECKING:
@@ -47,72 +48,16 @@ OPEN_FIELDS = ("notes", "reminder")
 #: Commands a session may hold while it opens (answered in order once the open is answered);
 #: one more is SessionBusy.
 OPENING_QUEUE = 64
-#: The longest answer generate collects, in characters (16 MiB of ASCII): past it generate
-#: fails ProtocolFailed rather than keep an agent's flood.
-MAX_ANSWER = 16 << 20
 
 
-class _Collector:
-    """The sink of throwaway sessions (probe, generate): keeps text, drops the rest.
-
-    Each message's text is kept as its pieces (by message id, in the order messages first
-    spoke) and joined once, at the end: an answer of N deltas costs O(N), not the O(N^2) of
-    growing one string per delta. Past ``limit`` characters nothing more is kept and
-    ``on_overflow`` is called, once."""
-
-    def __init__(
-        self, on_event: Callable[[Session, dict[str, Any]], None] | None = None, limit: int | None = None
-    ) -> None:
-        self.pieces: dict[str, list[str]] = {}
-        self.size = 0
-        self.limit = limit
-        self.overflowed = False
-        self.ended: Any = None
-        self.error: AgentError | None = None
-        self.closed = False
-        self.on_event = on_event
-        self.on_turn_end: Callable[[], None] | None = None
-        self.on_closed: Callable[[], None] | None = None
-        self.on_overflow: Callable[[], None] | None = None
-
-    def text(self) -> str:
-        """Every message's text, joined (once per call: call it at the end)."""
-        return "".join("".join(pieces) for pieces in self.pieces.values())
-
-    def event(self, session: Session, event: dict[str, Any]) -> None:
-        session.delivered(1)
-        if self.on_event is not None:
-            self.on_event(session, event)
-        kind = event["kind"]
-        if isinstance(kind, dict):
-            if "TextDelta" in kind:
-                if self.overflowed:
-                    return
-                body = kind["TextDelta"]
-                piece = body["text"]
-                self.size += len(piece)
-                if self.limit is not None and self.size > self.limit:
-                    self.overflowed = True
-                    self.pieces.clear()
-                    if self.on_overflow is not None:
-                        self.on_overflow()
-                    return
-                pieces = self.pieces.get(body["message_id"])
-                if pieces is None:
-                    pieces = self.pieces[body["message_id"]] = []
-                pieces.append(piece)
-            elif "TurnEnded" in kind:
-                self.ended = kind["TurnEnded"]["stop"]
-                if self.on_turn_end is not None:
-                    self.on_turn_end()
-
-    def session_error(self, session: Session, error: AgentError) -> None:
-        self.error = error
-
-    def session_closed(self, session: Session) -> None:
-        self.closed = True
-        if self.on_closed is not None:
-            self.on_closed()
+def _open_error(exc: Exception, launch: Launch) -> AgentError:
+    """What an open that raised answers: an AgentError as itself, an OSError as SpawnFailed,
+    anything else (a driver's bug, logged with its traceback) as an internal error."""
+    if isinstance(exc, AgentError):
+        return exc
+    if isinstance(exc, OSError):
+        return AgentError.detail(Kind.SPAWN_FAILED, str(exc))
+    return AgentError.internal(f"open {launch.agent_id}")
 
 
 class Runtime:
@@ -196,9 +141,12 @@ class Runtime:
 
     # -- launch -----------------------------------------------------------------------
 
-    def _launch(
+    def launch(
         self, args: dict[str, Any], throwaway: bool = False, tools_disabled: bool = False, session_id: str | None = None
     ) -> tuple[AgentSpec, Launch]:
+        """The spec and ``Launch`` of an open's fields (``InvalidConfiguration`` when they
+        cannot start an agent, ``NotInstalled`` when it is missing): what ``open`` starts,
+        and what replay adjusts (replay.py)."""
         # Checked once here, for every driver, before anything is resolved or started: a NUL
         # in an argv or an `=` in an env name would otherwise surface as a driver's ValueError.
         problem = commands.launch_text_problem(args)
@@ -253,7 +201,7 @@ class Runtime:
     ) -> Session | None:
         session_id = f"s{self._last_id + 1}"
         try:
-            spec, launch = self._launch(args, throwaway, tools_disabled, session_id)
+            spec, launch = self.launch(args, throwaway, tools_disabled, session_id)
             driver_class = spec.driver_class()
             for name in OPEN_FIELDS:
                 if args.get(name) and name not in driver_class.open_fields:
@@ -264,7 +212,15 @@ class Runtime:
             done(None, error)
             return None
         self._last_id += 1
-        session = Session(self.context, session_id, launch, sink)
+        try:
+            # The session builds its driver (it is the driver's Host): a driver that cannot
+            # take this launch refuses the open before there is a session to forget.
+            session = Session(self.context, session_id, launch, sink, driver_class)
+        except Exception as exc:
+            if launch.wire is not None:
+                launch.wire.close()
+            done(None, _open_error(exc, launch))
+            return None
 
         def answered(info: Any, error: AgentError | None) -> None:
             done(info, error)
@@ -274,22 +230,18 @@ class Runtime:
         session.open_done = answered
         self.sessions[session.id] = session
         try:
-            session.driver = driver_class(session, launch)
             session.serve_app()  # the driver configures its agent with the tools' URL
             for url in (session.tools_url, *(session.hook_url(event) for event in launch.hooks)):
                 if url is not None:
                     redact.SECRETS.learn_url(url)  # its token must never reach a record
             session.driver.open()
-        except AgentError as error:
-            session.driver_gone = True
-            session.open_failed(error)
-        except OSError as error:
-            session.driver_gone = True
-            session.open_failed(AgentError.detail(Kind.SPAWN_FAILED, str(error)))
-        except Exception:
-            # A bug of the driver's costs this open only: the session is forgotten (and
-            # whatever its driver started is killed) instead of lingering as "opening".
-            session.open_failed(AgentError.internal(f"open {launch.agent_id}"))
+        except Exception as exc:
+            # A bug of the driver's (not an AgentError or OSError) costs this open only: the
+            # session is forgotten, and whatever its driver started is killed, instead of
+            # lingering as "opening".
+            if isinstance(exc, (AgentError, OSError)):
+                session.driver_gone = True
+            session.open_failed(_open_error(exc, launch))
         return session
 
     def _wire(self, session_id: str, launch: Launch) -> None:
@@ -317,93 +269,16 @@ class Runtime:
 
         launch.new_id = new_id
 
-    # -- runtime commands -------------------------------------------------------------
+    # -- the one-shot commands (oneshots.py), handed what they need of this runtime ------
 
     def discover(self, done: Done) -> None:
-        agents = [catalog.installation(catalog.MOCK, "mock", "Pinned")]
-        agents[0]["version"] = "mock"
-        report: dict[str, Any] = {"agents": agents, "missing": [], "diagnostics": []}
-        if self.mock_script is not None:
-            done(report, None)
-            return
-        pending: list[dict[str, Any]] = []
-        for spec in catalog.CATALOG:
-            found = catalog.locate(spec)
-            if isinstance(found, list):
-                report["missing"].append(catalog.missing(spec, found))
-                continue
-            entry = catalog.installation(spec, *found)
-            entry["version"] = None
-            agents.append(entry)
-            pending.append(entry)
-            override = os.environ.get(spec.env_override)
-            if override and found[1] != "EnvOverride":
-                message = f"{spec.id}: ${spec.env_override}={override} is not an executable; using {found[0]}"
-                report["diagnostics"].append({"level": "Warning", "message": message})
-        if not pending:
-            done(report, None)
-            return
-        remaining = [len(pending)]
-
-        def finish(entry: dict[str, Any], code: int | None, out: str, err: str) -> None:
-            text = (out.strip() or err.strip()).splitlines()
-            entry["version"] = catalog.clean_version(text[0]) if code == 0 and text else None
-            if code == 0 and not text:
-                message = f"{entry['id']}: `{entry['executable_path']} --version` printed nothing"
-                report["diagnostics"].append({"level": "Info", "message": message})
-            elif code != 0:
-                why = "exit status " + str(code) if code is not None else "did not finish"
-                said = err.strip().splitlines()
-                if said:
-                    why += f": {said[-1][:200]}"
-                message = f"{entry['id']}: `{entry['executable_path']} --version` failed ({why})"
-                report["diagnostics"].append({"level": "Warning", "message": message})
-            remaining[0] -= 1
-            if remaining[0] == 0:
-                done(report, None)
-
-        for entry in pending:
-            found_spec = catalog.spec_for(entry["id"])
-            assert found_spec is not None
-
-            def version_read(code: int | None, out: str, err: str, entry: dict[str, Any] = entry) -> None:
-                finish(entry, code, out, err)
-
-            run_capture(
-                self.loop,
-                [entry["executable_path"], *found_spec.version_args],
-                version_read,
-                timeout=10.0,
-                factory=self.context.transport_factory,
-            )
+        oneshots.discover(self.loop, self.mock_script is not None, self.context.transport_factory, done)
 
     def probe(self, args: dict[str, Any], done: Done) -> Session | None:
-        if args.get("resume") or args.get("fork"):
-            done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "probe does not take resume or fork"))
-            return None
-        collector = _Collector()
-
-        def opened(info: Any, error: AgentError | None) -> None:
-            if error is not None:
-                done(None, error)
-                return
-            details = info["details"]
-            collector.on_closed = lambda: done(details, None)
-            # open() may answer synchronously, before ``session`` is bound: close next tick.
-            self.loop.call_soon(lambda: None if session is None else session.close(lambda _ok, _err: None))
-
-        session = self.open(args, collector, opened, throwaway=True)
-        return session
+        return oneshots.probe(self.loop, self.open, args, done)
 
     def plan_usage(self, args: dict[str, Any], done: Done) -> None:
-        if args.get("resume") or args.get("fork"):
-            done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "plan_usage does not take resume or fork"))
-            return
-        try:
-            spec, launch = self._launch(args, throwaway=True)
-            spec.driver_class().plan_usage(self.loop, launch, done)
-        except AgentError as error:
-            done(None, error)
+        oneshots.plan_usage(self.loop, lambda fields: self.launch(fields, throwaway=True), args, done)
 
     def generate(
         self,
@@ -411,107 +286,7 @@ class Runtime:
         done: Done,
         on_event: Callable[[Session, dict[str, Any]], None] | None = None,
     ) -> Session | None:
-        if args.get("resume") or args.get("fork"):
-            done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "generate requires a new session"))
-            return None
-        schema = args.get("output_schema")
-        #: The schema's patterns, compiled once (within the schema's compile budget) for
-        #: the answer's check.
-        patterns: dict[str, Any] = {}
-        if schema is not None:
-            # The schema is checked before anything runs: a bad one is the app's to fix, and
-            # the answer's check (in a loop callback) then cannot raise or loop.
-            from agentproto.core.jsonschema_lite import schema_problems
-
-            problems = schema_problems(schema, patterns=patterns)
-            if problems:
-                done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "output_schema: " + "; ".join(problems)))
-                return None
-        collector = _Collector(on_event, MAX_ANSWER)
-        outcome: list[Any] = []
-
-        def finish(value: Any, error: AgentError | None) -> None:
-            if outcome:
-                return
-            outcome.append((value, error))
-            if session is not None and session.state != "closed":
-                collector.on_closed = lambda: done(value, error)
-                session.close(lambda _ok, _err: None)
-            else:
-                done(value, error)
-
-        def watch(name: str, body: Any) -> None:
-            # generate is hands-off: permissions are declined, free-text questions get blank
-            # answers, and anything that needs a person or runs a tool fails it.
-            if name == "ToolUpdated":
-                finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, "the agent tried to use a tool during generate"))
-            elif name == "RequestOpened":
-                self.loop.call_soon(lambda: decline(body))
-
-        def decline(request: dict[str, Any]) -> None:
-            if outcome or session is None or session.state != "open":
-                return
-            answer = hands_off_answer(request)
-            if answer is None:
-                finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, "the agent asked a question during generate"))
-            else:
-                session.answer(request_id_of(request), answer, lambda _v, _e: None)
-
-        def overflowed() -> None:
-            why = f"the answer is longer than {MAX_ANSWER >> 20} MiB ({MAX_ANSWER:,} characters), generate's bound"
-            finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, why))
-
-        collector.on_overflow = overflowed
-
-        def turn_ended() -> None:
-            stop = collector.ended
-            text = collector.text()
-            if isinstance(stop, dict) and "Completed" in stop:
-                if schema is not None:
-                    # Only generate with a schema needs the validator: not imported at start-up.
-                    from agentproto.core.jsonschema_lite import answer_problems
-
-                    problems = answer_problems(text, schema, patterns)
-                    if problems:
-                        why = "the answer does not match output_schema: " + "; ".join(problems[:5])
-                        finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, why))
-                        return
-                finish(text, None)
-            elif isinstance(stop, dict) and "Failed" in stop:
-                finish(None, collector.error or AgentError.detail(Kind.PROTOCOL_FAILED, stop["Failed"]["message"]))
-            else:
-                finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, f"the turn ended {json.dumps(stop)}"))
-
-        def closed_early() -> None:
-            early = AgentError.detail(Kind.PROTOCOL_FAILED, "the session closed before the answer")
-            finish(None, collector.error or early)
-
-        def opened(info: Any, error: AgentError | None) -> None:
-            if error is not None:
-                finish(None, error)
-                return
-            # open() may answer synchronously, before ``session`` is bound: start next tick.
-            self.loop.call_soon(lambda: start(info))
-
-        def start(info: Any) -> None:
-            assert session is not None
-            if outcome or session.state != "open":
-                return
-            if "Permissions" not in info["details"]["capabilities"]["features"] and not session.driver.tools_disabled:
-                why = "generate needs an agent whose tool use can be refused"
-                finish(None, AgentError.detail(Kind.UNSUPPORTED_FEATURE, why))
-                return
-            collector.on_turn_end = turn_ended
-            collector.on_closed = closed_early
-            session.prompt(args["prompt"], list(args.get("attachments") or []), lambda _d, _e: None)
-
-        session: Session | None = None
-        # Hands-off whatever the app asked: every request reaches the watcher, which declines.
-        launch_args = {**args, "permission_mode": "Ask"}
-        session = self.open(launch_args, collector, opened, throwaway=True, tools_disabled=True)
-        if session is not None:
-            session.watcher = watch
-        return session
+        return oneshots.generate(self.loop, self.open, args, done, on_event)
 
     def close_all(self, sessions: list[Session] | None = None) -> None:
         for session in list(self.sessions.values() if sessions is None else sessions):
@@ -521,7 +296,7 @@ class Runtime:
         """Kill every session's agent now (a server that must end: a signal's grace ran
         out). Each session still closes as usual once its agent's exit is seen."""
         for session in list(self.sessions.values()):
-            if session.driver is None or session.driver_gone:
+            if session.driver_gone:
                 continue
             try:
                 session.driver.kill()

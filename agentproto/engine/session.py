@@ -27,10 +27,11 @@ from time import time_ns
 
 from agentproto.core import session_info
 from agentproto.core.errors import AgentError, Kind, log
-from agentproto.core.typecheck import TYPE_CHECKING, Protocol
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import event_kind_name
 from agentproto.drivers.base import Driver, Launch
 from agentproto.engine.flow import HIGH_WATER, Flow
+from agentproto.engine.session_commands import Commands
 from agentproto.engine.session_requests import Requests
 from agentproto.engine.turns import CONTENT, MESSAGE_KINDS, Prompt, QuietWindow, Turn
 from agentproto.loopio.loop import Loop, Timer
@@ -38,13 +39,13 @@ from agentproto.loopio.loop import Loop, Timer
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from agentproto.engine.observations import Observer
+    from agentproto.drivers.base import Host
+    from agentproto.engine.context import Context, Holder, Sink
     from agentproto.engine.turns import Done as Done
-    from agentproto.loopio.transport import LineTransport, Spawn, TransportFactory
-    from agentproto.tools.apptools import Listen
+    from agentproto.loopio.transport import LineTransport, Spawn
 
 ENGINE_OWNED = frozenset({"TurnStarted", "TurnEnded", "RequestClosed", "SessionUpdated", "StatusChanged"})
-_NOW = object()  # _send's default turn: the one running as it is sent (held events keep theirs)
+_NOW = object()  # send's default turn: the one running as it is sent (held events keep theirs)
 
 #: The session lifecycle, as a table (h11's shape): each state, the states it may become.
 #: ``Session._move`` is the one writer of ``state``; any other move is a bug and raises.
@@ -56,52 +57,7 @@ LIFECYCLE: dict[str, frozenset[str]] = {
 }
 
 
-class Sink(Protocol):
-    """Where a session's output goes: a frontend connection, or an internal collector."""
-
-    def event(self, session: "Session", event: dict[str, Any]) -> None: ...
-
-    def session_error(self, session: "Session", error: AgentError) -> None: ...
-
-    def session_closed(self, session: "Session") -> None: ...
-
-
-class Holder(Protocol):
-    """Something that holds a session until it closes (a frontend's scope)."""
-
-    def discard(self, session: "Session") -> None: ...
-
-
-class Context:
-    """What every session of one runtime shares, handed to each: the engine never imports the
-    runtime. (Not a dataclass: defining one costs more start-up time than this module's rest.)"""
-
-    __slots__ = ("loop", "stall_timeout", "forget", "transport_factory", "listen", "observer")
-
-    def __init__(
-        self,
-        loop: Loop,
-        stall_timeout: float,
-        forget: Callable[[Session], None],
-        transport_factory: TransportFactory,
-        listen: Listen | None = None,
-        observer: Observer | None = None,
-    ) -> None:
-        self.loop = loop
-        #: Seconds a session may have events waiting unwritten before it fails ConsumerLagged.
-        self.stall_timeout = stall_timeout
-        #: The session has closed (or failed to open): its owner drops it.
-        self.forget = forget
-        #: How sessions start their agents (loopio/transport.py; replay and fault injection
-        #: put their own in).
-        self.transport_factory = transport_factory
-        #: Serves a session's tools and hooks on the loopback listener (opened on first use).
-        self.listen = listen
-        #: Told of every ended turn and ContextUsage report (observations.py: inspect's figures).
-        self.observer = observer
-
-
-class Session:
+class Session(Commands):
     """One agent session. Also the ``Host`` its driver reports to."""
 
     CLOSE_GRACE = 5.0
@@ -110,7 +66,14 @@ class Session:
     QUIET_PROMPTED = 120.0
     QUIET_AGENT = 20.0
 
-    def __init__(self, context: Context, session_id: str, launch: Launch, sink: Sink) -> None:
+    def __init__(
+        self,
+        context: Context,
+        session_id: str,
+        launch: Launch,
+        sink: Sink,
+        driver_class: Callable[[Host, Launch], Driver],
+    ) -> None:
         self.context = context
         self.loop: Loop = context.loop
         self.id = self.session_id = session_id
@@ -138,13 +101,14 @@ class Session:
         self.held: list[tuple[Any, Any, Any, Any]] | None = []  # events before the open reply
         #: generate: called with each content kind, may veto tool use.
         self.watcher: Callable[[str, Any], None] | None = None
-        self.driver: Driver = None  # type: ignore[assignment]
         self.scopes: list[Holder] = []
         #: Its open requests (session_requests.py), and the app's own tools and hooks.
         self.requests = Requests(self)
         self.app = self.requests.app
         self.created = self.loop.time()
         self.transport: LineTransport | None = None  # the agent's, once spawned (inspect shows its pid)
+        #: Built last, with this session as its Host: what it raises refuses the open.
+        self.driver: Driver = driver_class(self, launch)
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -154,9 +118,12 @@ class Session:
         self.state = state
         self.mute = self.mute or state == "closed"
 
-    def _send(
+    def send(
         self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None, turn: Any = _NOW
     ) -> None:
+        """Number one event of this session and hand it to the sink (held until the open's
+        reply is out; nothing once the session is mute). The engine's own bookkeeping sends
+        through here (session_requests.py too); a driver's events come through ``emit``."""
         if self.mute:
             return
         if turn is _NOW:
@@ -195,7 +162,10 @@ class Session:
         if self.state != "closed":
             self.fail(error)
 
-    def _refresh_status(self) -> None:
+    def refresh_status(self) -> None:
+        """Send StatusChanged if the session's status (NeedsInput, Working, Idle) is no longer
+        what its info says: after anything that opens or closes a turn, a request or a queued
+        prompt."""
         turn = self.turn
         if turn is not None and turn.requests:
             status = "NeedsInput"
@@ -205,11 +175,11 @@ class Session:
             status = "Idle"
         if status != self.info["status"]:
             self.info["status"] = status
-            self._send({"StatusChanged": status})
+            self.send({"StatusChanged": status})
 
     def _session_updated(self) -> None:
         if self.state in ("open", "closing"):
-            self._send({"SessionUpdated": self.snapshot()})
+            self.send({"SessionUpdated": self.snapshot()})
 
     def snapshot(self) -> dict[str, Any]:
         """A deep copy of the info (a JSON round trip: it holds only JSON values)."""
@@ -238,7 +208,7 @@ class Session:
             done(self.snapshot(), None)
         held, self.held = self.held, None
         for item in held or ():
-            self._send(*item)
+            self.send(*item)
 
     def open_failed(self, error: AgentError) -> None:
         if self.state == "opening":
@@ -250,7 +220,7 @@ class Session:
         self.context.forget(self)
         done, self.open_done = self.open_done, None
         self.held = None
-        if not self.driver_gone and self.driver is not None:
+        if not self.driver_gone:
             self.driver.kill()
         if done is not None:
             done(None, error)
@@ -295,9 +265,9 @@ class Session:
             turn.messages.pop(kind[name]["message_id"], None)
         elif name == "ContextUsage" and self.context.observer is not None:
             self.context.observer.context_usage(self, kind[name])
-        self._send(kind, extensions, parent_tool_id)
+        self.send(kind, extensions, parent_tool_id)
         if name == "RequestOpened":
-            self._refresh_status()
+            self.refresh_status()
         if turn is not None and turn.quiet is not None:
             turn.quiet.restart()
 
@@ -322,7 +292,7 @@ class Session:
 
     def diagnostic(self, level: str, message: str) -> None:
         if not self.mute:
-            self._send({"Diagnostic": {"level": level, "message": message}})
+            self.send({"Diagnostic": {"level": level, "message": message}})
 
     def request_withdrawn(self, request_id: str) -> None:
         if not self.mute:
@@ -340,7 +310,7 @@ class Session:
             message = "agent exited during the turn" if error.kind == Kind.PROCESS_EXITED else error.message
             self._finish_turn({"Failed": {"message": message}}, None, start_next=False)
         self._drop_queue()
-        self._refresh_status()
+        self.refresh_status()
         self.sink.session_error(self, error)
         self.mute = True  # terminal: what the driver still reports (a late turn end) stays here
         if self.state == "open":
@@ -388,8 +358,8 @@ class Session:
         self.turn_counter += 1
         turn = Turn(f"t{self.turn_counter}", origin, acked, self.loop.time())
         self.turn = turn
-        self._send({"TurnStarted": {"origin": origin}})
-        self._refresh_status()
+        self.send({"TurnStarted": {"origin": origin}})
+        self.refresh_status()
         if not self.driver.deterministic(origin):
             window = self.QUIET_AGENT if origin == "Agent" else self.QUIET_PROMPTED
             turn.quiet = QuietWindow(self.loop, window, turn, lambda: self._inferred_end(turn))
@@ -409,8 +379,8 @@ class Session:
         turn.stop_timers()
         self.requests.close_turn(turn, "the turn ended before the app answered")
         for message_id in turn.messages:
-            self._send({"MessageEnded": {"message_id": message_id}})
-        self._send({"TurnEnded": {"stop": stop, "background": list(turn.tools), "usage": usage}})
+            self.send({"MessageEnded": {"message_id": message_id}})
+        self.send({"TurnEnded": {"stop": stop, "background": list(turn.tools), "usage": usage}})
         self.turn = None
         if self.context.observer is not None:
             self.context.observer.turn_ended(self, turn, stop, usage)
@@ -422,133 +392,13 @@ class Session:
                 steer.done = None
         if start_next and self.queue and self.state == "open":
             self._begin_prompt(self.queue.popleft())
-        self._refresh_status()
+        self.refresh_status()
 
     def _drop_queue(self) -> None:
         self.queue.clear()
         steer, self.pending_steer = self.pending_steer, None
         if steer is not None and steer.done is not None:
             steer.done(None, AgentError.session_closed(self.id))
-
-    # -- commands ---------------------------------------------------------------------
-
-    def prompt(self, text: str, attachments: list[str], done: Done) -> None:
-        self.prompt_counter += 1
-        prompt = Prompt(f"p{self.prompt_counter}", text, attachments, None)
-        turn = self.turn
-        if turn is None and not self.queue:
-            # The reply goes out before the turn's first event, as for open.
-            done({"prompt_id": prompt.id, "kind": {"Started": {"turn_id": f"t{self.turn_counter + 1}"}}}, None)
-            self._begin_prompt(prompt)
-            return
-        if turn is not None and "Steer" in session_info.features(self.info) and self.pending_steer is None:
-            prompt.done = done
-            self.pending_steer = prompt
-
-            def steered(accepted: bool) -> None:
-                if self.pending_steer is not prompt:
-                    return  # the turn ended first; it was queued at the head then
-                self.pending_steer = None
-                prompt.done = None
-                if accepted and self.turn is not None:
-                    done({"prompt_id": prompt.id, "kind": {"Steered": {"turn_id": self.turn.id}}}, None)
-                else:
-                    self.queue.appendleft(prompt)
-                    done({"prompt_id": prompt.id, "kind": {"Queued": {"position": 0}}}, None)
-                    self._refresh_status()
-
-            self.driver.steer(text, attachments, steered)
-            return
-        self.queue.append(prompt)
-        done({"prompt_id": prompt.id, "kind": {"Queued": {"position": len(self.queue) - 1}}}, None)
-        self._refresh_status()
-
-    def dequeue(self, prompt_id: str, done: Done) -> None:
-        for prompt in self.queue:
-            if prompt.id == prompt_id:
-                self.queue.remove(prompt)
-                done(None, None)
-                self._refresh_status()
-                return
-        done(None, AgentError.detail(Kind.INVALID_REQUEST, f"no queued prompt {prompt_id}"))
-
-    def cancel(self, clear_queue: bool, turn_id: str | None, done: Done) -> None:
-        turn = self.turn
-        if turn_id is not None and (turn is None or turn.id != turn_id):
-            done(None, None)
-            return
-        if clear_queue:
-            self.queue.clear()
-        if turn is not None:
-            self.requests.close_turn(turn, "cancelled: the turn was cancelled")
-            self.driver.cancel()
-            if turn.cancel_timer is None:
-                turn.cancel_timer = self.loop.call_later(self.CANCEL_GRACE, lambda: self._cancel_expired(turn))
-        self._refresh_status()
-        done(None, None)
-
-    def _cancel_expired(self, turn: Turn) -> None:
-        if self.turn is turn:
-            self.diagnostic("Warning", f"the agent did not end the turn within {self.CANCEL_GRACE:g} s of cancel")
-            self._finish_turn("Cancelled", None)
-
-    def answer(self, request_id: str, answer: Any, done: Done) -> None:
-        self.requests.answer(request_id, answer, done)
-
-    def configure(self, option_id: str, value: Any, done: Done) -> None:
-        problem = session_info.option_problem(self.info, option_id, value, self.driver.validate_config, live=True)
-        if problem is not None:
-            done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, problem))
-            return
-
-        def configured(error: AgentError | None) -> None:
-            if error is not None:
-                done(None, error)
-                return
-            session_info.set_option(self.info, option_id, value)
-            self._session_updated()
-            done(None, None)
-
-        self.driver.configure(option_id, value, configured)
-
-    def _refusal(self, what: str, needs: dict[str, str]) -> AgentError | None:
-        """Why rollback or compact cannot run now: a missing feature (``needs``: feature ->
-        its name in the error), or a busy session."""
-        for feature, name in needs.items():
-            if feature not in session_info.features(self.info):
-                return AgentError.detail(Kind.UNSUPPORTED_FEATURE, name)
-        if self.turn is not None or self.queue:
-            return AgentError.detail(Kind.SESSION_BUSY, f"{what} needs an idle session")
-        return None
-
-    def rollback(self, turns: int, scope: str, done: Done) -> None:
-        needs = {"Rollback": "rollback"}
-        if scope == "ConversationAndFiles":
-            needs["RollbackFiles"] = "file rollback"
-        refusal = self._refusal("rollback", needs)
-        if refusal is not None:
-            done(None, refusal)
-            return
-
-        def rolled(error: AgentError | None, refusal: str | None) -> None:
-            if error is not None:
-                done(None, error)
-            elif refusal is not None:
-                done(None, AgentError.detail(Kind.INVALID_REQUEST, refusal))
-            else:
-                self._session_updated()
-                done(None, None)
-
-        self.driver.rollback(turns, scope, rolled)
-
-    def compact(self, done: Done) -> None:
-        refusal = self._refusal("compact", {"Compact": "compact"})
-        if refusal is not None:
-            done(None, refusal)
-            return
-        self._start_turn("Agent", acked=True)
-        self.driver.compact()
-        done(None, None)
 
     def close(self, done: Done) -> None:
         if self.state == "closed":
@@ -592,7 +442,7 @@ class Session:
         if self.turn is not None:
             self._finish_turn("Cancelled", None, start_next=False)
         self.queue.clear()
-        self._refresh_status()
+        self.refresh_status()
         self.flow.stop()
         self._move("closed")
         self.context.forget(self)

@@ -38,9 +38,11 @@ class Owner(Protocol):
     launch: "Launch"
     watcher: Callable[[str, Any], None] | None
 
-    def _send(self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None) -> None: ...
+    def send(self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None) -> None:
+        """Number one event and hand it to the session's sink."""
 
-    def _refresh_status(self) -> None: ...
+    def refresh_status(self) -> None:
+        """Send StatusChanged if the session's status changed."""
 
 
 class Requests:
@@ -72,8 +74,8 @@ class Requests:
     def withdrawn(self, turn: "Turn | None", request_id: str) -> None:
         if turn is None or turn.requests.pop(request_id, None) is None:
             return  # answered already, or never shown to the app
-        self.session._send({"RequestClosed": {"request_id": request_id}})
-        self.session._refresh_status()
+        self.session.send({"RequestClosed": {"request_id": request_id}})
+        self.session.refresh_status()
 
     # -- the app's answers ----------------------------------------------------------------
     def answer(self, request_id: str, answer: Any, done: "Done") -> None:
@@ -94,15 +96,15 @@ class Requests:
         assert turn is not None
         del turn.requests[request_id]
         session.driver.answer(request, answer)
-        session._send({"RequestClosed": {"request_id": request_id}})
-        session._refresh_status()
+        session.send({"RequestClosed": {"request_id": request_id}})
+        session.refresh_status()
         done(None, None)
 
     def close_turn(self, turn: "Turn", why: str) -> None:
         """The turn ends or is cancelled: close what it left open (the agent is told ``why``)."""
         for request_id in turn.take_requests():
             if not self.app.end(request_id, why):  # the app's own close themselves
-                self.session._send({"RequestClosed": {"request_id": request_id}})
+                self.session.send({"RequestClosed": {"request_id": request_id}})
 
     # -- the app's own tool calls and hooks (apptools.AppTools reports them) ---------------
     def _app_opened(self, pending: Pending) -> None:
@@ -112,16 +114,16 @@ class Requests:
             turn.requests[pending.id] = pending.request
         if session.watcher is not None:
             session.watcher("RequestOpened", pending.request)
-        session._send({"RequestOpened": pending.request})
-        session._refresh_status()
+        session.send({"RequestOpened": pending.request})
+        session.refresh_status()
 
     def _app_closed(self, pending: Pending) -> None:
         # When the engine closes a turn's requests itself, they are out of the turn already.
         session = self.session
         tracked = pending.turn is not None and pending.turn.requests.pop(pending.id, None) is not None
-        session._send({"RequestClosed": {"request_id": pending.id}})
+        session.send({"RequestClosed": {"request_id": pending.id}})
         if tracked:
-            session._refresh_status()
+            session.refresh_status()
         if pending.kind == "Hook" and pending.outcome is not None and not session.driver_gone:
             # A hook the listener took never passed through the driver: tell it what its
             # agent was answered (agy's injected messages reach the stream without text).

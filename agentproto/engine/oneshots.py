@@ -1,0 +1,332 @@
+"""The runtime's one-shot commands: ``discover``, ``probe``, ``plan_usage`` and ``generate``.
+
+Each answers once and keeps nothing: discover reads the catalog and asks each agent found
+for its version; probe opens a throwaway session and closes it as soon as it is open;
+plan_usage asks a driver once; generate runs one hands-off turn in a throwaway session and
+answers its text.
+
+Rules of this file:
+- The one-shots never import the dispatcher (engine/runtime.py): the runtime hands each
+  what it needs (its loop, its ``open`` and ``launch`` members, the transport factory) and
+  they call nothing else of it.
+- generate is hands-off: the session opens with the permission mode ``Ask`` and tools
+  disabled, every request reaches its watcher, which declines permissions, answers free-text
+  questions blank and fails on anything else (a tool use, a question that needs a person).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from agentproto.core.answers import hands_off_answer, request_id_of
+from agentproto.core.errors import AgentError, Kind
+from agentproto.core.typecheck import TYPE_CHECKING
+from agentproto.drivers import catalog
+from agentproto.loopio.process_transport import run_capture
+
+if TYPE_CHECKING:
+    from typing import Any, Callable, Protocol
+
+    from agentproto.drivers.base import Launch
+    from agentproto.drivers.catalog import AgentSpec
+    from agentproto.engine.context import Sink
+    from agentproto.engine.session import Session
+    from agentproto.engine.turns import Done
+    from agentproto.loopio.loop import Loop
+    from agentproto.loopio.transport import TransportFactory
+
+    #: The runtime's ``launch``: the spec and Launch of an open's fields (a throwaway's).
+    LaunchOf = Callable[[dict[str, Any]], tuple[AgentSpec, Launch]]
+
+    class Opener(Protocol):
+        """The runtime's ``open``: a session of ``args`` whose output goes to ``sink`` (None when
+        the open was refused at once: ``done`` has its error)."""
+
+        def __call__(
+            self, args: dict[str, Any], sink: Sink, done: Done, throwaway: bool = False, tools_disabled: bool = False
+        ) -> Session | None: ...
+
+#: The longest answer generate collects, in characters (16 MiB of ASCII): past it generate
+#: fails ProtocolFailed rather than keep an agent's flood.
+MAX_ANSWER = 16 << 20
+
+
+class Collector:
+    """The sink of throwaway sessions (probe, generate): keeps text, drops the rest.
+
+    Each message's text is kept as its pieces (by message id, in the order messages first
+    spoke) and joined once, at the end: an answer of N deltas costs O(N), not the O(N^2) of
+    growing one string per delta. Past ``limit`` characters nothing more is kept and
+    ``on_overflow`` is called, once."""
+
+    def __init__(
+        self, on_event: Callable[[Session, dict[str, Any]], None] | None = None, limit: int | None = None
+    ) -> None:
+        self.pieces: dict[str, list[str]] = {}
+        self.size = 0
+        self.limit = limit
+        self.overflowed = False
+        self.ended: Any = None
+        self.error: AgentError | None = None
+        self.closed = False
+        self.on_event = on_event
+        self.on_turn_end: Callable[[], None] | None = None
+        self.on_closed: Callable[[], None] | None = None
+        self.on_overflow: Callable[[], None] | None = None
+
+    def text(self) -> str:
+        """Every message's text, joined (once per call: call it at the end)."""
+        return "".join("".join(pieces) for pieces in self.pieces.values())
+
+    def event(self, session: Session, event: dict[str, Any]) -> None:
+        session.delivered(1)
+        if self.on_event is not None:
+            self.on_event(session, event)
+        kind = event["kind"]
+        if isinstance(kind, dict):
+            if "TextDelta" in kind:
+                if self.overflowed:
+                    return
+                body = kind["TextDelta"]
+                piece = body["text"]
+                self.size += len(piece)
+                if self.limit is not None and self.size > self.limit:
+                    self.overflowed = True
+                    self.pieces.clear()
+                    if self.on_overflow is not None:
+                        self.on_overflow()
+                    return
+                pieces = self.pieces.get(body["message_id"])
+                if pieces is None:
+                    pieces = self.pieces[body["message_id"]] = []
+                pieces.append(piece)
+            elif "TurnEnded" in kind:
+                self.ended = kind["TurnEnded"]["stop"]
+                if self.on_turn_end is not None:
+                    self.on_turn_end()
+
+    def session_error(self, session: Session, error: AgentError) -> None:
+        self.error = error
+
+    def session_closed(self, session: Session) -> None:
+        self.closed = True
+        if self.on_closed is not None:
+            self.on_closed()
+
+
+def discover(loop: Loop, mock_only: bool, factory: TransportFactory, done: Done) -> None:
+    """The agents installed and missing (``mock_only``: a scripted mock's runtime, which
+    reports the mock alone), each found agent's version read with its ``--version``."""
+    agents = [catalog.installation(catalog.MOCK, "mock", "Pinned")]
+    agents[0]["version"] = "mock"
+    report: dict[str, Any] = {"agents": agents, "missing": [], "diagnostics": []}
+    if mock_only:
+        done(report, None)
+        return
+    pending: list[dict[str, Any]] = []
+    for spec in catalog.CATALOG:
+        found = catalog.locate(spec)
+        if isinstance(found, list):
+            report["missing"].append(catalog.missing(spec, found))
+            continue
+        entry = catalog.installation(spec, *found)
+        entry["version"] = None
+        agents.append(entry)
+        pending.append(entry)
+        override = os.environ.get(spec.env_override)
+        if override and found[1] != "EnvOverride":
+            message = f"{spec.id}: ${spec.env_override}={override} is not an executable; using {found[0]}"
+            report["diagnostics"].append({"level": "Warning", "message": message})
+    if not pending:
+        done(report, None)
+        return
+    remaining = [len(pending)]
+
+    def finish(entry: dict[str, Any], code: int | None, out: str, err: str) -> None:
+        text = (out.strip() or err.strip()).splitlines()
+        entry["version"] = catalog.clean_version(text[0]) if code == 0 and text else None
+        if code == 0 and not text:
+            message = f"{entry['id']}: `{entry['executable_path']} --version` printed nothing"
+            report["diagnostics"].append({"level": "Info", "message": message})
+        elif code != 0:
+            why = "exit status " + str(code) if code is not None else "did not finish"
+            said = err.strip().splitlines()
+            if said:
+                why += f": {said[-1][:200]}"
+            message = f"{entry['id']}: `{entry['executable_path']} --version` failed ({why})"
+            report["diagnostics"].append({"level": "Warning", "message": message})
+        remaining[0] -= 1
+        if remaining[0] == 0:
+            done(report, None)
+
+    for entry in pending:
+        found_spec = catalog.spec_for(entry["id"])
+        assert found_spec is not None
+
+        def version_read(code: int | None, out: str, err: str, entry: dict[str, Any] = entry) -> None:
+            finish(entry, code, out, err)
+
+        argv = [entry["executable_path"], *found_spec.version_args]
+        run_capture(loop, argv, version_read, timeout=10.0, factory=factory)
+
+
+def probe(loop: Loop, open: Opener, args: dict[str, Any], done: Done) -> Session | None:
+    """Open a throwaway session, close it once open, and answer its details."""
+    if args.get("resume") or args.get("fork"):
+        done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "probe does not take resume or fork"))
+        return None
+    collector = Collector()
+
+    def opened(info: Any, error: AgentError | None) -> None:
+        if error is not None:
+            done(None, error)
+            return
+        details = info["details"]
+        collector.on_closed = lambda: done(details, None)
+        # open() may answer synchronously, before ``session`` is bound: close next tick.
+        loop.call_soon(lambda: None if session is None else session.close(lambda _ok, _err: None))
+
+    session = open(args, collector, opened, throwaway=True)
+    return session
+
+
+def plan_usage(loop: Loop, launch: LaunchOf, args: dict[str, Any], done: Done) -> None:
+    """The agent's plan usage, as its driver reads it (no session)."""
+    if args.get("resume") or args.get("fork"):
+        done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "plan_usage does not take resume or fork"))
+        return
+    try:
+        spec, launched = launch(args)
+        spec.driver_class().plan_usage(loop, launched, done)
+    except AgentError as error:
+        done(None, error)
+
+
+def generate(
+    loop: Loop,
+    open: Opener,
+    args: dict[str, Any],
+    done: Done,
+    on_event: Callable[[Session, dict[str, Any]], None] | None = None,
+) -> Session | None:
+    """One hands-off turn in a throwaway session: its text (checked against
+    ``output_schema`` when given), or why there is none. ``on_event`` sees every event of
+    the session (the ops framing streams them)."""
+    if args.get("resume") or args.get("fork"):
+        done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "generate requires a new session"))
+        return None
+    schema = args.get("output_schema")
+    #: The schema's patterns, compiled once (within the schema's compile budget) for the
+    #: answer's check.
+    patterns: dict[str, Any] = {}
+    if schema is not None:
+        # The schema is checked before anything runs: a bad one is the app's to fix, and the
+        # answer's check (in a loop callback) then cannot raise or loop.
+        from agentproto.core.jsonschema_lite import schema_problems
+
+        problems = schema_problems(schema, patterns=patterns)
+        if problems:
+            done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "output_schema: " + "; ".join(problems)))
+            return None
+    generation = _Generation(loop, args, schema, patterns, done, Collector(on_event, MAX_ANSWER))
+    # Hands-off whatever the app asked: every request reaches the watcher, which declines.
+    launch_args = {**args, "permission_mode": "Ask"}
+    session = open(launch_args, generation.collector, generation.opened, throwaway=True, tools_disabled=True)
+    generation.session = session
+    if session is not None:
+        session.watcher = generation.watch
+    return session
+
+
+class _Generation:
+    """One generate: its throwaway session, its collector, and its one outcome."""
+
+    def __init__(
+        self, loop: Loop, args: dict[str, Any], schema: Any, patterns: dict[str, Any], done: Done, collector: Collector
+    ) -> None:
+        self.loop, self.args, self.done = loop, args, done
+        #: output_schema (None: any text), and its patterns compiled once for the answer's check.
+        self.schema, self.patterns = schema, patterns
+        self.collector = collector
+        collector.on_overflow = self.overflowed
+        #: Bound once open() returns (it may answer synchronously, before).
+        self.session: Session | None = None
+        self.outcome: list[Any] = []
+
+    def finish(self, value: Any, error: AgentError | None) -> None:
+        if self.outcome:
+            return
+        self.outcome.append((value, error))
+        session, done = self.session, self.done
+        if session is not None and session.state != "closed":
+            self.collector.on_closed = lambda: done(value, error)
+            session.close(lambda _ok, _err: None)
+        else:
+            done(value, error)
+
+    def watch(self, name: str, body: Any) -> None:
+        # generate is hands-off: permissions are declined, free-text questions get blank
+        # answers, and anything that needs a person or runs a tool fails it.
+        if name == "ToolUpdated":
+            self.finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, "the agent tried to use a tool during generate"))
+        elif name == "RequestOpened":
+            self.loop.call_soon(lambda: self.decline(body))
+
+    def decline(self, request: dict[str, Any]) -> None:
+        session = self.session
+        if self.outcome or session is None or session.state != "open":
+            return
+        answer = hands_off_answer(request)
+        if answer is None:
+            self.finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, "the agent asked a question during generate"))
+        else:
+            session.answer(request_id_of(request), answer, lambda _v, _e: None)
+
+    def overflowed(self) -> None:
+        why = f"the answer is longer than {MAX_ANSWER >> 20} MiB ({MAX_ANSWER:,} characters), generate's bound"
+        self.finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, why))
+
+    def turn_ended(self) -> None:
+        collector = self.collector
+        stop = collector.ended
+        text = collector.text()
+        if isinstance(stop, dict) and "Completed" in stop:
+            if self.schema is not None:
+                # Only generate with a schema needs the validator: not imported at start-up.
+                from agentproto.core.jsonschema_lite import answer_problems
+
+                problems = answer_problems(text, self.schema, self.patterns)
+                if problems:
+                    why = "the answer does not match output_schema: " + "; ".join(problems[:5])
+                    self.finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, why))
+                    return
+            self.finish(text, None)
+        elif isinstance(stop, dict) and "Failed" in stop:
+            self.finish(None, collector.error or AgentError.detail(Kind.PROTOCOL_FAILED, stop["Failed"]["message"]))
+        else:
+            self.finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, f"the turn ended {json.dumps(stop)}"))
+
+    def closed_early(self) -> None:
+        early = AgentError.detail(Kind.PROTOCOL_FAILED, "the session closed before the answer")
+        self.finish(None, self.collector.error or early)
+
+    def opened(self, info: Any, error: AgentError | None) -> None:
+        if error is not None:
+            self.finish(None, error)
+            return
+        # open() may answer synchronously, before ``session`` is bound: start next tick.
+        self.loop.call_soon(lambda: self.start(info))
+
+    def start(self, info: Any) -> None:
+        session = self.session
+        assert session is not None
+        if self.outcome or session.state != "open":
+            return
+        if "Permissions" not in info["details"]["capabilities"]["features"] and not session.driver.tools_disabled:
+            why = "generate needs an agent whose tool use can be refused"
+            self.finish(None, AgentError.detail(Kind.UNSUPPORTED_FEATURE, why))
+            return
+        self.collector.on_turn_end = self.turn_ended
+        self.collector.on_closed = self.closed_early
+        session.prompt(self.args["prompt"], list(self.args.get("attachments") or []), lambda _d, _e: None)

@@ -1,0 +1,174 @@
+"""The commands an open session runs (runtime.SESSION_COMMANDS): prompt, dequeue, cancel,
+answer, configure, rollback and compact. ``Commands`` is a base of ``engine.session.Session``
+and is nothing on its own: it reads and writes the session's own state, through ``self``.
+
+Rules of this file:
+- A command answers through its ``done`` exactly once, and before any event it causes
+  (a prompt's reply goes out before its turn's TurnStarted, as open's before the first event).
+- A prompt during a turn steers it when the agent can (the ``Steer`` feature; one pending
+  steer at a time), and is queued otherwise; a steer the agent refuses is queued at the head.
+- rollback and compact need their feature and an idle session (no turn, nothing queued).
+"""
+
+from __future__ import annotations
+
+from agentproto.core import session_info
+from agentproto.core.errors import AgentError, Kind
+from agentproto.core.typecheck import TYPE_CHECKING
+from agentproto.engine.turns import Prompt
+
+if TYPE_CHECKING:
+    from collections import deque
+    from typing import Any
+
+    from agentproto.drivers.base import Driver
+    from agentproto.engine.session_requests import Requests
+    from agentproto.engine.turns import Done, Turn
+    from agentproto.loopio.loop import Loop
+
+
+class Commands:
+    """The session commands, as the base of ``Session`` (which defines what is declared here)."""
+
+    if TYPE_CHECKING:
+        CANCEL_GRACE: float
+        id: str
+        loop: Loop
+        info: dict[str, Any]
+        driver: Driver
+        requests: Requests
+        turn: Turn | None
+        turn_counter: int
+        prompt_counter: int
+        queue: deque[Prompt]
+        pending_steer: Prompt | None
+
+        def refresh_status(self) -> None: ...
+
+        def diagnostic(self, level: str, message: str) -> None: ...
+
+        def _session_updated(self) -> None: ...
+
+        def _start_turn(self, origin: Any, acked: bool) -> Turn: ...
+
+        def _begin_prompt(self, prompt: Prompt) -> None: ...
+
+        def _finish_turn(self, stop: Any, usage: dict[str, int] | None, start_next: bool = True) -> None: ...
+
+    def prompt(self, text: str, attachments: list[str], done: Done) -> None:
+        self.prompt_counter += 1
+        prompt = Prompt(f"p{self.prompt_counter}", text, attachments, None)
+        turn = self.turn
+        if turn is None and not self.queue:
+            # The reply goes out before the turn's first event, as for open.
+            done({"prompt_id": prompt.id, "kind": {"Started": {"turn_id": f"t{self.turn_counter + 1}"}}}, None)
+            self._begin_prompt(prompt)
+            return
+        if turn is not None and "Steer" in session_info.features(self.info) and self.pending_steer is None:
+            prompt.done = done
+            self.pending_steer = prompt
+
+            def steered(accepted: bool) -> None:
+                if self.pending_steer is not prompt:
+                    return  # the turn ended first; it was queued at the head then
+                self.pending_steer = None
+                prompt.done = None
+                if accepted and self.turn is not None:
+                    done({"prompt_id": prompt.id, "kind": {"Steered": {"turn_id": self.turn.id}}}, None)
+                else:
+                    self.queue.appendleft(prompt)
+                    done({"prompt_id": prompt.id, "kind": {"Queued": {"position": 0}}}, None)
+                    self.refresh_status()
+
+            self.driver.steer(text, attachments, steered)
+            return
+        self.queue.append(prompt)
+        done({"prompt_id": prompt.id, "kind": {"Queued": {"position": len(self.queue) - 1}}}, None)
+        self.refresh_status()
+
+    def dequeue(self, prompt_id: str, done: Done) -> None:
+        for prompt in self.queue:
+            if prompt.id == prompt_id:
+                self.queue.remove(prompt)
+                done(None, None)
+                self.refresh_status()
+                return
+        done(None, AgentError.detail(Kind.INVALID_REQUEST, f"no queued prompt {prompt_id}"))
+
+    def cancel(self, clear_queue: bool, turn_id: str | None, done: Done) -> None:
+        turn = self.turn
+        if turn_id is not None and (turn is None or turn.id != turn_id):
+            done(None, None)
+            return
+        if clear_queue:
+            self.queue.clear()
+        if turn is not None:
+            self.requests.close_turn(turn, "cancelled: the turn was cancelled")
+            self.driver.cancel()
+            if turn.cancel_timer is None:
+                turn.cancel_timer = self.loop.call_later(self.CANCEL_GRACE, lambda: self._cancel_expired(turn))
+        self.refresh_status()
+        done(None, None)
+
+    def _cancel_expired(self, turn: Turn) -> None:
+        if self.turn is turn:
+            self.diagnostic("Warning", f"the agent did not end the turn within {self.CANCEL_GRACE:g} s of cancel")
+            self._finish_turn("Cancelled", None)
+
+    def answer(self, request_id: str, answer: Any, done: Done) -> None:
+        self.requests.answer(request_id, answer, done)
+
+    def configure(self, option_id: str, value: Any, done: Done) -> None:
+        problem = session_info.option_problem(self.info, option_id, value, self.driver.validate_config, live=True)
+        if problem is not None:
+            done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, problem))
+            return
+
+        def configured(error: AgentError | None) -> None:
+            if error is not None:
+                done(None, error)
+                return
+            session_info.set_option(self.info, option_id, value)
+            self._session_updated()
+            done(None, None)
+
+        self.driver.configure(option_id, value, configured)
+
+    def _refusal(self, what: str, needs: dict[str, str]) -> AgentError | None:
+        """Why rollback or compact cannot run now: a missing feature (``needs``: feature ->
+        its name in the error), or a busy session."""
+        for feature, name in needs.items():
+            if feature not in session_info.features(self.info):
+                return AgentError.detail(Kind.UNSUPPORTED_FEATURE, name)
+        if self.turn is not None or self.queue:
+            return AgentError.detail(Kind.SESSION_BUSY, f"{what} needs an idle session")
+        return None
+
+    def rollback(self, turns: int, scope: str, done: Done) -> None:
+        needs = {"Rollback": "rollback"}
+        if scope == "ConversationAndFiles":
+            needs["RollbackFiles"] = "file rollback"
+        refusal = self._refusal("rollback", needs)
+        if refusal is not None:
+            done(None, refusal)
+            return
+
+        def rolled(error: AgentError | None, refusal: str | None) -> None:
+            if error is not None:
+                done(None, error)
+            elif refusal is not None:
+                done(None, AgentError.detail(Kind.INVALID_REQUEST, refusal))
+            else:
+                self._session_updated()
+                done(None, None)
+
+        self.driver.rollback(turns, scope, rolled)
+
+    def compact(self, done: Done) -> None:
+        refusal = self._refusal("compact", {"Compact": "compact"})
+        if refusal is not None:
+            done(None, refusal)
+            return
+        self._start_turn("Agent", acked=True)
+        self.driver.compact()
+        done(None, None)
