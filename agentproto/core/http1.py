@@ -208,9 +208,12 @@ def authorized(header: str | None, token: str) -> bool:
 _TOKEN_CHARS = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _REQUEST_LINE = re.compile(rf"({_TOKEN_CHARS}) ([\x21-\x7e]+) (HTTP/1\.[01])")
 _FIELD_LINE = re.compile(rf"({_TOKEN_CHARS}):([\t\x20-\x7e\x80-\xff]*)")
-# ASCII only: str.isdigit() and int() also take "²", "١", "+1", "-1", "0x1", "1_0".
-_LENGTH = re.compile(r"[0-9]{1,19}")
-_CHUNK_LINE = re.compile(r"([0-9A-Fa-f]{1,16})[ \t]*(?:;[\t\x20-\x7e\x80-\xff]*)?")
+#: A Content-Length value, and a chunk-size line (its size, then extensions, ignored): the
+#: strict grammar of both parsers of HTTP bodies, this file's requests and the MCP client's
+#: responses (tools/mcp_client.py). ASCII only: str.isdigit() and int() also take "²", "١",
+#: "+1", "-1", "0x1", "1_0".
+CONTENT_LENGTH = re.compile(r"[0-9]{1,19}")
+CHUNK_SIZE_LINE = re.compile(r"([0-9A-Fa-f]{1,16})[ \t]*(?:;[\t\x20-\x7e\x80-\xff]*)?")
 
 
 class MessageParser:
@@ -310,7 +313,7 @@ class RequestParser(MessageParser):
         elif "content-length" in headers:
             # Repeated fields arrive joined: identical values are one length, others conflict.
             values = [v.strip(" \t") for v in headers["content-length"].split(",")]
-            if not all(_LENGTH.fullmatch(v) for v in values):
+            if not all(CONTENT_LENGTH.fullmatch(v) for v in values):
                 raise HttpError(400, "bad content-length")
             lengths = {int(v) for v in values}
             if len(lengths) != 1:
@@ -341,7 +344,7 @@ class RequestParser(MessageParser):
                 line = self._line(MAX_CHUNK_LINE, 400, "bad chunk size line")
                 if line is None:
                     return None
-                match = _CHUNK_LINE.fullmatch(line.decode("latin-1"))
+                match = CHUNK_SIZE_LINE.fullmatch(line.decode("latin-1"))
                 if match is None:
                     raise HttpError(400, "bad chunk size")
                 size = int(match.group(1), 16)

@@ -1,5 +1,5 @@
-"""The wire: framing, command parsing (against the table in commands.py), line encoding
-and decoding. Sans-IO.
+"""The wire: command parsing (against the table in commands.py), line encoding and decoding
+(the framing of bytes into lines is lines.py). Sans-IO.
 
 Rules of this file:
 - Nothing here touches a descriptor, a clock or a process. Bytes go in, values come out,
@@ -29,116 +29,17 @@ from agentproto.core.errors import ERROR_KINDS as ERROR_KINDS
 from agentproto.core.errors import AgentError as AgentError
 from agentproto.core.errors import AppError, Kind
 from agentproto.core.errors import error_from_body as error_from_body
+
+# The line framing is lines.py; these names stay importable from here too.
+from agentproto.core.lines import DEFAULT_MAX_LINE as DEFAULT_MAX_LINE
+from agentproto.core.lines import LineFramer as LineFramer
+from agentproto.core.lines import TooLong as TooLong
 from agentproto.core.typecheck import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any, ClassVar, Iterable
 
     from agentproto.core.commands import Check as Check
-
-# -- framing ----------------------------------------------------------------------------
-
-DEFAULT_MAX_LINE = 8 * 1024 * 1024
-
-
-class TooLong:
-    """Marker yielded in place of a line that exceeded the framer's bound."""
-
-    __slots__ = ("size", "head")
-
-    def __init__(self, size: int, head: bytes) -> None:
-        self.size = size  # bytes seen (at least), discarded
-        self.head = head  # the first bytes, to recover an id from
-
-    def __repr__(self) -> str:
-        return f"TooLong({self.size})"
-
-
-class LineFramer:
-    """Splits a byte stream into lines with bounded memory.
-
-    ``feed(data)`` returns the complete lines (without the newline; a trailing ``\\r`` is
-    kept, since JSON ignores it) and ``TooLong`` markers for lines longer than
-    ``max_line``: their bytes are discarded as they arrive, never buffered.
-    ``close()`` returns the final unterminated line, if any.
-    """
-
-    def __init__(self, max_line: int = DEFAULT_MAX_LINE) -> None:
-        self.max_line = max_line
-        self._buf = bytearray()
-        self._discarding = 0  # bytes discarded so far of an over-long line
-        self._head = b""
-
-    def feed(self, data: bytes) -> list[bytes | TooLong]:
-        buf = self._buf
-        if not self._discarding and len(buf) + len(data) <= self.max_line:
-            # No line of this read can be too long: one split finds them all (a relay reads
-            # thousands of lines at a time; finding them one by one cost as much again).
-            lines = data.split(b"\n")
-            rest = lines.pop()
-            if buf and lines:
-                lines[0] = bytes(buf) + lines[0]
-                buf.clear()
-            buf += rest
-            return lines  # type: ignore[return-value]  # (list[bytes]: no TooLong in it)
-        out: list[bytes | TooLong] = []
-        start = 0
-        if self._discarding:
-            nl = data.find(b"\n")
-            if nl < 0:
-                self._discarding += len(data)
-                return out
-            out.append(TooLong(self._discarding + nl, self._head))
-            self._discarding = 0
-            self._head = b""
-            start = nl + 1
-        if buf:
-            nl = data.find(b"\n", start)
-            if nl < 0:
-                buf += data[start:] if start else data
-                self._check_overflow(out)
-                return out
-            buf += data[start:nl]
-            if len(buf) > self.max_line:
-                out.append(TooLong(len(buf), bytes(buf[:256])))
-            else:
-                out.append(bytes(buf))
-            buf.clear()
-            start = nl + 1
-        end = len(data)
-        while start < end:
-            nl = data.find(b"\n", start)
-            if nl < 0:
-                buf += data[start:]
-                self._check_overflow(out)
-                break
-            if nl - start > self.max_line:
-                out.append(TooLong(nl - start, data[start : min(nl, start + 256)]))
-            else:
-                out.append(data[start:nl])
-            start = nl + 1
-        return out
-
-    def _check_overflow(self, out: list[bytes | TooLong]) -> None:
-        if len(self._buf) > self.max_line:
-            self._discarding = len(self._buf)
-            self._head = bytes(self._buf[:256])
-            self._buf.clear()
-
-    def close(self) -> list[bytes | TooLong]:
-        if self._discarding:
-            marker = TooLong(self._discarding, self._head)
-            self._discarding = 0
-            return [marker]
-        if self._buf:
-            line = bytes(self._buf)
-            self._buf.clear()
-            return [line]
-        return []
-
-    @property
-    def buffered(self) -> int:
-        return len(self._buf)
 
 
 def _unencodable(obj: Any) -> Any:
@@ -293,10 +194,6 @@ def json_type_name(value: Any) -> str:
     return "object"
 
 
-_type_name = json_type_name
-
-
-
 _ID_RE = re.compile(rb'"id"\s*:\s*(\d{1,19})\b')
 
 
@@ -407,7 +304,7 @@ def _got(check: Check, value: Any) -> str:
     """What was received: its JSON type, and for a name one of a fixed set (an enum) the
     name itself, so "got string \"Yolo\"" says which one. Other values are never quoted
     back: a mistyped ``env`` or header may hold a secret."""
-    got = _type_name(value)
+    got = json_type_name(value)
     if getattr(check, "shows_value", False) and isinstance(value, (str, int, float)) and not isinstance(value, bool):
         shown = json.dumps(value)
         got += " " + (shown if len(shown) <= 66 else shown[:60] + '..."')
@@ -416,12 +313,12 @@ def _got(check: Check, value: Any) -> str:
 
 def command_from_object(obj: Any) -> Command:
     if not isinstance(obj, dict):
-        raise FrameError(None, f"a frame must be a JSON object, got {_type_name(obj)}")
+        raise FrameError(None, f"a frame must be a JSON object, got {json_type_name(obj)}")
     raw_id = obj.get("id")
     if not is_uint(raw_id):
         if "id" not in obj:
             raise FrameError(None, "missing field `id` (a non-negative integer)")
-        raise FrameError(None, f"field `id` must be a non-negative integer below 2^64, got {_type_name(raw_id)}")
+        raise FrameError(None, f"field `id` must be a non-negative integer below 2^64, got {json_type_name(raw_id)}")
     frame_id: int = raw_id
     name = obj.get("cmd")
     if name is None:
@@ -429,7 +326,7 @@ def command_from_object(obj: Any) -> Command:
     if not isinstance(name, str):
         raise FrameError(
             frame_id,
-            f"field `cmd` must be a string (a command name), got {_type_name(name)}; valid commands: "
+            f"field `cmd` must be a string (a command name), got {json_type_name(name)}; valid commands: "
             + ", ".join(COMMAND_NAMES),
         )
     if name not in COMMANDS:

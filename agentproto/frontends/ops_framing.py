@@ -12,42 +12,39 @@ Rules of this file:
 - A ``prompt`` (or ``answer``) streams its turn through ``TurnEnded`` and the
   ``StatusChanged`` that follows it, then its ``result`` and ``done``.
 - Session-shaped ops take ``session`` or use the context's default session, set by the
-  last successful ``open``. A session's events wait in its mailbox until a request on
-  that session streams them, so a client that asks nothing loses nothing and never
-  blocks the agent (up to ``MAILBOX_FREE`` events; past that the engine's flow control
-  pauses the agent).
+  last successful ``open``. A session's events wait in its mailbox (ops_hub.py) until a
+  request on that session streams them, so a client that asks nothing loses nothing and
+  never blocks the agent (up to ``MAILBOX_FREE`` events; past that the engine's flow
+  control pauses the agent).
 - With an ``idle_timeout`` (HTTP's ``--session-idle-timeout``; 0: never), a session the
-  hub opened is closed, as a ``close`` op would close it, once it has been idle that long:
-  no turn running or queued (an agent rides out a rate limit inside its turn), no open
-  request (the app's tool calls and hooks included),
-  no request of the hub following it (an HTTP request for it, an event stream). Its
-  events, a request starting or ending on it, restart the clock.
+  hub (ops_hub.py) opened is closed, as a ``close`` op would close it, once it has been
+  idle that long: no turn running or queued (an agent rides out a rate limit inside its
+  turn), no open request (the app's tool calls and hooks included), no request of the hub
+  following it (an HTTP request for it, an event stream). Its events, a request starting
+  or ending on it, restart the clock.
 """
 
 from __future__ import annotations
 
-from collections import deque
-
 from agentproto import CONTRACT, PROTOCOL, __version__
-from agentproto.core.errors import ERROR_KINDS, AgentError, Kind, log
+from agentproto.core.errors import ERROR_KINDS, AgentError, Kind
 from agentproto.core.explain import canonical, explain
 from agentproto.core.typecheck import TYPE_CHECKING, Protocol
 from agentproto.core.wire import (
     COMMAND_NAMES,
     COMMANDS,
     FieldError,
-    _type_name,
     check_fields,
     decode_json_line,
     event_kind_name,
+    json_type_name,
 )
 from agentproto.drivers import catalog
-from agentproto.engine.runtime import Runtime, Scope
 from agentproto.engine.session import Session
-from agentproto.loopio.loop import Alarm
+from agentproto.frontends.ops_hub import OpsHub as OpsHub
 
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_PROTOCOL = 0, 1, 2
 
@@ -104,12 +101,12 @@ def decode_request(raw: bytes) -> Any:
 def parse_request(obj: Any, default_session: str | None = None) -> tuple[str, dict[str, Any]]:
     """``(op, args)`` of one request object, or ``OpsError``."""
     if not isinstance(obj, dict):
-        raise OpsError(f"malformed request: expected a JSON object, got {_type_name(obj)}")
+        raise OpsError(f"malformed request: expected a JSON object, got {json_type_name(obj)}")
     op = obj.get("op")
     if op is None:
         raise OpsError("missing required `op`")
     if not isinstance(op, str):
-        raise OpsError(f"invalid `op`: must be a string (an op name), got {_type_name(op)}")
+        raise OpsError(f"invalid `op`: must be a string (an op name), got {json_type_name(op)}")
     if op not in CHECKS:
         raise OpsError(f"unknown op: {op}")
     required, optional = CHECKS[op]
@@ -142,180 +139,6 @@ class Out(Protocol):
     def line(self, obj: dict[str, Any], session: Session | None = None) -> None: ...
 
     def done(self, exit_code: int) -> None: ...
-
-
-# -- mailboxes: a session's events until a request streams them --------------------------
-
-
-class _Mailbox:
-    def __init__(self, hub: "OpsHub", session: Session) -> None:
-        self.hub = hub
-        self.session = session
-        self.items: deque[tuple[dict[str, Any], bool]] = deque()  # (line, still owed to the engine)
-        self.followers: list[_Follower] = []
-        self.closed = False
-        self.pumping = False
-        #: The session's idle clock (the hub's ``idle_timeout``), or None.
-        self.expiry: _Expiry | None = None
-
-    def push(self, line: dict[str, Any], is_event: bool) -> None:
-        if self.expiry is not None:
-            self.expiry.last = self.hub.loop.time()
-        owed = is_event
-        if is_event and not self.followers and len(self.items) < self.hub.MAILBOX_FREE:
-            self.session.delivered(1)
-            owed = False
-        self.items.append((line, owed))
-        self.pump()
-
-    def follow(self, follower: "_Follower") -> None:
-        self.followers.append(follower)
-        if self.expiry is not None:
-            self.expiry.last = self.hub.loop.time()
-        self.pump()
-
-    def unfollow(self, follower: "_Follower") -> None:
-        if follower in self.followers:
-            self.followers.remove(follower)
-            if self.expiry is not None:
-                self.expiry.last = self.hub.loop.time()
-        self._maybe_drop()
-
-    def pump(self) -> None:
-        if self.pumping:
-            return
-        self.pumping = True
-        try:
-            while self.items and self.followers:
-                line, owed = self.items.popleft()
-                self.followers[0].run.line(line, self.session if owed else None)
-                for follower in list(self.followers):
-                    follower.observe(line)
-            if self.closed and not self.items:
-                for follower in list(self.followers):
-                    follower.closed()
-        finally:
-            self.pumping = False
-        self._maybe_drop()
-
-    def close(self) -> None:
-        self.closed = True
-        if self.expiry is not None:
-            self.expiry.alarm.cancel()
-            self.expiry = None
-        self.pump()
-
-    def _maybe_drop(self) -> None:
-        if self.closed and not self.followers and not self.pumping:
-            for _line, owed in self.items:
-                if owed:
-                    self.session.delivered(1)
-            self.items.clear()
-            if self.hub.boxes.get(self.session.id) is self:
-                del self.hub.boxes[self.session.id]
-                self.hub.errors.pop(self.session.id, None)
-
-
-class _Expiry:
-    """The idle clock of one session of a hub: closes it once it has been idle for the
-    hub's ``idle_timeout``. ``last`` is the time of its latest activity (its mailbox sets it);
-    the alarm checks then, and sets itself again for what is left."""
-
-    __slots__ = ("hub", "box", "last", "alarm")
-
-    def __init__(self, hub: "OpsHub", box: _Mailbox) -> None:
-        self.hub = hub
-        self.box = box
-        self.last = hub.loop.time()
-        self.alarm = Alarm(hub.loop, self._check)
-        self.alarm.set(hub.idle_timeout)
-
-    def busy(self) -> bool:
-        session = self.box.session
-        return bool(
-            session.turn is not None
-            or session.queue
-            or session.pending_steer is not None
-            or session.app.pending
-            or self.box.followers
-        )
-
-    def _check(self) -> None:
-        session, hub = self.box.session, self.hub
-        if session.state != "open" or self.box.expiry is not self:
-            return  # closing already: its close goes on
-        timeout, now = hub.idle_timeout, hub.loop.time()
-        if self.busy():
-            # Its end is an event or a request leaving, which restarts the clock then.
-            self.last = now
-            self.alarm.set(timeout)
-            return
-        left = self.last + timeout - now
-        if left > 0:
-            self.alarm.set(left)
-            return
-        self.box.expiry = None
-        log(f"{session.id}: idle for {timeout:g} s (--session-idle-timeout): closing it")
-        hub.runtime.execute("close", {"session": session.id}, hub, hub.scope, lambda _value, _error: None)
-
-
-class OpsHub:
-    """The sessions of one ops server (a loop, a connection, or HTTP's shared state): the
-    engine's ``Sink`` for them, and their mailboxes."""
-
-    MAILBOX_FREE = 4096
-
-    def __init__(self, runtime: Runtime, shared: bool = False, idle_timeout: float = 0.0) -> None:
-        self.runtime = runtime
-        self.loop = runtime.loop
-        #: Seconds a session it opened may stay idle before it is closed (0: for ever).
-        self.idle_timeout = idle_timeout
-        self.scope = Scope(runtime, shared)
-        self.boxes: dict[str, _Mailbox] = {}
-        self.errors: dict[str, AgentError] = {}
-        self._idle_waiters: list[Callable[[], None]] = []
-        self.scope.on_empty = self._empty
-
-    def box(self, session: Session) -> _Mailbox:
-        box = self.boxes.get(session.id)
-        if box is None:
-            box = self.boxes[session.id] = _Mailbox(self, session)
-        return box
-
-    # Sink
-    def event(self, session: Session, event: dict[str, Any]) -> None:
-        self.box(session).push({"kind": "event", "event": event}, True)
-
-    def session_error(self, session: Session, error: AgentError) -> None:
-        self.errors[session.id] = error
-        text = f"session {session.id} failed: {error.kind}: {error.message}"
-        self.box(session).push({"kind": "log", "stream": "stderr", "text": text}, False)
-
-    def session_closed(self, session: Session) -> None:
-        self.box(session).close()  # the engine then takes it out of the scope
-
-    def opened(self, session_id: str) -> None:
-        """A session this hub opened is open: its idle clock starts (with an ``idle_timeout``)."""
-        # Not the scope: an open answered at once is answered before the scope holds it.
-        session = self.runtime.sessions.get(session_id)
-        if self.idle_timeout > 0 and session is not None and session.sink is self and session.state == "open":
-            box = self.box(session)
-            if box.expiry is None and not box.closed:
-                box.expiry = _Expiry(self, box)
-
-    def _empty(self) -> None:
-        waiters, self._idle_waiters = self._idle_waiters, []
-        for then in waiters:
-            then()
-
-    def close_all(self, then: Callable[[], None]) -> None:
-        """Close every session this hub opened (throwaway ones too); ``then()`` once all are."""
-        sessions = self.scope.sessions()
-        if not sessions:
-            then()
-            return
-        self._idle_waiters.append(then)
-        self.runtime.close_all(sessions)
 
 
 class OpsContext:

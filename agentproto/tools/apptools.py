@@ -29,7 +29,7 @@ import re
 
 from agentproto.core.errors import AgentError, Kind
 from agentproto.core.typecheck import TYPE_CHECKING, Protocol
-from agentproto.core.wire import _type_name
+from agentproto.core.wire import json_type_name as _type_name
 
 if TYPE_CHECKING:
     from typing import Any, Callable

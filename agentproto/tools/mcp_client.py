@@ -24,7 +24,13 @@ from urllib.parse import urlsplit
 
 from agentproto import __version__
 from agentproto.core import jsonrpc
-from agentproto.core.http1 import _CHUNK_LINE, _LENGTH, MAX_CHUNK_LINE, MAX_HEAD, MessageParser  # its strict grammar
+from agentproto.core.http1 import (  # its strict grammar
+    CHUNK_SIZE_LINE,
+    CONTENT_LENGTH,
+    MAX_CHUNK_LINE,
+    MAX_HEAD,
+    MessageParser,
+)
 from agentproto.loopio.sockets import Exchange
 
 if TYPE_CHECKING:
@@ -93,7 +99,7 @@ class ResponseParser(MessageParser):
             self.chunked = True
         elif "content-length" in headers:
             value = headers["content-length"]
-            if not _LENGTH.fullmatch(value):
+            if not CONTENT_LENGTH.fullmatch(value):
                 raise ValueError("bad content-length")
             self.length = int(value)
             if self.length > self.max_body:
@@ -123,7 +129,7 @@ class ResponseParser(MessageParser):
                 if len(self.buf) > MAX_CHUNK_LINE:
                     raise ValueError("bad chunk size line")
                 return None
-            match = _CHUNK_LINE.fullmatch(bytes(self.buf[:end]).decode("latin-1"))
+            match = CHUNK_SIZE_LINE.fullmatch(bytes(self.buf[:end]).decode("latin-1"))
             if match is None:
                 raise ValueError("bad chunk size")
             size = int(match.group(1), 16)
