@@ -40,50 +40,13 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Iterator
 
+from agentproto.core.client_protocol import AgentProtoError as AgentProtoError
+from agentproto.core.client_protocol import check_options, exited_before_hello, hello_of, lagged, not_a_sidecar
+from agentproto.core.client_protocol import kind_of as kind_of
 from agentproto.core.errors import Kind
 
 QUEUE_CAP = 4096
 _END = object()
-
-
-class AgentProtoError(Exception):
-    """An ErrorBody from the sidecar (or a client-side one): kind, message, extra fields."""
-
-    def __init__(self, kind: str, message: str, **fields: Any) -> None:
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
-        self.message = message
-        self.fields = fields
-
-    @classmethod
-    def from_body(cls, body: dict[str, Any]) -> "AgentProtoError":
-        extra = {k: v for k, v in body.items() if k not in ("kind", "message")}
-        return cls(str(body.get("kind", Kind.PROTOCOL_FAILED)), str(body.get("message", "")), **extra)
-
-    @property
-    def body(self) -> dict[str, Any]:
-        return {"kind": self.kind, "message": self.message, **self.fields}
-
-    def __getattr__(self, name: str) -> Any:
-        fields = self.__dict__.get("fields", {})
-        if name in fields:
-            return fields[name]
-        raise AttributeError(name)
-
-
-def kind_of(event: Any) -> str:
-    """The variant name of an event's kind, for both the object and the string form.
-
-    Takes an event (``{"kind": ...}``) or a kind itself (``"ContextCompacted"``,
-    ``{"TextDelta": {...}}``).
-    """
-    kind = event.get("kind", event) if isinstance(event, dict) and "kind" in event else event
-    if isinstance(kind, str):
-        return kind
-    if isinstance(kind, dict) and kind:
-        name: str = next(iter(kind))
-        return name
-    return ""
 
 
 class _Call:
@@ -127,13 +90,7 @@ class Session:
                     elif "StatusChanged" in kind:
                         self.info["status"] = kind["StatusChanged"]
                 if len(self._queue) >= QUEUE_CAP:
-                    self._queue.append(
-                        AgentProtoError(
-                            Kind.CONSUMER_LAGGED,
-                            f"more than {QUEUE_CAP} events of session {self.id} were not consumed",
-                            session=self.id,
-                        )
-                    )
+                    self._queue.append(lagged(self.id, QUEUE_CAP))
                     self._queue.append(_END)
                     self._ended = True
                     self._cond.notify_all()
@@ -149,6 +106,13 @@ class Session:
             if item is _END:
                 self._ended = True
             self._cond.notify_all()
+
+    def _end(self, error: AgentProtoError | None = None) -> None:
+        """``closed`` was read, or the sidecar is gone (``error``, unless it was closed)."""
+        self._gone = True
+        if error is not None:
+            self._push(error)
+        self._push(_END)
 
     # -- app side
     def events(self, timeout: float | None = None) -> Iterator[dict[str, Any]]:
@@ -174,9 +138,8 @@ class Session:
             yield item
 
     def prompt(self, text: str, attachments: list[str] | None = None) -> dict[str, Any]:
-        delivery: dict[str, Any] = self.runtime._call(
-            "prompt", session=self.id, text=text, attachments=attachments or []
-        )
+        fields: dict[str, Any] = {"session": self.id, "text": text, "attachments": attachments or []}
+        delivery: dict[str, Any] = self.runtime._call("prompt", **fields)
         return delivery
 
     def answer(self, request: str, answer: Any) -> None:
@@ -247,24 +210,6 @@ def _remove(directory: str | None) -> None:
         import shutil
 
         shutil.rmtree(directory, ignore_errors=True)
-
-
-def _check_options(command: str, options: dict[str, Any]) -> None:
-    """A keyword the command does not take is a ``TypeError`` naming it and the valid ones,
-    as Python's own is: a misspelt ``permision_mode`` must not be dropped on the floor."""
-    from agentproto.core.wire import COMMANDS
-
-    required, optional = COMMANDS[command]
-    valid = sorted({*required, *optional} - {"agent"})
-    unknown = [key for key in options if key not in valid]
-    if unknown:
-        import difflib
-
-        close = difflib.get_close_matches(unknown[0], valid, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise TypeError(
-            f"{command}() got an unexpected keyword argument {unknown[0]!r}{hint}; it takes: {', '.join(valid)}"
-        )
 
 
 #: This interpreter running this agentproto, whatever the current directory holds: ``-I``
@@ -351,18 +296,12 @@ class Runtime:
         reader.start()
         reader.join(timeout)
         line = box[0] if box else b""
-        try:
-            hello = json.loads(line)["hello"]
-            ok = isinstance(hello, dict) and hello.get("protocol") == 1
-        except (ValueError, KeyError, TypeError):
-            ok = False
-        if not ok:
+        hello = hello_of(line)
+        if hello is None:
             if not line:
                 self._exited_before_hello()
             self._kill()
-            shown = line[:200].decode("utf-8", "replace") if line else "(nothing)"
-            why = f"not a protocol 1 sidecar: first line was {shown!r}"
-            raise AgentProtoError(Kind.PROTOCOL_FAILED, why, detail=shown)
+            raise not_a_sidecar(line)
         self.hello = hello
 
     def _exited_before_hello(self) -> None:
@@ -373,12 +312,7 @@ class Runtime:
         except subprocess.TimeoutExpired:
             return  # still running, silent: not a sidecar (ProtocolFailed)
         self._stderr_reader.join(2.0)
-        stderr = self._stderr_tail.decode("utf-8", "replace")
-        said = [line.strip() for line in stderr.splitlines() if line.strip()]
-        why = f"the sidecar exited (status {status}) before its hello"
-        if said:
-            why += f": {said[-1].removeprefix('agentproto: ')}"
-        raise AgentProtoError(Kind.PROCESS_EXITED, why, status=str(status), stderr=stderr)
+        raise exited_before_hello(status, self._stderr_tail.decode("utf-8", "replace"))
 
     # -- reader thread
     def _read(self) -> None:
@@ -410,8 +344,7 @@ class Runtime:
         if "closed" in line:
             session = self._sessions.pop(line["closed"], None)
             if session is not None:
-                session._gone = True
-                session._push(_END)
+                session._end()
             return
         if "session" in line and "error" in line:
             session = self._sessions.get(line["session"])
@@ -446,10 +379,7 @@ class Runtime:
             call.error = error
             call.done.set()
         for session in sessions.values():
-            session._gone = True
-            if not self._closed:
-                session._push(error)
-            session._push(_END)
+            session._end(None if self._closed else error)
 
     # -- calls
     def _send(self, cmd: dict[str, Any], on_ok: Any = None) -> _Call:
@@ -502,7 +432,7 @@ class Runtime:
 
     def _about_agent(self, name: str, agent: Any, options: dict[str, Any]) -> dict[str, Any]:
         """A command that opens no session and answers an object (probe, plan_usage)."""
-        _check_options(name, options)
+        check_options(name, options)
         answer: dict[str, Any] = self._call(name, agent=agent, **options)
         return answer
 
@@ -515,9 +445,7 @@ class Runtime:
         tools: list[dict[str, Any]] | None = None,
         **options: Any,
     ) -> str:
-        _check_options("generate", options)
-        if tools is not None:
-            options["tools"] = tools
+        check_options("generate", options, tools)
         return str(self._call("generate", agent=agent, prompt=prompt, dir=dir or os.getcwd(), **options))
 
     def open(
@@ -525,9 +453,7 @@ class Runtime:
     ) -> Session:
         """Open a session; ``tools`` are the app's own (each call a ``ToolCall`` request,
         answered with ``Session.answer_tool``)."""
-        _check_options("open", options)
-        if tools is not None:
-            options["tools"] = tools
+        check_options("open", options, tools)
 
         def register(info: dict[str, Any]) -> Session:
             session = Session(self, info)

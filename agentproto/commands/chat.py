@@ -27,13 +27,18 @@ from agentproto.commands.chat_screen import (
     Screen,
     app_answer,
     choices_named,
+    describe_option,
+    event_note,
     login_steps,
     permission_answer,
     permission_keys,
-    tool_kind,
+    permission_words,
+    question_words,
+    session_summary,
+    stop_note,
     tool_line,
     usage_line,
-    what_will_run,
+    welcome,
 )
 from agentproto.core.errors import AgentError, log
 from agentproto.core.wire import encode, event_kind_name
@@ -44,7 +49,6 @@ from agentproto.loopio.loop import Loop
 from agentproto.loopio.streams import Reader
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
 
 
 class Chat:
@@ -112,10 +116,6 @@ class Chat:
             self._tool(name, body)
         elif name == "ContextUsage" and body.get("cost_usd") is not None:
             self.turn_cost = float(body["cost_usd"])
-        elif name == "PlanUpdated" and not self.json_events:
-            self.screen.note("\n".join(f"  - [{e['status']}] {e['text']}" for e in body["entries"]))
-        elif name == "PlanProposed" and not self.json_events:
-            self.screen.note(body["markdown"])
         elif name == "RequestOpened":
             self.pending.append(body)
             if len(self.pending) == 1:
@@ -131,24 +131,22 @@ class Chat:
                     self._ask()
                 elif not self.turn_running:
                     self._show_prompt()
-        elif name == "Diagnostic":
-            self.screen.note(f"{body['level'].lower()}: {body['message']}", "2")
-        elif name == "ModelRerouted" and not self.json_events:
-            self.screen.note(f"(the provider answered with {body['to']} instead of {body['from']})", "2")
         elif name == "TurnEnded":
             self._turn_ended(body)
+        else:
+            note = event_note(name, body, self.json_events)
+            if note is not None:
+                self.screen.note(*note)
 
     def _turn_ended(self, body: dict[str, Any]) -> None:
         if not self.json_events:
             self.screen.end_answer()
         stop = body["stop"]
         if isinstance(stop, dict) and "Failed" in stop:
-            self.screen.note(f"turn failed: {stop['Failed']['message']}", "31")
             self.status = EXIT_FAILED
-        elif stop == "Cancelled":
-            self.screen.note("turn cancelled", "2")
-        elif stop == "Refused":
-            self.screen.note("the agent refused", "2")
+        note = stop_note(stop)
+        if note is not None:
+            self.screen.note(*note)
         summary = usage_line(body.get("usage"), self.turn_cost, self.loop.time() - self.turn_started)
         if summary is not None:
             self.screen.note(summary, "2")
@@ -226,33 +224,21 @@ class Chat:
         if not self.pending:
             return
         request = self.pending[0]
-        if "Permission" in request:
-            body = request["Permission"]
-            tool = body["tool"]
-            self.screen.note(f"Allow {tool_kind(tool['kind'])}: {tool['title']}?", "33")
-            details = what_will_run(tool) + ([body["detail"]] if body.get("detail") else [])
-            if details:
-                self.screen.note("\n".join("  " + line for line in details))
-            self.screen.ask(permission_keys(body["options"]) + ": ")
-            if not self.interactive:
-                self._nobody("n (no terminal to ask)", "n")
-        elif "ToolCall" in request or "Hook" in request:
+        if "ToolCall" in request or "Hook" in request:
             self._ask_app(request)
+            return
+        if "Permission" in request:
+            words, nobody = permission_words(request["Permission"]), ("n (no terminal to ask)", "n")
         else:
-            questions = request["Question"]["questions"]
-            q = questions[len(self.answers)]
-            header = f"[{q['header']}] " if q.get("header") else ""
-            self.screen.note(header + q["text"], "33")
-            if q["choices"]:
-                self.screen.note("  " + "  ".join(f"{i + 1}) {c['label']}" for i, c in enumerate(q["choices"])))
-            how = ["numbers or labels, comma-separated" if q["multi_select"] else "a number or a label"]
-            if not q["choices"]:
-                how = ["your answer"]
-            elif q["allows_free_text"]:
-                how.append("or your own answer")
-            self.screen.ask(f"({' '.join(how)}; empty cancels) ")
-            if not self.interactive:
-                self._nobody("(no terminal to ask: cancelled)", "")
+            words = question_words(request["Question"]["questions"][len(self.answers)])
+            nobody = ("(no terminal to ask: cancelled)", "")
+        question, details, how = words  # details: what would run, or a question's choices
+        self.screen.note(question, "33")
+        if details is not None:
+            self.screen.note(details)
+        self.screen.ask(how)
+        if not self.interactive:
+            self._nobody(*nobody)
 
     def _nobody(self, said: str, line: str) -> None:
         """From a pipe nobody can answer: say what was answered, then answer it (next tick:
@@ -372,7 +358,7 @@ class Chat:
                 return  # the prompt comes back when the turn has ended
             self.screen.note("no turn is running", "2")
         elif name == "/info":
-            self.screen.note(self._info())
+            self.screen.note(session_summary(self.session.info, os.getcwd()))
         elif name in ("/model", "/mode"):
             self._option(name[1:], rest)
             return
@@ -382,7 +368,7 @@ class Chat:
                 self._configure(option, value.strip())
                 return
             if option:
-                self.screen.note(self._describe(option))
+                self.screen.note(describe_option(self.session.info if self.session else None, option))
             else:
                 self.screen.note("usage: /set OPTION VALUE (/info lists the options)", "31")
         else:
@@ -393,7 +379,7 @@ class Chat:
         if value:
             self._configure(option, value)
         else:
-            self.screen.note(self._describe(option))
+            self.screen.note(describe_option(self.session.info if self.session else None, option))
             self._show_prompt()
 
     def _configure(self, option: str, raw: str) -> None:
@@ -408,50 +394,6 @@ class Chat:
                 self._show_prompt()
 
         self.session.configure(option, value, configured)
-
-    def _options(self) -> list[dict[str, Any]]:
-        info = self.session.info if self.session is not None else {}
-        return list(info.get("details", {}).get("config_options") or [])
-
-    def _describe(self, option: str) -> str:
-        found = next((o for o in self._options() if o["id"] == option), None)
-        if found is None:
-            known = ", ".join(o["id"] for o in self._options()) or "none"
-            return f"{self._agent_name()} has no option {option} (options: {known})"
-        current = (self.session.info["configuration"]["options"].get(option) if self.session else None)
-        if current is None:
-            current = found.get("current")
-        kind = found["kind"]
-        choices = kind["Select"]["choices"] if isinstance(kind, dict) else None
-        lines = [f"{option}: {json.dumps(current)}" + ("" if found.get("live", True) else " (not live)")]
-        if choices:
-            lines += [f"  {c['value']}" + (f"  {c['label']}" if c["label"] != c["value"] else "") for c in choices]
-        elif kind == "Boolean":
-            lines.append("  true, false")
-        lines.append(f"/{option} NAME switches" if option in ("model", "mode") else f"/set {option} VALUE sets it")
-        return "\n".join(lines)
-
-    def _agent_name(self) -> str:
-        return str(self.session.info["agent"]["name"]) if self.session is not None else "the agent"
-
-    def _info(self) -> str:
-        assert self.session is not None
-        info = self.session.info
-        details = info["details"]
-        lines = [
-            f"agent: {info['agent']['name']} {details.get('version') or ''}".rstrip() + f" ({info['agent']['id']})",
-            f"session: {info['id']} in {os.getcwd()}, {info.get('status', 'Idle')}",
-        ]
-        if info.get("resume_token"):
-            lines.append(f"resume token: {info['resume_token']}")
-        current = info["configuration"]["options"]
-        for option in self._options():
-            value = current.get(option["id"], option.get("current"))
-            lines.append(f"option {option['id']}: {json.dumps(value)}")
-        features = details.get("capabilities", {}).get("features") or []
-        if features:
-            lines.append("features: " + ", ".join(features))
-        return "\n".join(lines)
 
     def _data(self, data: bytes) -> None:
         self.stdin_buffer += data
@@ -525,13 +467,7 @@ class Chat:
                 self._finish()
                 return
             if self.interactive:
-                details = info["details"]
-                name, version = info["agent"]["name"], details.get("version") or ""
-                self.screen.note(
-                    f"{name} {version} — session {info['id']}; /help lists the commands (/model, /mode, "
-                    "/set OPTION VALUE, /quit); Ctrl-C cancels a turn",
-                    "2",
-                )
+                self.screen.note(welcome(info), "2")
                 self._show_prompt()
             Reader(self.loop, 0, self._data, self._eof, 65536).start()
 

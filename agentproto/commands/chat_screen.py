@@ -307,3 +307,111 @@ def app_answer(request: dict[str, Any], line: str, interactive: bool) -> Any:
         return {"Deny": {"message": "nobody at a terminal to answer this tool call"}}
     text = line.rstrip("\n")
     return {"ToolResult": {"content": [{"type": "text", "text": text}], "is_error": False}}
+
+
+def event_note(name: str, body: Any, json_events: bool) -> tuple[str, str] | None:
+    """The note (its text, its colour) an event kind the chat only reports gets: a
+    diagnostic always, a plan and a reroute unless ``--json`` shows the raw events."""
+    if name == "Diagnostic":
+        return f"{body['level'].lower()}: {body['message']}", "2"
+    if json_events:
+        return None
+    if name == "PlanUpdated":
+        return "\n".join(f"  - [{e['status']}] {e['text']}" for e in body["entries"]), ""
+    if name == "PlanProposed":
+        return body["markdown"], ""
+    if name == "ModelRerouted":
+        return f"(the provider answered with {body['to']} instead of {body['from']})", "2"
+    return None
+
+
+def stop_note(stop: Any) -> tuple[str, str] | None:
+    """What a turn's end says of its StopReason (nothing when it completed)."""
+    if isinstance(stop, dict) and "Failed" in stop:
+        return f"turn failed: {stop['Failed']['message']}", "31"
+    if stop == "Cancelled":
+        return "turn cancelled", "2"
+    if stop == "Refused":
+        return "the agent refused", "2"
+    return None
+
+
+def welcome(info: dict[str, Any]) -> str:
+    """The line an interactive chat opens with: the agent, the session, the commands."""
+    name, version = info["agent"]["name"], info["details"].get("version") or ""
+    return (
+        f"{name} {version} — session {info['id']}; /help lists the commands (/model, /mode, "
+        "/set OPTION VALUE, /quit); Ctrl-C cancels a turn"
+    )
+
+
+def permission_words(body: dict[str, Any]) -> tuple[str, str | None, str]:
+    """A Permission request, as the chat asks it: the question, what would run (None:
+    nothing to show), and the keys that answer it."""
+    tool = body["tool"]
+    details = what_will_run(tool) + ([body["detail"]] if body.get("detail") else [])
+    shown = "\n".join("  " + line for line in details) if details else None
+    return f"Allow {tool_kind(tool['kind'])}: {tool['title']}?", shown, permission_keys(body["options"]) + ": "
+
+
+def question_words(q: dict[str, Any]) -> tuple[str, str | None, str]:
+    """A Question's question, as the chat asks it: its text (after its header), its choices
+    numbered (None without), and what the answer may be."""
+    header = f"[{q['header']}] " if q.get("header") else ""
+    choices = "  " + "  ".join(f"{i + 1}) {c['label']}" for i, c in enumerate(q["choices"])) if q["choices"] else None
+    how = ["numbers or labels, comma-separated" if q["multi_select"] else "a number or a label"]
+    if not q["choices"]:
+        how = ["your answer"]
+    elif q["allows_free_text"]:
+        how.append("or your own answer")
+    return header + q["text"], choices, f"({' '.join(how)}; empty cancels) "
+
+
+# -- /info and /set: the session's options, in words --------------------------------------
+
+
+def config_options(info: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The agent's configuration options (its details' ``config_options``)."""
+    return list((info or {}).get("details", {}).get("config_options") or [])
+
+
+def describe_option(info: dict[str, Any] | None, option: str) -> str:
+    """One option (``/set OPTION``, ``/model``): its value, its choices, how to set it;
+    or which options there are (``info`` None: no session yet)."""
+    options = config_options(info)
+    found = next((o for o in options if o["id"] == option), None)
+    if info is None or found is None:
+        known = ", ".join(o["id"] for o in options) or "none"
+        name = str(info["agent"]["name"]) if info is not None else "the agent"
+        return f"{name} has no option {option} (options: {known})"
+    current = info["configuration"]["options"].get(option)
+    if current is None:
+        current = found.get("current")
+    kind = found["kind"]
+    choices = kind["Select"]["choices"] if isinstance(kind, dict) else None
+    lines = [f"{option}: {json.dumps(current)}" + ("" if found.get("live", True) else " (not live)")]
+    if choices:
+        lines += [f"  {c['value']}" + (f"  {c['label']}" if c["label"] != c["value"] else "") for c in choices]
+    elif kind == "Boolean":
+        lines.append("  true, false")
+    lines.append(f"/{option} NAME switches" if option in ("model", "mode") else f"/set {option} VALUE sets it")
+    return "\n".join(lines)
+
+
+def session_summary(info: dict[str, Any], cwd: str) -> str:
+    """``/info``: the agent, the session, its resume token, options and features."""
+    details = info["details"]
+    lines = [
+        f"agent: {info['agent']['name']} {details.get('version') or ''}".rstrip() + f" ({info['agent']['id']})",
+        f"session: {info['id']} in {cwd}, {info.get('status', 'Idle')}",
+    ]
+    if info.get("resume_token"):
+        lines.append(f"resume token: {info['resume_token']}")
+    current = info["configuration"]["options"]
+    for option in config_options(info):
+        value = current.get(option["id"], option.get("current"))
+        lines.append(f"option {option['id']}: {json.dumps(value)}")
+    features = details.get("capabilities", {}).get("features") or []
+    if features:
+        lines.append("features: " + ", ".join(features))
+    return "\n".join(lines)

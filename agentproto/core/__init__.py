@@ -2,13 +2,14 @@
 process or a socket.
 
 What lives here: the error kinds and the one writer of stderr (errors.py), protocol 1's
-commands, framing and line decoder (commands.py, wire.py), the one JSON-RPC 2.0 peer
+commands and line decoder (commands.py, wire.py), line framing (lines.py), the one JSON-RPC 2.0 peer
 (jsonrpc.py), the MCP server endpoint over a tool set (mcp.py), HTTP/1.1 messages, heads and
 Host/Origin/token checks (http1.py), generate's output_schema check (regex_lite.py,
 jsonschema_lite.py), whether an answer fits its request (answers.py), SessionInfo
-(session_info.py), the explain op's text (explain.py), secrets out of a record (redact.py), a
-recording read and normalized for replay (recording.py), TYPE_CHECKING and Protocol without
-typing at run time (typecheck.py).
+(session_info.py), the explain op's text (explain.py), secrets out of a record (redact.py) and
+the names that say a value is one (secret_keys.py), a recording read and normalized for replay
+(recording.py), protocol 1 as the Python client reads it (client_protocol.py), TYPE_CHECKING
+and Protocol without typing at run time (typecheck.py).
 
 May import: the package root (the version) and core/ itself. No I/O of its own.
 """

@@ -14,8 +14,8 @@ here: every secret becomes ``"[redacted]"``. Three rules, in this order:
      ``DATABASE_URL`` alike; in ACP's ``[{"name", "value"}]`` shape every ``value`` (the
      ``name`` stays);
    - every string or number under a key that ``secret_key`` accepts (THE key rule, stated
-     there: ``GITHUB_TOKEN``, ``password``, ``DB_SECRET``, ``apiKey``, ``GITHUB_PAT``...),
-     at any depth below it; booleans and nulls stay (``"refreshToken": false``).
+     in secret_keys.py: ``GITHUB_TOKEN``, ``password``, ``DB_SECRET``, ``apiKey``,
+     ``GITHUB_PAT``...), at any depth below it; booleans and nulls stay (``"refreshToken": false``).
 2. **In any string, by shape** (``scrub``): a URL's userinfo password
    (``scheme://user:PASSWORD@host``, the user stays; up to the last ``@`` before the
    host), the value of a query parameter that ``secret_param`` accepts (``?key=``,
@@ -48,6 +48,11 @@ from __future__ import annotations
 import json
 import re
 
+from agentproto.core.secret_keys import container_key
+
+# The key rule is secret_keys.py; these names stay importable from here.
+from agentproto.core.secret_keys import secret_key as secret_key
+from agentproto.core.secret_keys import secret_param as secret_param
 from agentproto.core.typecheck import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -57,80 +62,6 @@ REDACTED = "[redacted]"
 _REDACTED_JSON = '"[redacted]"'
 #: A value learned for carry-over has at least this many characters.
 MIN_ECHO = 8
-
-# -- the key rule -------------------------------------------------------------------------
-#: A key's words: runs of capitals (an acronym: ``API`` in ``APIKey``), a capitalized or
-#: lowercase word, runs of digits. Everything else separates words.
-_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-_SECRET_WORDS = frozenset({
-    "token", "secret", "secrets", "password", "passwd", "passphrase", "pat",
-    "credential", "credentials", "apikey", "authorization", "cookie",
-})  # fmt: skip
-_SECRET_ENDINGS = ("token", "secret", "password", "apikey")
-#: ``token`` after these is an id or a cursor, not a credential (protocol 1's
-#: ``resume_token`` is the agent's session id).
-_NOT_CREDENTIAL = frozenset({"resume", "page", "continuation"})
-#: A query parameter is secret by the key rule, or when its last word is one of these.
-_PARAM_WORDS = frozenset({"key", "sig", "signature", "auth", "pwd"})
-
-
-def _words(key: str) -> list[str]:
-    words = [w.lower() for w in _WORDS.findall(key)]
-    while words and words[-1].isdigit():
-        words.pop()  # API_KEY_2 is API_KEY's sibling
-    return words
-
-
-def secret_key(key: str) -> bool:
-    """Whether the values under ``key`` (a JSON object's member, an env or header name)
-    are secret. The rule, case-insensitive:
-
-    Split ``key`` into words at every character that is not an ASCII letter or digit and at
-    camelCase boundaries (``clientSecret``: client, secret; ``APIKey``: api, key), and drop
-    trailing numbers (``API_KEY_2``). The key is secret when its LAST word
-
-    - is one of ``token``, ``secret``, ``secrets``, ``password``, ``passwd``,
-      ``passphrase``, ``pat``, ``credential``, ``credentials``, ``apikey``,
-      ``authorization``, ``cookie``;
-    - or ends in ``token``, ``secret``, ``password`` or ``apikey`` (one run-together word:
-      ``GITHUBTOKEN``, ``XAPIKEY``);
-    - or is ``key`` after another word (``API_KEY``, ``apiKey``, ``x-api-key``,
-      ``private_key``; never ``key`` alone, a usage group's name);
-
-    except ``token`` right after ``resume``, ``page`` or ``continuation`` (``resume_token``,
-    protocol 1's session id; ``next_page_token``, a cursor).
-
-    Secret: ``TOKEN``, ``GITHUB_TOKEN``, ``accessToken``, ``SECRET``, ``DB_SECRET``,
-    ``clientSecret``, ``password``, ``APIKEY``, ``ANTHROPIC_API_KEY``, ``GITHUB_PAT``,
-    ``MY_PAT``, ``GCP_CREDENTIALS``, ``Authorization``. Not secret: ``tokens``,
-    ``input_tokens``, ``max_tokens``, ``token_count``, ``tokenUsage``, ``apiKeySource``,
-    ``key``, ``KEYBOARD``, ``PASSWORD_HINT``, ``PATH``, ``path``, ``resume_token``.
-    """
-    words = _words(key)
-    if not words:
-        return False
-    last = words[-1]
-    if last == "key":
-        return len(words) > 1
-    if last == "token" and len(words) > 1 and words[-2] in _NOT_CREDENTIAL:
-        return False
-    return last in _SECRET_WORDS or last.endswith(_SECRET_ENDINGS)
-
-
-def secret_param(name: str) -> bool:
-    """Whether a URL query parameter's value is secret: ``secret_key(name)``, or its last
-    word is ``key``, ``sig``, ``signature``, ``auth`` or ``pwd`` (``?key=``, ``?sig=``,
-    ``X-Amz-Signature``)."""
-    if secret_key(name):
-        return True
-    words = _words(name)
-    return bool(words) and words[-1] in _PARAM_WORDS
-
-
-def _container_key(key: str) -> bool:
-    """``env`` and ``headers``: every member's value is redacted (rule 1)."""
-    return key.lower() in ("env", "headers")
-
 
 # -- rule 1 on JSON values --------------------------------------------------------------
 #: A JSON text holds nothing for rule 1 unless a member's name ends like one the rules
@@ -166,11 +97,11 @@ class _Walk:
             for key, member in value.items():
                 named = isinstance(key, str)
                 if schema:  # a property's schema: only a scalar under a secret name is data
-                    secret = named and (secret_key(key) or _container_key(key)) and _scalar(member)
+                    secret = named and (secret_key(key) or container_key(key)) and _scalar(member)
                     out[key] = self.secret(member, True) if secret else self.value(member)
                 elif named and secret_key(key):
                     out[key] = self.secret(member, True)
-                elif named and _container_key(key):
+                elif named and container_key(key):
                     out[key] = self.container(member)
                 else:
                     out[key] = self.value(member, named and key in _SCHEMA_KEYS)
@@ -321,10 +252,10 @@ def _value_mode(mode: int, key: str | None, entry_name: str | None) -> int:
     if key is None:
         return _PLAIN
     if mode == _SCHEMA:  # a property's schema: only a scalar under a secret name is data
-        return _SCALAR_SECRET if secret_key(key) or _container_key(key) else _PLAIN
+        return _SCALAR_SECRET if secret_key(key) or container_key(key) else _PLAIN
     if secret_key(key):
         return _SECRET_LEARN
-    if _container_key(key):
+    if container_key(key):
         return _CONTAINER
     if key in _SCHEMA_KEYS:
         return _SCHEMA
