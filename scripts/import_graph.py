@@ -45,8 +45,8 @@ ROOT_LAYERS = {
     "top": (
         "The top level, the only modules beside the folders: the command line (`cli_args.py`, the grammar: every"
         " command and flag, its help and examples, the usage errors; `cli.py`, the commands, run on what it"
-        " parsed; `__main__.py`) and the public Python client (`client.py`, for apps: it imports only the wire"
-        " and the errors). May import every layer."
+        " parsed; `__main__.py`) and the public Python client (`client.py`, for apps: it imports only"
+        " core/client_protocol.py and the errors). May import every layer."
     ),
 }
 

@@ -1,6 +1,6 @@
 """The package's layering, read from its source: the import rule (one folder per layer, no
 import goes up: scripts/import_graph.py's LAYERS table), no import cycle, no module past the
-size limit (650 lines), each layer's ``__init__.py`` a docstring and nothing else,
+size limit (500 lines), no module touching another's underscore members, each layer's ``__init__.py`` a docstring and nothing else,
 docs/architecture.md's layer list generated from the table, and the engine and runtime call
 their seams' documented members (no probing).
 
@@ -23,8 +23,20 @@ import pytest
 from sidecar import ROOT, base_env
 
 PACKAGE = ROOT / "agentproto"
-#: The design card: no module over ~600 lines, 650 at most.
-MAX_LINES = 650
+#: Issue 20: no .py file of the package passes 500 lines (one file, one concern).
+MAX_LINES = 500
+#: Files still over it, each split by the helper that owns it (remove an entry once split: a
+#: stale one fails). Empty once the driver splits of issue 20 are in.
+OVERSIZE_PENDING: dict[str, str] = {
+    "agentproto.drivers.acp.driver": "the drivers' step of issue 20 splits it",
+    "agentproto.drivers.agy.driver": "the drivers' step of issue 20 splits it",
+    "agentproto.drivers.codex.driver": "the drivers' step of issue 20 splits it",
+}
+#: Underscore members one module still takes from another, (importer, name): remove an entry
+#: once closed (a stale one fails).
+PRIVATE_PENDING: dict[tuple[str, str], str] = {
+    ("agentproto.drivers.acp.driver", "_Turn"): "acp/turns.py's _Turn: the drivers' step of issue 20 names it",
+}
 
 
 def _import_graph() -> Any:
@@ -100,8 +112,130 @@ def test_every_module_imports_first_in_a_fresh_interpreter(name: str) -> None:
 def test_no_module_passes_the_size_limit() -> None:
     sizes = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in MODULES.items()}
     assert sizes["agentproto.engine.session"] > 100, "the sizes are really read"
-    too_long = {name: n for name, n in sizes.items() if n > MAX_LINES}
+    too_long = {name: n for name, n in sizes.items() if n > MAX_LINES and name not in OVERSIZE_PENDING}
     assert not too_long, f"split these along a seam: {too_long}"
+    split = sorted(name for name in OVERSIZE_PENDING if sizes.get(name, 0) <= MAX_LINES)
+    assert not split, f"within {MAX_LINES} lines now: remove them from OVERSIZE_PENDING: {split}"
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _is_protocol(node: ast.ClassDef) -> bool:
+    return any((isinstance(b, ast.Name) and b.id == "Protocol") or (isinstance(b, ast.Attribute) and b.attr == "Protocol")
+               for b in node.bases)  # fmt: skip
+
+
+def _defined(tree: ast.AST) -> dict[str | None, set[str]]:
+    """The underscore names a module defines, by the class they are defined in (None: outside
+    any class): defs, classes, assignments (``self._x = ...`` too, and a module's ``_`` alias
+    of a name of its own), parameters, ``__slots__`` (an import defines nothing).
+    A Protocol's members are an interface, not a definition: they do not count."""
+    found: dict[str | None, set[str]] = {}
+
+    def visit(node: ast.AST, owner: str | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = owner
+            name: str | None = None
+            if isinstance(child, ast.ClassDef):
+                if _is_protocol(child):
+                    continue
+                name, inner = child.name, child.name
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = child.name
+            elif isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+                name = child.id
+            elif isinstance(child, ast.Attribute) and isinstance(child.ctx, ast.Store):
+                name = child.attr
+            elif isinstance(child, ast.arg):
+                name = child.arg
+            elif isinstance(child, ast.Constant) and isinstance(child.value, str) and child.value.isidentifier():
+                if isinstance(node, (ast.Tuple, ast.List)) and _in_slots(child, tree):
+                    name = child.value
+            if name is not None and _private(name):
+                found.setdefault(owner, set()).add(name)
+            visit(child, inner)
+
+    visit(tree, None)
+    return found
+
+
+def _in_slots(constant: ast.Constant, tree: ast.AST) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets):
+            if any(c is constant for c in ast.walk(node.value)):
+                return True
+    return False
+
+
+def private_reach_ins(sources: dict[str, str]) -> list[str]:
+    """Every place a module of ``sources`` (name -> text) touches another module's underscore
+    member: ``x._name`` where ``x`` is not ``self`` or ``cls`` and ``_name`` is defined in
+    another module but not in this one (``super()._name``: not in another class of this
+    one), and ``from agentproto... import _name``. Dunders are no one's private members."""
+    trees = {name: ast.parse(text) for name, text in sources.items()}
+    defined = {name: _defined(tree) for name, tree in trees.items()}
+    everywhere: dict[str, set[str]] = {}
+    for name, owners in defined.items():
+        for names in owners.values():
+            for member in names:
+                everywhere.setdefault(member, set()).add(name)
+    found = []
+    for name, tree in trees.items():
+        mine = set().union(*defined[name].values()) if defined[name] else set()
+
+        def visit(node: ast.AST, cls: str | None) -> None:
+            for child in ast.iter_child_nodes(node):
+                inner = child.name if isinstance(child, ast.ClassDef) else cls
+                if isinstance(child, ast.ImportFrom) and (child.module or "").startswith("agentproto"):
+                    found.extend(f"{name}:{child.lineno}: from {child.module} import {a.name}"
+                                 for a in child.names if _private(a.name))  # fmt: skip
+                elif isinstance(child, ast.Attribute) and _private(child.attr):
+                    base = child.value
+                    others = everywhere.get(child.attr, set()) - {name}
+                    if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+                        pass
+                    elif isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super":
+                        outside = {m for owner, names in defined[name].items() if owner != cls for m in names}
+                        if others and child.attr not in outside:
+                            found.append(f"{name}:{child.lineno}: {ast.unparse(child)}")
+                    elif others and child.attr not in mine:
+                        found.append(f"{name}:{child.lineno}: {ast.unparse(child)}")
+                visit(child, inner)
+
+        visit(tree, None)
+    return found
+
+
+def test_the_reach_in_finder_finds_reach_ins() -> None:
+    sources = {
+        "agentproto.a": "class A:\n    def _send(self): ...\n    def go(self, other):\n        self._send(); other._send()\n"
+                        "_alias = print\n",
+        "agentproto.b": "from agentproto.a import _alias\nimport agentproto.a\n"
+                        "def f(session):\n    session._send()\n    agentproto.a._alias()\n    session.__class__\n",
+        "agentproto.c": "from agentproto.a import A\nclass C(A):\n    def _send(self):\n        super()._send()\n",
+        "agentproto.d": "from typing import Protocol\nclass Owner(Protocol):\n    def _refresh(self): ...\n"
+                        "def g(owner):\n    owner._refresh()\n",
+        "agentproto.e": "class E:\n    def _refresh(self): ...\n",
+    }  # fmt: skip
+    assert private_reach_ins(sources) == [
+        "agentproto.b:1: from agentproto.a import _alias",
+        "agentproto.b:4: session._send",
+        "agentproto.b:5: agentproto.a._alias",
+        "agentproto.c:4: super()._send",
+        "agentproto.d:5: owner._refresh",
+    ]
+
+
+def test_no_module_touches_another_modules_underscore_members() -> None:
+    sources = {name: path.read_text(encoding="utf-8") for name, path in MODULES.items()}
+    found = private_reach_ins(sources)
+    pending = {f"{importer}:": member for importer, member in PRIVATE_PENDING}
+    left = [f for f in found if not any(f.startswith(k) and f.endswith(m) for k, m in pending.items())]
+    assert not left, "make each a documented member, or move it where it belongs:\n" + "\n".join(left)
+    stale = [key for key in PRIVATE_PENDING if not any(f.startswith(f"{key[0]}:") and f.endswith(key[1]) for f in found)]
+    assert not stale, f"closed now: remove them from PRIVATE_PENDING: {stale}"
 
 
 @pytest.mark.parametrize("name", ["agentproto.engine.session", "agentproto.engine.runtime"])
