@@ -1,9 +1,9 @@
-"""The engine: one session (session.py: turns, queues, requests, ordering, flow control), what
-it is handed and hands back (context.py), the commands it runs (session_commands.py), its
-open requests (session_requests.py), one turn's bookkeeping (turns.py), flow control and
-stall (flow.py), a row per ended turn for ``inspect`` (observations.py), every session of
-one sidecar with the one dispatcher every framing calls (runtime.py), and the runtime's
-one-shot commands, which never import it (oneshots.py: discover, probe, plan_usage, generate).
+"""The engine: one session (session.py: turns, queues, requests, ordering, flow control), its
+turns and the commands it runs (session_turns.py), its open requests (session_requests.py),
+one turn's bookkeeping (turns.py), flow control and stall (flow.py), a row per ended turn for
+``inspect`` (observations.py), every session of one sidecar with the one dispatcher every
+framing calls (runtime.py), and the runtime's one-shot commands, which never import it
+(oneshots.py: discover, probe, plan_usage, generate).
 
 May import: core/, loopio/, tools/, drivers/ and engine/ itself.
 """

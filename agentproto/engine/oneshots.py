@@ -30,8 +30,7 @@ if TYPE_CHECKING:
 
     from agentproto.drivers.base import Launch
     from agentproto.drivers.catalog import AgentSpec
-    from agentproto.engine.context import Sink
-    from agentproto.engine.session import Session
+    from agentproto.engine.session import Session, Sink
     from agentproto.engine.turns import Done
     from agentproto.loopio.loop import Loop
     from agentproto.loopio.transport import TransportFactory

@@ -27,9 +27,8 @@ from agentproto.drivers import catalog
 from agentproto.drivers.base import Launch
 from agentproto.drivers.catalog import AgentSpec
 from agentproto.engine import oneshots
-from agentproto.engine.context import Context, Sink
 from agentproto.engine.observations import Observer
-from agentproto.engine.session import Session
+from agentproto.engine.session import Context, Session, Sink
 from agentproto.loopio import descriptors
 from agentproto.loopio.loop import Loop
 from agentproto.loopio.process_transport import process_transport

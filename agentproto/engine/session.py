@@ -17,6 +17,11 @@ Rules of this file:
 - The app's own tools and hooks (apptools.py) open ToolCall and Hook requests here, in the
   running turn (closed with it) or, outside any turn, at the session's level (turn_info
   null; closed by their answer, their timeout or the session's close).
+- A turn's start and end, and the commands, are session_turns.py's (the base of Session);
+  the open requests are session_requests.py's, which reaches the session only through its
+  documented members (``send``, ``refresh_status``).
+- The Session builds its driver, last in its constructor (it is the driver's Host): what
+  the driver's constructor raises refuses the open.
 """
 
 from __future__ import annotations
@@ -27,22 +32,23 @@ from time import time_ns
 
 from agentproto.core import session_info
 from agentproto.core.errors import AgentError, Kind, log
-from agentproto.core.typecheck import TYPE_CHECKING
+from agentproto.core.typecheck import TYPE_CHECKING, Protocol
 from agentproto.core.wire import event_kind_name
 from agentproto.drivers.base import Driver, Launch
 from agentproto.engine.flow import HIGH_WATER, Flow
-from agentproto.engine.session_commands import Commands
 from agentproto.engine.session_requests import Requests
-from agentproto.engine.turns import CONTENT, MESSAGE_KINDS, Prompt, QuietWindow, Turn
+from agentproto.engine.session_turns import SessionTurns
+from agentproto.engine.turns import CONTENT, MESSAGE_KINDS, Prompt, Turn
 from agentproto.loopio.loop import Loop, Timer
 
 if TYPE_CHECKING:
     from typing import Any, Callable
 
     from agentproto.drivers.base import Host
-    from agentproto.engine.context import Context, Holder, Sink
+    from agentproto.engine.observations import Observer
     from agentproto.engine.turns import Done as Done
-    from agentproto.loopio.transport import LineTransport, Spawn
+    from agentproto.loopio.transport import LineTransport, Spawn, TransportFactory
+    from agentproto.tools.apptools import Listen
 
 ENGINE_OWNED = frozenset({"TurnStarted", "TurnEnded", "RequestClosed", "SessionUpdated", "StatusChanged"})
 _NOW = object()  # send's default turn: the one running as it is sent (held events keep theirs)
@@ -57,7 +63,52 @@ LIFECYCLE: dict[str, frozenset[str]] = {
 }
 
 
-class Session(Commands):
+class Sink(Protocol):
+    """Where a session's output goes: a frontend connection, or an internal collector."""
+
+    def event(self, session: "Session", event: dict[str, Any]) -> None: ...
+
+    def session_error(self, session: "Session", error: AgentError) -> None: ...
+
+    def session_closed(self, session: "Session") -> None: ...
+
+
+class Holder(Protocol):
+    """Something that holds a session until it closes (a frontend's scope)."""
+
+    def discard(self, session: "Session") -> None: ...
+
+
+class Context:
+    """What every session of one runtime shares, handed to each: the engine never imports the
+    runtime. (Not a dataclass: defining one costs more start-up time than this module's rest.)"""
+
+    __slots__ = ("loop", "stall_timeout", "forget", "transport_factory", "listen", "observer")
+
+    def __init__(
+        self,
+        loop: Loop,
+        stall_timeout: float,
+        forget: Callable[[Session], None],
+        transport_factory: TransportFactory,
+        listen: Listen | None = None,
+        observer: Observer | None = None,
+    ) -> None:
+        self.loop = loop
+        #: Seconds a session may have events waiting unwritten before it fails ConsumerLagged.
+        self.stall_timeout = stall_timeout
+        #: The session has closed (or failed to open): its owner drops it.
+        self.forget = forget
+        #: How sessions start their agents (drivers/transport.py; replay and fault injection
+        #: put their own in).
+        self.transport_factory = transport_factory
+        #: Serves a session's tools and hooks on the loopback listener (opened on first use).
+        self.listen = listen
+        #: Told of every ended turn and ContextUsage report (observations.py: inspect's figures).
+        self.observer = observer
+
+
+class Session(SessionTurns):
     """One agent session. Also the ``Host`` its driver reports to."""
 
     CLOSE_GRACE = 5.0
@@ -74,7 +125,7 @@ class Session(Commands):
         sink: Sink,
         driver_class: Callable[[Host, Launch], Driver],
     ) -> None:
-        self.context = context
+        self.context: Context = context
         self.loop: Loop = context.loop
         self.id = self.session_id = session_id
         self.launch = launch
@@ -351,54 +402,6 @@ class Session(Commands):
 
     def is_app_tool(self, server: str, tool: str) -> bool:
         return self.app.owns_tool(server, tool)
-
-    # -- turns ------------------------------------------------------------------------
-
-    def _start_turn(self, origin: Any, acked: bool) -> Turn:
-        self.turn_counter += 1
-        turn = Turn(f"t{self.turn_counter}", origin, acked, self.loop.time())
-        self.turn = turn
-        self.send({"TurnStarted": {"origin": origin}})
-        self.refresh_status()
-        if not self.driver.deterministic(origin):
-            window = self.QUIET_AGENT if origin == "Agent" else self.QUIET_PROMPTED
-            turn.quiet = QuietWindow(self.loop, window, turn, lambda: self._inferred_end(turn))
-        return turn
-
-    def _inferred_end(self, turn: Turn) -> None:
-        if self.turn is turn:
-            self._finish_turn({"Completed": {"source": "Inferred"}}, None)
-
-    def _begin_prompt(self, prompt: Prompt) -> None:
-        turn = self._start_turn({"Prompt": prompt.id}, acked=False)
-        self.driver.start_turn(turn.id, prompt.text, prompt.attachments)
-
-    def _finish_turn(self, stop: Any, usage: dict[str, int] | None, start_next: bool = True) -> None:
-        turn = self.turn
-        assert turn is not None
-        turn.stop_timers()
-        self.requests.close_turn(turn, "the turn ended before the app answered")
-        for message_id in turn.messages:
-            self.send({"MessageEnded": {"message_id": message_id}})
-        self.send({"TurnEnded": {"stop": stop, "background": list(turn.tools), "usage": usage}})
-        self.turn = None
-        if self.context.observer is not None:
-            self.context.observer.turn_ended(self, turn, stop, usage)
-        steer, self.pending_steer = self.pending_steer, None
-        if steer is not None:
-            self.queue.appendleft(steer)
-            if steer.done is not None:
-                steer.done({"prompt_id": steer.id, "kind": {"Queued": {"position": 0}}}, None)
-                steer.done = None
-        if start_next and self.queue and self.state == "open":
-            self._begin_prompt(self.queue.popleft())
-        self.refresh_status()
-
-    def _drop_queue(self) -> None:
-        self.queue.clear()
-        steer, self.pending_steer = self.pending_steer, None
-        if steer is not None and steer.done is not None:
-            steer.done(None, AgentError.session_closed(self.id))
 
     def close(self, done: Done) -> None:
         if self.state == "closed":

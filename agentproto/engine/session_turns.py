@@ -1,8 +1,12 @@
-"""The commands an open session runs (runtime.SESSION_COMMANDS): prompt, dequeue, cancel,
-answer, configure, rollback and compact. ``Commands`` is a base of ``engine.session.Session``
-and is nothing on its own: it reads and writes the session's own state, through ``self``.
+"""A session's turns: how each starts and ends, and the commands an open session runs
+(runtime.SESSION_COMMANDS): prompt, dequeue, cancel, answer, configure, rollback and compact.
+``SessionTurns`` is the base of ``engine.session.Session`` and is nothing on its own: it reads
+and writes the session's own state, through ``self``.
 
 Rules of this file:
+- A turn opens with TurnStarted and ends with its open messages' MessageEnded, TurnEnded,
+  then the next queued prompt's turn or the status change. An agent's turn whose end never
+  comes is ended ``Inferred`` after a quiet window (unless its driver's turns end for sure).
 - A command answers through its ``done`` exactly once, and before any event it causes
   (a prompt's reply goes out before its turn's TurnStarted, as open's before the first event).
 - A prompt during a turn steers it when the agent can (the ``Steer`` feature; one pending
@@ -15,24 +19,35 @@ from __future__ import annotations
 from agentproto.core import session_info
 from agentproto.core.errors import AgentError, Kind
 from agentproto.core.typecheck import TYPE_CHECKING
-from agentproto.engine.turns import Prompt
+from agentproto.engine.turns import Prompt, QuietWindow, Turn
 
 if TYPE_CHECKING:
     from collections import deque
-    from typing import Any
+    from typing import Any, Protocol
 
-    from agentproto.drivers.base import Driver
+    from agentproto.drivers.base import Driver, Launch
+    from agentproto.engine.observations import Observer
     from agentproto.engine.session_requests import Requests
-    from agentproto.engine.turns import Done, Turn
+    from agentproto.engine.turns import Done
     from agentproto.loopio.loop import Loop
 
+    class Observed(Protocol):
+        observer: Observer | None
 
-class Commands:
-    """The session commands, as the base of ``Session`` (which defines what is declared here)."""
+
+class SessionTurns:
+    """A session's turns and commands, as the base of ``Session`` (which defines what is
+    declared here)."""
 
     if TYPE_CHECKING:
         CANCEL_GRACE: float
+        QUIET_PROMPTED: float
+        QUIET_AGENT: float
         id: str
+        state: str
+        launch: Launch
+        #: The session's Context (engine/session.py): only its observer is read here.
+        context: Observed
         loop: Loop
         info: dict[str, Any]
         driver: Driver
@@ -49,11 +64,59 @@ class Commands:
 
         def _session_updated(self) -> None: ...
 
-        def _start_turn(self, origin: Any, acked: bool) -> Turn: ...
+        def send(
+            self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None
+        ) -> None: ...
 
-        def _begin_prompt(self, prompt: Prompt) -> None: ...
+    # -- a turn's start and end ---------------------------------------------------------
 
-        def _finish_turn(self, stop: Any, usage: dict[str, int] | None, start_next: bool = True) -> None: ...
+    def _start_turn(self, origin: Any, acked: bool) -> Turn:
+        self.turn_counter += 1
+        turn = Turn(f"t{self.turn_counter}", origin, acked, self.loop.time())
+        self.turn = turn
+        self.send({"TurnStarted": {"origin": origin}})
+        self.refresh_status()
+        if not self.driver.deterministic(origin):
+            window = self.QUIET_AGENT if origin == "Agent" else self.QUIET_PROMPTED
+            turn.quiet = QuietWindow(self.loop, window, turn, lambda: self._inferred_end(turn))
+        return turn
+
+    def _inferred_end(self, turn: Turn) -> None:
+        if self.turn is turn:
+            self._finish_turn({"Completed": {"source": "Inferred"}}, None)
+
+    def _begin_prompt(self, prompt: Prompt) -> None:
+        turn = self._start_turn({"Prompt": prompt.id}, acked=False)
+        self.driver.start_turn(turn.id, prompt.text, prompt.attachments)
+
+    def _finish_turn(self, stop: Any, usage: dict[str, int] | None, start_next: bool = True) -> None:
+        turn = self.turn
+        assert turn is not None
+        turn.stop_timers()
+        self.requests.close_turn(turn, "the turn ended before the app answered")
+        for message_id in turn.messages:
+            self.send({"MessageEnded": {"message_id": message_id}})
+        self.send({"TurnEnded": {"stop": stop, "background": list(turn.tools), "usage": usage}})
+        self.turn = None
+        if self.context.observer is not None:
+            self.context.observer.turn_ended(self, turn, stop, usage)
+        steer, self.pending_steer = self.pending_steer, None
+        if steer is not None:
+            self.queue.appendleft(steer)
+            if steer.done is not None:
+                steer.done({"prompt_id": steer.id, "kind": {"Queued": {"position": 0}}}, None)
+                steer.done = None
+        if start_next and self.queue and self.state == "open":
+            self._begin_prompt(self.queue.popleft())
+        self.refresh_status()
+
+    def _drop_queue(self) -> None:
+        self.queue.clear()
+        steer, self.pending_steer = self.pending_steer, None
+        if steer is not None and steer.done is not None:
+            steer.done(None, AgentError.session_closed(self.id))
+
+    # -- the commands -------------------------------------------------------------------
 
     def prompt(self, text: str, attachments: list[str], done: Done) -> None:
         self.prompt_counter += 1
