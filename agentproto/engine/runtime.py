@@ -26,7 +26,6 @@ from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.drivers import catalog
 from agentproto.drivers.base import Launch
 from agentproto.drivers.catalog import AgentSpec
-from agentproto.engine import oneshots
 from agentproto.engine.observations import Observer
 from agentproto.engine.session import Context, Session, Sink
 from agentproto.loopio import descriptors
@@ -269,14 +268,21 @@ class Runtime:
         launch.new_id = new_id
 
     # -- the one-shot commands (oneshots.py), handed what they need of this runtime ------
+    # (imported when first run: a sidecar that only opens sessions never loads them)
 
     def discover(self, done: Done) -> None:
+        from agentproto.engine import oneshots
+
         oneshots.discover(self.loop, self.mock_script is not None, self.context.transport_factory, done)
 
     def probe(self, args: dict[str, Any], done: Done) -> Session | None:
+        from agentproto.engine import oneshots
+
         return oneshots.probe(self.loop, self.open, args, done)
 
     def plan_usage(self, args: dict[str, Any], done: Done) -> None:
+        from agentproto.engine import oneshots
+
         oneshots.plan_usage(self.loop, lambda fields: self.launch(fields, throwaway=True), args, done)
 
     def generate(
@@ -285,6 +291,8 @@ class Runtime:
         done: Done,
         on_event: Callable[[Session, dict[str, Any]], None] | None = None,
     ) -> Session | None:
+        from agentproto.engine import oneshots
+
         return oneshots.generate(self.loop, self.open, args, done, on_event)
 
     def close_all(self, sessions: list[Session] | None = None) -> None:
