@@ -27,16 +27,10 @@ PACKAGE = ROOT / "agentproto"
 MAX_LINES = 500
 #: Files still over it, each split by the helper that owns it (remove an entry once split: a
 #: stale one fails). Empty once the driver splits of issue 20 are in.
-OVERSIZE_PENDING: dict[str, str] = {
-    "agentproto.drivers.acp.driver": "the drivers' step of issue 20 splits it",
-    "agentproto.drivers.agy.driver": "the drivers' step of issue 20 splits it",
-    "agentproto.drivers.codex.driver": "the drivers' step of issue 20 splits it",
-}
+OVERSIZE_PENDING: dict[str, str] = {}
 #: Underscore members one module still takes from another, (importer, name): remove an entry
 #: once closed (a stale one fails).
-PRIVATE_PENDING: dict[tuple[str, str], str] = {
-    ("agentproto.drivers.acp.driver", "_Turn"): "acp/turns.py's _Turn: the drivers' step of issue 20 names it",
-}
+PRIVATE_PENDING: dict[tuple[str, str], str] = {}
 
 
 def _import_graph() -> Any:

@@ -99,7 +99,7 @@ class Context:
         self.stall_timeout = stall_timeout
         #: The session has closed (or failed to open): its owner drops it.
         self.forget = forget
-        #: How sessions start their agents (drivers/transport.py; replay and fault injection
+        #: How sessions start their agents (loopio/transport.py; replay and fault injection
         #: put their own in).
         self.transport_factory = transport_factory
         #: Serves a session's tools and hooks on the loopback listener (opened on first use).

@@ -41,7 +41,7 @@ from agentproto.drivers.acp.mapping import (
 )
 from agentproto.drivers.acp.services import Terminals
 from agentproto.drivers.acp.settings import AcpSettings
-from agentproto.drivers.acp.turns import AUTH_REQUIRED, AcpTurns, _Turn
+from agentproto.drivers.acp.turns import AUTH_REQUIRED, AcpTurn, AcpTurns
 from agentproto.drivers.base import NOT_JSON, Host, Launch, Lifecycle, LineDriver
 from agentproto.drivers.fields import obj
 from agentproto.loopio.loop import Alarm
@@ -102,7 +102,7 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
         self._title: str | None = None
         self._instructed = bool(launch.resume or launch.fork)
         self._reported: dict[str, Any] = {}
-        self._turn: _Turn | None = None
+        self._turn: AcpTurn | None = None
         self._message: tuple[str, Any, str] | None = None  # (kind, acp messageId, our id)
         self._message_seq = 0
         self._tools: dict[str, dict[str, Any]] = {}

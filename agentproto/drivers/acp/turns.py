@@ -59,7 +59,9 @@ AUTH_REQUIRED = -32000
 TIMER_CHECKS = 8
 
 
-class _Turn:
+class AcpTurn:
+    """One prompt turn of an ACP session: its id, its JSON-RPC request id, its tools."""
+
     __slots__ = ("id", "rpc_id", "cancelled", "prompt", "tools")
 
     def __init__(self, turn_id: str, prompt: str) -> None:
@@ -82,7 +84,7 @@ class AcpTurns:
     turn_timeout: float
     life: Lifecycle
     _session: str | None
-    _turn: _Turn | None
+    _turn: AcpTurn | None
     _turn_check: "Alarm"
     _last_seen: float
     _heard: int
@@ -125,7 +127,7 @@ class AcpTurns:
     # -- turns ------------------------------------------------------------------------
 
     def start_turn(self, turn_id: str, text: str, attachments: list[str]) -> None:
-        turn = _Turn(turn_id, text)
+        turn = AcpTurn(turn_id, text)
         self._turn = turn
         blocks = self._prompt_blocks(text, attachments)
         turn.rpc_id = self._request(
@@ -188,7 +190,7 @@ class AcpTurns:
             turn, {"Failed": {"message": f"the agent did not answer the prompt within {self.turn_timeout:g}s"}}
         )
 
-    def _on_prompt_answer(self, turn: _Turn, result: Any, error: RpcError | None) -> None:
+    def _on_prompt_answer(self, turn: AcpTurn, result: Any, error: RpcError | None) -> None:
         if self._turn is not turn:
             return  # a turn that already ended (timed out)
         if error is not None:
@@ -208,7 +210,7 @@ class AcpTurns:
             self.host.diagnostic("Warning", warning)
         self._end_turn(turn, stop, map_usage(result.get("usage")))
 
-    def _end_turn(self, turn: _Turn, stop: Any, usage: dict[str, int] | None = None) -> None:
+    def _end_turn(self, turn: AcpTurn, stop: Any, usage: dict[str, int] | None = None) -> None:
         """Finish the turn's bookkeeping and report ``stop`` (None: report nothing)."""
         self._end_message()
         if stop == "Cancelled" or isinstance(stop, dict) and "Failed" in stop:
