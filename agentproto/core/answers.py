@@ -16,21 +16,23 @@ from agentproto.core.typecheck import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 
+    from agentproto.core.wire_types import AgentRequest, Answer, PermissionAnswer, Request
+
 #: The tool kinds AcceptEdits approves without asking.
 EDIT_KINDS = frozenset({"Edit", "Delete", "Move"})
 
 
-def request_id_of(request: dict[str, Any]) -> str:
+def request_id_of(request: Request) -> str:
     """The id the app answers a request by."""
     (body,) = request.values()
-    return str(body["id"])
+    return str(body["id"])  # type: ignore[index]  # (each variant's body has an id)
 
 
-def auto_answer(request: dict[str, Any], permission_mode: str) -> dict[str, Any] | None:
+def auto_answer(request: Request, permission_mode: str) -> PermissionAnswer | None:
     """The answer the permission mode gives a request without asking the app, or None."""
-    body = request.get("Permission")
-    if body is None:
+    if "Permission" not in request:
         return None  # a question always needs the app
+    body = request["Permission"]
     tool_kind = (body.get("tool") or {}).get("kind")
     if permission_mode == "AutoApprove" or (permission_mode == "AcceptEdits" and tool_kind in EDIT_KINDS):
         options = body.get("options", [])
@@ -38,7 +40,7 @@ def auto_answer(request: dict[str, Any], permission_mode: str) -> dict[str, Any]
     return None
 
 
-def hands_off_answer(request: dict[str, Any]) -> Any:
+def hands_off_answer(request: Request) -> Answer | None:
     """generate's answer, with nobody to ask: permissions are declined and questions that
     take free text get blank answers, the app's tools fail and its hooks are neutral. None
     when only a person could answer (a choice)."""
@@ -56,7 +58,7 @@ def hands_off_answer(request: dict[str, Any]) -> Any:
     return None
 
 
-def check_answer(request: dict[str, Any], answer: Any) -> str | None:
+def check_answer(request: AgentRequest, answer: Any) -> str | None:
     """Why ``answer`` does not fit ``request``, or None."""
     if answer == "Cancel":
         return None

@@ -29,6 +29,8 @@ from agentproto.core.typecheck import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 
+    from agentproto.core.wire_types import LoginMethod
+
 
 class Kind:
     """Every error kind, by name. ErrorBody.kind is any string in anyagent's schema, so the
@@ -209,7 +211,7 @@ class AgentError(Exception):
         return AgentError(Kind.NOT_INSTALLED, message or f"agent not installed: {agent}", agent=agent)
 
     @classmethod
-    def auth_required(cls, message: str, login: list[dict[str, Any]]) -> "AgentError":
+    def auth_required(cls, message: str, login: list[LoginMethod]) -> "AgentError":
         return AgentError(Kind.AUTH_REQUIRED, message, login=login)
 
     @classmethod

@@ -25,6 +25,11 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Union
 
+from agentproto.core.typecheck import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentproto.core.mcp_types import RpcErrorBody, RpcMessage
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -45,8 +50,8 @@ class RpcError(Exception):
         self.message = message
         self.data = data
 
-    def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"code": self.code, "message": self.message}
+    def body(self) -> RpcErrorBody:
+        body: RpcErrorBody = {"code": self.code, "message": self.message}
         if self.data is not None:
             body["data"] = self.data
         return body
@@ -191,10 +196,10 @@ class Peer:
         self._next_id = 0
         self._pending: dict[Any, OnResponse] = {}
 
-    def _message(self, **members: Any) -> dict[str, Any]:
+    def _message(self, **members: Any) -> RpcMessage:
         if self.version_member:
-            return {"jsonrpc": "2.0", **members}
-        return members
+            return {"jsonrpc": "2.0", **members}  # type: ignore[typeddict-item]  # (members: RpcMessage's)
+        return members  # type: ignore[return-value]
 
     @property
     def pending(self) -> int:
@@ -203,7 +208,7 @@ class Peer:
 
     # -- what we send -------------------------------------------------------------------
 
-    def request(self, method: str, params: Any, on_response: OnResponse) -> dict[str, Any]:
+    def request(self, method: str, params: Any, on_response: OnResponse) -> RpcMessage:
         """A call; ``on_response(result, error)`` runs once its response arrives."""
         rpc_id = self._next_id
         self._next_id += 1
@@ -217,15 +222,15 @@ class Peer:
         """The id of the most recent call made (to cancel or correlate it)."""
         return self._next_id - 1
 
-    def notification(self, method: str, params: Any = None) -> dict[str, Any]:
+    def notification(self, method: str, params: Any = None) -> RpcMessage:
         if params is None:
             return self._message(method=method)
         return self._message(method=method, params=params)
 
-    def result(self, rpc_id: Any, result: Any) -> dict[str, Any]:
+    def result(self, rpc_id: Any, result: Any) -> RpcMessage:
         return self._message(id=rpc_id, result=result)
 
-    def error(self, rpc_id: Any, error: RpcError) -> dict[str, Any]:
+    def error(self, rpc_id: Any, error: RpcError) -> RpcMessage:
         return self._message(id=rpc_id, error=error.body())
 
     def forget(self, rpc_id: Any) -> bool:

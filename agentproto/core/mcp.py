@@ -25,10 +25,21 @@ Rules of this file:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from agentproto.core import jsonrpc
 from agentproto.core.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, Invalid, Request, RpcError
+
+if TYPE_CHECKING:
+    from agentproto.core.mcp_types import (
+        CallToolResult,
+        InitializeResult,
+        McpTool,
+        ProgressParams,
+        RpcMessage,
+        ServerInfo,
+    )
+    from agentproto.core.wire_types import JsonObject
 
 #: The protocol versions this endpoint speaks, oldest first.
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -42,10 +53,10 @@ class Reply(Protocol):
     def batch(self) -> None:
         """The message is a batch: the responses that follow form one array."""
 
-    def respond(self, response: dict[str, Any]) -> None:
+    def respond(self, response: RpcMessage) -> None:
         """One response (of the message, or of one entry of its batch)."""
 
-    def notify(self, notification: dict[str, Any]) -> None:
+    def notify(self, notification: RpcMessage) -> None:
         """A notification that belongs to the message's calls (progress)."""
 
     def finish(self) -> None:
@@ -53,7 +64,7 @@ class Reply(Protocol):
 
 
 #: How a tool call's answer is handed back: its result, or the error instead.
-Answer = Callable[["dict[str, Any] | None", "RpcError | None"], None]
+Answer = Callable[["CallToolResult | None", "RpcError | None"], None]
 
 
 class ToolCall:
@@ -64,9 +75,9 @@ class ToolCall:
     def __init__(
         self,
         name: str,
-        arguments: dict[str, Any],
+        arguments: JsonObject,
         answer: Answer,
-        notify: Callable[[dict[str, Any]], None],
+        notify: Callable[[RpcMessage], None],
         token: Any,
     ) -> None:
         self.name = name
@@ -85,7 +96,7 @@ class ToolCall:
         if self._token is None or self._answer is None:
             return
         self._progress += 1
-        params: dict[str, Any] = {"progressToken": self._token, "progress": self._progress, "message": message}
+        params: ProgressParams = {"progressToken": self._token, "progress": self._progress, "message": message}
         if total is not None:
             params["total"] = total
         self._notify({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
@@ -98,13 +109,13 @@ class ToolCall:
             callback()
             return
 
-        def answered(result: dict[str, Any] | None, error: RpcError | None) -> None:
+        def answered(result: CallToolResult | None, error: RpcError | None) -> None:
             callback()
             answer(result, error)
 
         self._answer = answered
 
-    def result(self, result: dict[str, Any]) -> None:
+    def result(self, result: CallToolResult) -> None:
         """The call's ``CallToolResult`` (``content``, ``structuredContent``, ``isError``)."""
         self._give(result, None)
 
@@ -112,7 +123,7 @@ class ToolCall:
         """A protocol error instead of a result (bad arguments, an unknown tool)."""
         self._give(None, error)
 
-    def _give(self, result: dict[str, Any] | None, error: RpcError | None) -> None:
+    def _give(self, result: CallToolResult | None, error: RpcError | None) -> None:
         answer, self._answer = self._answer, None
         if answer is not None:
             answer(result, error)
@@ -121,7 +132,7 @@ class ToolCall:
 class ToolSet(Protocol):
     """The tools an endpoint serves."""
 
-    def tools(self) -> list[dict[str, Any]]:
+    def tools(self) -> list[McpTool]:
         """Each tool's ``name``, ``description``, ``inputSchema`` (and ``title``)."""
 
     def call(self, call: ToolCall) -> None:
@@ -138,7 +149,7 @@ class _Pending:
         self.left = 0
         self.started = False  # every entry has been started: the count can reach 0
 
-    def respond(self, response: dict[str, Any] | None) -> None:
+    def respond(self, response: RpcMessage | None) -> None:
         if response is not None:
             self.reply.respond(response)
         self.left -= 1
@@ -163,7 +174,7 @@ class McpEndpoint:
         max_batch: int = jsonrpc.MAX_BATCH,
     ) -> None:
         self.tool_set = tools
-        self.server_info = {"name": name, "title": name, "version": version}
+        self.server_info: ServerInfo = {"name": name, "title": name, "version": version}
         self.instructions = instructions
         self.max_batch = max_batch
         self.peer = jsonrpc.Peer(strict=True)
@@ -194,7 +205,7 @@ class McpEndpoint:
         pending.started = True
         pending._maybe_finish()
 
-    def parse_error(self, message: str) -> dict[str, Any]:
+    def parse_error(self, message: str) -> RpcMessage:
         """The response to a message that is not JSON (its transport found out)."""
         return self.peer.error(None, RpcError(jsonrpc.PARSE_ERROR, f"Parse error: {message}"))
 
@@ -229,10 +240,10 @@ class McpEndpoint:
         else:
             answer(None, RpcError(METHOD_NOT_FOUND, f"Method not found: {method}"))
 
-    def _initialize(self, params: Any) -> dict[str, Any]:
+    def _initialize(self, params: Any) -> InitializeResult:
         wanted = params.get("protocolVersion") if isinstance(params, dict) else None
         self.protocol_version = wanted if wanted in VERSIONS else VERSIONS[-1]
-        result: dict[str, Any] = {
+        result: InitializeResult = {
             "protocolVersion": self.protocol_version,
             "capabilities": {"tools": {"listChanged": False}},
             "serverInfo": self.server_info,
@@ -245,7 +256,7 @@ class McpEndpoint:
         self,
         params: Any,
         answer: Callable[[Any, RpcError | None], None],
-        notify: Callable[[dict[str, Any]], None],
+        notify: Callable[[RpcMessage], None],
     ) -> None:
         if not isinstance(params, dict) or not isinstance(params.get("name"), str):
             answer(None, RpcError(INVALID_PARAMS, "Invalid params: tools/call takes {name, arguments}"))

@@ -35,6 +35,10 @@ from typing import Any
 
 from agentproto import __version__
 from agentproto.core import redact
+from agentproto.core.typecheck import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentproto.core.wire_types import AgentInstallation
 
 WIRE_DIRS = frozenset({"launch", "spawn", "id", "to_agent", "from_agent", "control", "exit"})
 APP_DIRS = frozenset({"in", "out", "eof", "post"})
@@ -236,7 +240,7 @@ class Timeline:
     inputs: list[Input]
     streams: dict[tuple[Any, ...], list[Expected]]
     #: Per session: its launch (the agent's installation) and the ids its driver made up.
-    installations: dict[str, dict[str, Any]]
+    installations: dict[str, AgentInstallation]
     ids: dict[tuple[str, str], list[str]]
     wired: set[str]
     #: Per session and JSON-RPC id (its JSON text): the answers agentproto wrote to the
@@ -280,7 +284,7 @@ def build(run: Run, normalizer: Normalizer) -> Timeline:
     """The run's inputs and expectations (see the module's docstring)."""
     inputs: list[Input] = []
     streams: dict[tuple[Any, ...], list[Expected]] = {}
-    installations: dict[str, dict[str, Any]] = {}
+    installations: dict[str, AgentInstallation] = {}
     ids: dict[tuple[str, str], list[str]] = {}
     wired: set[str] = set()
     answers: dict[tuple[str, str], list[str]] = {}

@@ -14,15 +14,24 @@ from agentproto.core.typecheck import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from agentproto.core.wire_types import (
+        AgentDetails,
+        AgentInstallation,
+        ConfigChoice,
+        ConfigOption,
+        ConfigValue,
+        SessionInfo,
+    )
+
 #: Members only the engine sets: a driver's report never overwrites them.
 ENGINE_MEMBERS = frozenset({"id", "agent", "status", "tools_url"})
 
 if TYPE_CHECKING:
     #: ``Driver.validate_config``: a problem with a value for an option, or None.
-    Validate = Callable[[dict[str, Any], Any], "str | None"]
+    Validate = Callable[[ConfigOption, Any], "str | None"]
 
 
-def new_info(session_id: str, installation: dict[str, Any]) -> dict[str, Any]:
+def new_info(session_id: str, installation: AgentInstallation) -> SessionInfo:
     """The info of a session that is still opening."""
     return {
         "id": session_id,
@@ -43,32 +52,33 @@ def new_info(session_id: str, installation: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def add_features(info: dict[str, Any], features: list[str]) -> None:
+def add_features(info: SessionInfo, features: list[str]) -> None:
     """Capabilities the engine gives a session whatever its agent reports (Tools, Hooks)."""
     have = info["details"]["capabilities"]["features"]
     have.extend(feature for feature in features if feature not in have)
 
 
-def features(info: dict[str, Any]) -> list[str]:
+def features(info: SessionInfo) -> list[str]:
     """What the agent offers in this session (``details.capabilities.features``)."""
-    offered: list[str] = info["details"]["capabilities"]["features"]
+    offered = info["details"]["capabilities"]["features"]
     return offered
 
 
-def merge(info: dict[str, Any], members: dict[str, Any]) -> bool:
+def merge(info: SessionInfo, members: dict[str, Any]) -> bool:
     """Take the SessionInfo members a driver reported (unknown names are ignored); whether
     anything changed."""
     changed = False
     for key, value in members.items():
-        if key in info and key not in ENGINE_MEMBERS and info[key] != value:
-            info[key] = value
+        # A reported name, checked against the info's own (a driver's extra names are ignored).
+        if key in info and key not in ENGINE_MEMBERS and info[key] != value:  # type: ignore[literal-required]
+            info[key] = value  # type: ignore[literal-required]
             changed = True
     return changed
 
 
 def select_option(
-    option_id: str, name: str, choices: list[dict[str, Any]], current: Any, category: str | None = None
-) -> dict[str, Any]:
+    option_id: str, name: str, choices: list[ConfigChoice], current: ConfigValue | None, category: str | None = None
+) -> ConfigOption:
     """A ``ConfigOption`` of kind ``Select`` (what every driver offers: model, mode, effort ...),
     settable during the session."""
     return {
@@ -81,18 +91,18 @@ def select_option(
     }
 
 
-def find_option(info: dict[str, Any], option_id: str) -> dict[str, Any] | None:
+def find_option(info: SessionInfo, option_id: str) -> ConfigOption | None:
     return next((o for o in info["details"]["config_options"] if o.get("id") == option_id), None)
 
 
-def set_option(info: dict[str, Any], option_id: str, value: Any) -> None:
+def set_option(info: SessionInfo, option_id: str, value: ConfigValue) -> None:
     option = find_option(info, option_id)
     if option is not None:
         option["current"] = value
     info["configuration"]["options"][option_id] = value
 
 
-def option_problem(info: dict[str, Any], option_id: str, value: Any, validate: Validate, live: bool) -> str | None:
+def option_problem(info: SessionInfo, option_id: str, value: Any, validate: Validate, live: bool) -> str | None:
     """Why ``value`` cannot be set for ``option_id`` now (``live``: during the session)."""
     option = find_option(info, option_id)
     if option is None:
@@ -104,14 +114,15 @@ def option_problem(info: dict[str, Any], option_id: str, value: Any, validate: V
 
 
 def adopt_details(
-    info: dict[str, Any], details: dict[str, Any], configure: dict[str, Any], validate: Validate
+    info: SessionInfo, details: AgentDetails, configure: dict[str, ConfigValue], validate: Validate
 ) -> str | None:
     """The agent is ready with ``details``: record them, its current settings, then the
     settings the app asked for at open. A problem with one of those, or None."""
     info["details"] = details
     for option in details.get("config_options", []):
-        if option.get("current") is not None:
-            info["configuration"]["options"][option["id"]] = option["current"]
+        current = option.get("current")
+        if current is not None:
+            info["configuration"]["options"][option["id"]] = current
     for key, value in configure.items():
         problem = option_problem(info, key, value, validate, live=False)
         if problem is not None:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from typing import Any, ClassVar, Iterable
 
     from agentproto.core.commands import Check as Check
+    from agentproto.core.wire_types import FileDiff, RawTool, SystemTime, ToolInput, ToolKind, ToolUpdate
 
 
 def _unencodable(obj: Any) -> Any:
@@ -402,22 +403,21 @@ def event_kind_name(kind: Any) -> str:
     return ""
 
 
-def system_time(ns: int) -> dict[str, int]:
+def system_time(ns: int) -> SystemTime:
     return {"secs_since_epoch": ns // 1_000_000_000, "nanos_since_epoch": ns % 1_000_000_000}
 
 
 def tool_update(
     tool_id: str,
-    kind: Any = "Other",
+    kind: ToolKind = "Other",
     title: str = "",
     status: str = "Pending",
-    input: Any = "None",
+    input: ToolInput = "None",
     output: str | None = None,
-    diffs: Iterable[dict[str, Any]] = (),
+    diffs: Iterable[FileDiff] = (),
     locations: Iterable[str] = (),
-    raw: dict[str, Any] | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
+    raw: RawTool | None = None,
+) -> ToolUpdate:
     """A ``ToolUpdate`` with every required member, for drivers to fill."""
     return {
         "id": tool_id,
@@ -429,5 +429,4 @@ def tool_update(
         "diffs": list(diffs),
         "locations": list(locations),
         "raw": raw,
-        **extra,
     }

@@ -67,6 +67,17 @@ from agentproto.tools.apptools import HOOK_TIMEOUT, TOOL_TIMEOUT
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from agentproto.core.wire_types import (
+        AgentDetails,
+        AgentInstallation,
+        AgentRequest,
+        CheckedTool,
+        ConfigOption,
+        JsonObject,
+        McpServer,
+        StopReason,
+        TurnUsage,
+    )
     from agentproto.loopio.loop import Loop
     from agentproto.loopio.record import Wire
     from agentproto.loopio.transport import LineTransport, Spawn
@@ -116,7 +127,7 @@ class Launch(Record):
     """One session's launch facts: the wire's SessionOptions, resolved against the catalog."""
 
     agent_id: str
-    installation: dict[str, Any]
+    installation: AgentInstallation
     executable: str
     dir: str
     resume: str | None = None
@@ -127,7 +138,7 @@ class Launch(Record):
     #: Whether the app sent ``permission_mode`` (not omitted, not null): a driver whose
     #: agent has one fixed mode (agy) tells "the app did not say" from an explicit "Ask".
     permission_mode_given: bool = False
-    mcp_servers: list[dict[str, Any]] = []
+    mcp_servers: list[McpServer] = []
     configure: dict[str, Any] = {}
     instructions: str | None = None
     #: Notes kept beside the instructions, and text that starts every user message; only a
@@ -149,7 +160,7 @@ class Launch(Record):
     mock_script: dict[str, Any] | None = None
     #: The app's own tools, checked (apptools.check_tools): name, description,
     #: input_schema and output_schema (when declared), as the app declared them.
-    tools: list[dict[str, Any]] = []
+    tools: list[CheckedTool] = []
     #: The hook events the app answers (``Host.hook``).
     hooks: list[str] = []
     #: Terminals an ACP agent may hold live at once (``serve --max-terminals``).
@@ -183,7 +194,7 @@ class Host(Protocol):
     loop: "Loop"
     session_id: str
 
-    def opened(self, details: dict[str, Any], **info: Any) -> None:
+    def opened(self, details: AgentDetails, **info: Any) -> None:
         """The session is ready: AgentDetails and SessionInfo members (resume_token, title…)."""
 
     def open_failed(self, error: AgentError) -> None: ...
@@ -194,7 +205,7 @@ class Host(Protocol):
     def emit(self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None) -> None:
         """One normalized event (any kind but the engine-owned ones)."""
 
-    def end_turn(self, stop: Any, usage: dict[str, int] | None = None) -> None:
+    def end_turn(self, stop: StopReason, usage: TurnUsage | None = None) -> None:
         """The agent ended its turn with this StopReason."""
 
     def update(self, **info: Any) -> None:
@@ -287,14 +298,14 @@ class Driver:
     def steer(self, text: str, attachments: list[str], done: Callable[[bool], None]) -> None:
         done(False)
 
-    def answer(self, request: dict[str, Any], answer: Any) -> None:
+    def answer(self, request: AgentRequest, answer: Any) -> None:
         """Answer an open request. ``request`` is the RequestOpened payload the app saw."""
         raise NotImplementedError
 
     def cancel(self) -> None:
         raise NotImplementedError
 
-    def hook_answered(self, event: str, output: dict[str, Any]) -> None:
+    def hook_answered(self, event: str, output: JsonObject) -> None:
         """The agent's ``event`` hook was answered ``output`` (the app's, or ``{}``), whatever
         channel carried it: a driver whose agent reports the hook's effect without its
         content (agy's injected steps carry no text) learns it here."""
@@ -304,7 +315,7 @@ class Driver:
     open_choices: dict[str, str] = {}
 
     # -- settings and history
-    def validate_config(self, option: dict[str, Any], value: Any) -> str | None:
+    def validate_config(self, option: ConfigOption, value: Any) -> str | None:
         """Return a problem with ``value`` for ``option``, or None. Strict by default."""
         wanted = self.open_choices.get(str(option.get("id")))
         if wanted is not None:

@@ -18,6 +18,7 @@ from agentproto.core.wire import Record
 if TYPE_CHECKING:
     from typing import Any, Mapping
 
+    from agentproto.core.wire_types import AgentInstallation, MissingAgent
     from agentproto.drivers.base import Driver
 
 
@@ -223,7 +224,7 @@ def locate(spec: AgentSpec, environ: Mapping[str, str] | None = None) -> tuple[s
     return searched
 
 
-def installation(spec: AgentSpec, path: str, source: str) -> dict[str, Any]:
+def installation(spec: AgentSpec, path: str, source: str) -> AgentInstallation:
     return {
         "id": spec.id,
         "name": spec.name,
@@ -234,11 +235,11 @@ def installation(spec: AgentSpec, path: str, source: str) -> dict[str, Any]:
     }
 
 
-def missing(spec: AgentSpec, searched: list[str]) -> dict[str, Any]:
+def missing(spec: AgentSpec, searched: list[str]) -> MissingAgent:
     return {"id": spec.id, "name": spec.name, "searched": searched, "install_hint": spec.install_hint}
 
 
-def resolve_ref(agent: Any) -> tuple[AgentSpec, dict[str, Any]]:
+def resolve_ref(agent: Any) -> tuple[AgentSpec, AgentInstallation]:
     """Turn an AgentRef into its spec and AgentInstallation, or raise ``NotInstalled``."""
     if isinstance(agent, str):
         spec = spec_for(agent)
@@ -269,7 +270,7 @@ def resolve_ref(agent: Any) -> tuple[AgentSpec, dict[str, Any]]:
     return _pinned(found_spec, agent["id"], agent["path"])
 
 
-def _pinned(spec: AgentSpec, name: str, path: str) -> tuple[AgentSpec, dict[str, Any]]:
+def _pinned(spec: AgentSpec, name: str, path: str) -> tuple[AgentSpec, AgentInstallation]:
     """An agent at the exact path the app gave."""
     if not _executable(path):
         raise AgentError.not_installed(name, f"agent not installed: no executable at {path}")

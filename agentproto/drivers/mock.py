@@ -24,9 +24,13 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from agentproto.core.errors import AgentError, Kind
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import event_kind_name, load_json
 from agentproto.drivers.base import APP_SERVER, Driver, Host, Launch, Lifecycle
 from agentproto.loopio.loop import Alarm, Soon
+
+if TYPE_CHECKING:
+    from agentproto.core.wire_types import AgentDetails, AgentRequest, JsonObject, ToolUpdate, TurnUsage
 
 SCRIPT_FIELDS: dict[str, Any] = {
     "turns": [],
@@ -187,7 +191,7 @@ class MockDriver(Driver):
         self.paused = False
         self.sleep = Alarm(host.loop, self._schedule)  # a Sleep step: armed while it lasts
         self.player = Soon(host.loop, self._play)
-        self.usage: dict[str, int] | None = None
+        self.usage: TurnUsage | None = None
         #: Answers that arrived before the script reached its AwaitAnswer (the app, or the
         #: engine's auto-approval, can be quicker than the player between two ticks).
         self.early_answers = 0
@@ -201,7 +205,7 @@ class MockDriver(Driver):
         self.calls = 0
 
     # -- facts --------------------------------------------------------------------------
-    def details(self) -> dict[str, Any]:
+    def details(self) -> AgentDetails:
         script = self.script
         features = ["Questions"]
         for flag, feature in (
@@ -301,7 +305,7 @@ class MockDriver(Driver):
             return
         done(not self.script["steer_rejects"])
 
-    def answer(self, request: dict[str, Any], answer: Any) -> None:
+    def answer(self, request: AgentRequest, answer: Any) -> None:
         if self.awaiting:
             self.awaiting = False
             self._schedule()
@@ -368,7 +372,8 @@ class MockDriver(Driver):
                 usage, self.usage = self.usage, None
                 host.end_turn(body, usage)
             elif tag == "Usage":
-                self.usage = dict(body)
+                usage_step: TurnUsage = body  # a Usage step's body (load_script checked it)
+                self.usage = {**usage_step}
             elif tag == "Sleep":
                 self.sleep.set(body / 1000.0)
             elif tag == "Repeat":
@@ -382,11 +387,11 @@ class MockDriver(Driver):
                 self._call_tool(body["tool"], body.get("arguments", {}))
 
     # -- the app's tools: called as a real agent calls them, over HTTP --------------------
-    def _call_tool(self, name: str, arguments: dict[str, Any]) -> None:
+    def _call_tool(self, name: str, arguments: JsonObject) -> None:
         from agentproto.tools.mcp_client import McpHttpClient, result_text  # only scripts that call tools need it
 
         self.calls += 1
-        tool: dict[str, Any] = {
+        tool: ToolUpdate = {
             "id": f"calltool-{self.calls}",
             "kind": {"Mcp": {"server": APP_SERVER, "tool": name}},
             "title": name,

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import sqlite3
     from typing import Any, Mapping
 
+    from agentproto.core.wire_types import SessionInfo, StopReason, TurnUsage
     from agentproto.drivers.base import Launch
     from agentproto.engine.turns import Turn
     from agentproto.loopio.loop import Loop, Timer
@@ -56,7 +57,7 @@ class Session(Protocol):
 
     id: str
     launch: "Launch"
-    info: dict[str, Any]
+    info: SessionInfo
 
 DB_ENV = "AGENTPROTO_DB"
 OFF = "off"
@@ -226,10 +227,15 @@ class Observer:
         if isinstance(cost, (int, float)) and not isinstance(cost, bool):
             self.of(session).cost_usd = float(cost)
 
-    def turn_ended(self, session: "Session", turn: "Turn", stop: Any, usage: dict[str, int] | None) -> None:
+    def turn_ended(self, session: "Session", turn: "Turn", stop: StopReason, usage: TurnUsage | None) -> None:
         figures = self.of(session)
-        tokens = usage or {}
-        spent = [int(tokens.get(k) or 0) for k in ("input_tokens", "output_tokens", "cached_input_tokens")]
+        spent = [0, 0, 0]
+        if usage:
+            spent = [
+                int(usage.get("input_tokens") or 0),
+                int(usage.get("output_tokens") or 0),
+                int(usage.get("cached_input_tokens") or 0),
+            ]
         figures.input_tokens += spent[0]
         figures.output_tokens += spent[1]
         figures.cached_input_tokens += spent[2]

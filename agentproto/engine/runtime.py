@@ -36,6 +36,7 @@ from agentproto.tools import apptools
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from agentproto.core.wire_types import AgentInstallation, Request
     from agentproto.engine.session import Done
     from agentproto.loopio.record import Sink as RecordSink
     from agentproto.loopio.transport import TransportFactory
@@ -117,7 +118,7 @@ class Runtime:
 
     # -- the seams replay replaces (replay.py) ------------------------------------------
 
-    def resolve(self, agent: Any, session_id: str | None) -> tuple[AgentSpec, dict[str, Any]]:
+    def resolve(self, agent: Any, session_id: str | None) -> tuple[AgentSpec, AgentInstallation]:
         """The spec and AgentInstallation of an AgentRef (``NotInstalled`` if missing), for
         the session about to be ``session_id`` (None: no session, plan_usage)."""
         return catalog.resolve_ref(agent)

@@ -244,7 +244,7 @@ class Session(SessionTurns):
         self.transport = self.context.transport_factory(self.loop, spawn, self.launch.wire)
         return self.transport
 
-    def opened(self, details: dict[str, Any], **info: Any) -> None:
+    def opened(self, details: AgentDetails, **info: Any) -> None:
         if self.state != "opening":
             return
         session_info.merge(self.info, info)
@@ -322,7 +322,7 @@ class Session(SessionTurns):
         if turn is not None and turn.quiet is not None:
             turn.quiet.restart()
 
-    def end_turn(self, stop: Any, usage: dict[str, int] | None = None) -> None:
+    def end_turn(self, stop: StopReason, usage: TurnUsage | None = None) -> None:
         if self.mute:
             return
         turn = self.turn

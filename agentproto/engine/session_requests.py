@@ -23,6 +23,7 @@ from agentproto.tools.apptools import AppTools, Pending
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from agentproto.core.wire_types import AgentRequest
     from agentproto.drivers.base import Driver, Launch
     from agentproto.engine.turns import Done, Turn
     from agentproto.loopio.loop import Loop
@@ -54,7 +55,7 @@ class Requests:
         self.app = AppTools(session.loop, self._app_opened, self._app_closed)
 
     # -- the agent's requests (a driver reports them) -------------------------------------
-    def agent_opened(self, turn: "Turn", request: dict[str, Any]) -> bool:
+    def agent_opened(self, turn: "Turn", request: AgentRequest) -> bool:
         """Track a request; True when the permission mode answered it (the app never sees it)."""
         session = self.session
         answer = auto_answer(request, session.launch.permission_mode)
@@ -89,6 +90,7 @@ class Requests:
         if request is None:
             done(None, AgentError.detail(Kind.INVALID_REQUEST, f"no open request {request_id}"))
             return
+        assert "Permission" in request or "Question" in request  # the app's own are in app.pending
         problem = check_answer(request, answer)
         if problem is not None:
             done(None, AgentError.detail(Kind.INVALID_REQUEST, f"{request_id}: {problem}"))

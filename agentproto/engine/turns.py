@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
     from agentproto.core.errors import AgentError
+    from agentproto.core.wire_types import Request
     from agentproto.loopio.loop import Loop, Timer
 
 #: Kinds that open an agent-initiated turn when no turn is running (and that are stale
@@ -42,7 +43,7 @@ class Turn:
         #: Messages not yet ended (the engine adds and ends them itself: the hot path).
         self.messages: OrderedDict[str, None] = OrderedDict()
         self.tools: OrderedDict[str, None] = OrderedDict()
-        self.requests: dict[str, dict[str, Any]] = {}
+        self.requests: dict[str, Request] = {}
         self.cancel_timer: Timer | None = None
         #: For an agent that may never report the end of this turn.
         self.quiet: QuietWindow | None = None

@@ -31,13 +31,17 @@ from agentproto.core.jsonrpc import (
     Response,
     RpcError,
 )
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import encode
 from agentproto.engine.session import Session
 from agentproto.frontends.ops_framing import OPERATIONS, OpsError, parse_request
 from agentproto.frontends.ops_stdio import LineServer, ResultOut
 from agentproto.loopio.lifetime import Job
 
-Respond = Callable[["dict[str, Any] | None"], None]
+if TYPE_CHECKING:
+    from agentproto.core.mcp_types import RpcMessage
+
+Respond = Callable[["RpcMessage | None"], None]
 Write = Callable[[bytes, "Session | None"], None]
 
 
@@ -103,7 +107,7 @@ class JsonRpcServer(LineServer):
             self.pipeline.write(job, data, None if session is None else session.delivered)
 
         if not isinstance(msg, list):
-            def single(response: dict[str, Any] | None) -> None:
+            def single(response: RpcMessage | None) -> None:
                 if response is not None:
                     write(encode(response))
                 self.pipeline.finish(job)
@@ -125,7 +129,7 @@ class JsonRpcServer(LineServer):
                 self.pipeline.finish(job)
                 return
 
-            def answered(response: dict[str, Any] | None) -> None:
+            def answered(response: RpcMessage | None) -> None:
                 if response is not None:
                     answers.append(encode(response))
                 self.loop.call_soon(lambda: step(index + 1))

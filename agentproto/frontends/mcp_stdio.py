@@ -23,11 +23,15 @@ from typing import Any
 from agentproto import __version__
 from agentproto.core.jsonrpc import INVALID_PARAMS, RpcError
 from agentproto.core.mcp import McpEndpoint, ToolCall
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import encode, event_kind_name
 from agentproto.engine.session import Session
 from agentproto.frontends.ops_framing import OpsContext, OpsError, parse_request
 from agentproto.frontends.ops_stdio import LineServer, ResultOut
 from agentproto.loopio.lifetime import capture
+
+if TYPE_CHECKING:
+    from agentproto.core.mcp_types import McpTool, RpcMessage
 
 TOOL_PREFIX = "agentproto_"
 #: Every op but ``halt``, which would stop the server under its host (the host ends it by
@@ -137,9 +141,9 @@ class OpsTools:
 
     def __init__(self, ctx: OpsContext) -> None:
         self.ctx = ctx
-        self._tools: list[dict[str, Any]] | None = None
+        self._tools: list[McpTool] | None = None
 
-    def tools(self) -> list[dict[str, Any]]:
+    def tools(self) -> list[McpTool]:
         if self._tools is None:
             self._tools = [
                 {
@@ -210,13 +214,13 @@ class _LineReply:
     def batch(self) -> None:
         self.entries = []
 
-    def respond(self, response: dict[str, Any]) -> None:
+    def respond(self, response: RpcMessage) -> None:
         if self.entries is None:
             self._send(encode(response))
         else:
             self.entries.append(encode(response).rstrip(b"\n"))
 
-    def notify(self, notification: dict[str, Any]) -> None:
+    def notify(self, notification: RpcMessage) -> None:
         self._send(encode(notification))
 
     def finish(self) -> None:

@@ -61,6 +61,7 @@ from agentproto.loopio.loop import Soon
 if TYPE_CHECKING:
     from typing import Any, Callable, TextIO
 
+    from agentproto.core.wire_types import AgentInstallation
     from agentproto.loopio.loop import Loop
 
 FORMAT = 1
@@ -255,7 +256,7 @@ class Wire:
         for sink in self.sinks:
             sink.note(direction, session=self.session, **fields)
 
-    def launch(self, installation: dict[str, Any], env: dict[str, str], mcp_servers: list[Any]) -> None:
+    def launch(self, installation: AgentInstallation, env: dict[str, str], mcp_servers: list[Any]) -> None:
         redact.SECRETS.learn_env(env)
         redact.learn({"mcp_servers": mcp_servers})
         self._note("launch", agent=installation)

@@ -32,9 +32,11 @@ from agentproto.core.typecheck import TYPE_CHECKING, Protocol
 from agentproto.core.wire import json_type_name as _type_name
 
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any, Callable, Union
 
     from agentproto.core.mcp import ToolCall
+    from agentproto.core.mcp_types import CallToolResult, McpContent, McpTool
+    from agentproto.core.wire_types import CheckedTool, JsonObject, OpenHook, OpenToolCall
     from agentproto.loopio.loop import Loop, Timer
 
 #: The MCP server the app's tools are served as (Claude's model sees ``mcp__agentproto__<name>``).
@@ -46,14 +48,20 @@ HOOK_TIMEOUT = 60.0
 TOOL_FIELDS = ("name", "description", "input_schema", "output_schema")
 
 if TYPE_CHECKING:
-    Reply = Callable[[dict[str, Any]], None]
+    #: What the agent is given: a tool call's result, or a hook's output (the app's object).
+    Outcome = Union[CallToolResult, JsonObject]
+    #: Gives a hook's output to the agent.
+    Reply = Callable[[JsonObject], None]
+    #: Gives the agent a request's outcome: a ToolCall's ``call.result`` (a CallToolResult),
+    #: a Hook's ``Reply`` (its output).
+    Resolve = Callable[[Any], None]
 
 
 def _invalid(detail: str) -> AgentError:
     return AgentError.detail(Kind.INVALID_CONFIGURATION, detail)
 
 
-def _object_schema(value: Any, at: str) -> dict[str, Any]:
+def _object_schema(value: Any, at: str) -> JsonObject:
     # MCP's inputSchema and outputSchema describe objects: the arguments, the structured result.
     if not isinstance(value, dict):
         raise _invalid(f"{at}: expected a JSON Schema object, got {_type_name(value)}")
@@ -79,9 +87,9 @@ def _name(value: Any, at: str, expected: str) -> str:
     return value
 
 
-def check_tools(value: Any) -> list[dict[str, Any]]:
+def check_tools(value: Any) -> list[CheckedTool]:
     """The app's tool declarations, checked; ``InvalidConfiguration`` names the bad entry."""
-    tools: list[dict[str, Any]] = []
+    tools: list[CheckedTool] = []
     seen: set[str] = set()
     for index, entry in enumerate(_array(value, "tools", f"{{{', '.join(TOOL_FIELDS)}}}")):
         at = f"tools[{index}]"
@@ -98,7 +106,7 @@ def check_tools(value: Any) -> list[dict[str, Any]]:
         if not isinstance(entry.get("description"), str):
             raise _invalid(f"{at}.description: expected a string, got {_type_name(entry.get('description'))}")
         schema = entry.get("input_schema")
-        tool = {
+        tool: CheckedTool = {
             "name": name,
             "description": entry["description"],
             "input_schema": {"type": "object"} if schema is None else _object_schema(schema, f"{at}.input_schema"),
@@ -138,12 +146,12 @@ def refusal(
 # -- answers ---------------------------------------------------------------------------------
 
 
-def error_result(message: str) -> dict[str, Any]:
+def error_result(message: str) -> CallToolResult:
     """A CallToolResult that tells the agent the call failed, and why."""
     return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
-def _content_item(item: Any, at: str) -> dict[str, Any] | str:
+def _content_item(item: Any, at: str) -> McpContent | str:
     """One content item of a ToolResult as MCP has it, or why it cannot be one."""
     if not isinstance(item, dict):
         return f"{at}: expected a content item, got {_type_name(item)}"
@@ -169,7 +177,7 @@ def _content_item(item: Any, at: str) -> dict[str, Any] | str:
     return f'{at}.type: expected "text" or "image", got {json.dumps(kind)[:80]}'
 
 
-def tool_result(tool: dict[str, Any], answer: Any) -> dict[str, Any] | str:
+def tool_result(tool: CheckedTool, answer: Any) -> CallToolResult | str:
     """The MCP ``CallToolResult`` an answer gives a call of ``tool``, or why it does not fit."""
     if answer == "Cancel":
         return error_result("cancelled")
@@ -186,13 +194,13 @@ def tool_result(tool: dict[str, Any], answer: Any) -> dict[str, Any] | str:
     content = body.get("content")
     if not isinstance(content, list):
         return f"ToolResult.content: expected an array of content items, got {_type_name(content)}"
-    items: list[dict[str, Any]] = []
+    items: list[McpContent] = []
     for index, item in enumerate(content):
         converted = _content_item(item, f"ToolResult.content[{index}]")
         if isinstance(converted, str):
             return converted
         items.append(converted)
-    result: dict[str, Any] = {"content": items, "isError": body["is_error"]}
+    result: CallToolResult = {"content": items, "isError": body["is_error"]}
     structured = body.get("structured")
     if structured is not None:
         if not isinstance(structured, dict):
@@ -213,12 +221,12 @@ def tool_result(tool: dict[str, Any], answer: Any) -> dict[str, Any] | str:
     return result
 
 
-def hook_output(answer: Any) -> dict[str, Any] | str:
+def hook_output(answer: Any) -> JsonObject | str:
     """The output a hook invocation gets from an answer, or why the answer does not fit."""
     if answer == "Cancel":
         return {}
     if isinstance(answer, dict) and isinstance(answer.get("HookResult"), dict):
-        output: dict[str, Any] = answer["HookResult"]
+        output: JsonObject = answer["HookResult"]
         return output
     return "a hook takes a HookResult (an object: the hook's output) or Cancel answer"
 
@@ -249,25 +257,25 @@ class Pending:
     __slots__ = ("id", "kind", "request", "tool", "resolve", "timer", "turn", "outcome")
 
     def __init__(
-        self, request_id: str, kind: str, request: dict[str, Any], tool: dict[str, Any] | None, resolve: Reply
+        self, request_id: str, kind: str, request: OpenToolCall | OpenHook, tool: CheckedTool | None, resolve: Resolve
     ) -> None:
         self.id = request_id
         self.kind = kind  # "ToolCall" or "Hook"
         self.request = request  # the RequestOpened payload, as the app sees it
         self.tool = tool  # a ToolCall's declaration
-        self.resolve = resolve  # gives the agent its answer
+        self.resolve: Resolve = resolve  # gives the agent its answer
         self.timer: Timer | None = None
         #: The engine's: the turn the request was opened in (None: outside any turn).
         self.turn: Any = None
         #: What the agent was given as the request closed (None while it is open).
-        self.outcome: dict[str, Any] | None = None
+        self.outcome: Any = None  # a ToolCall's CallToolResult, a Hook's output (a JsonObject)
 
 
 class LaunchFacts(Protocol):
     """What of a session's ``Launch`` (drivers/base.py) the tools and hooks need."""
 
     agent_id: str
-    tools: list[dict[str, Any]]
+    tools: list[CheckedTool]
     hooks: list[str]
     tool_timeout: float
     hook_timeout: float
@@ -295,14 +303,14 @@ class AppTools:
         self.loop = loop
         self.opened = opened
         self.closed = closed
-        self.declared: dict[str, dict[str, Any]] = {}
+        self.declared: dict[str, CheckedTool] = {}
         self.hooks = _NONE
         self.timeouts = (TOOL_TIMEOUT, HOOK_TIMEOUT)
         self.pending: dict[str, Pending] = {}
         self.counter = 0
         self.accepting = True
         self.registration: Registration | None = None
-        self._listing: list[dict[str, Any]] = []
+        self._listing: list[McpTool] = []
 
     def serve(self, launch: LaunchFacts, driver: DriverFacts, listen: Listen | None) -> None:
         """Serve the launch's tools and hooks, if it declares any: AgentError when the driver
@@ -337,15 +345,17 @@ class AppTools:
         return server == APP_SERVER and tool in self.declared
 
     # -- mcp.ToolSet ---------------------------------------------------------------------
-    def tools(self) -> list[dict[str, Any]]:
+    def tools(self) -> list[McpTool]:
         return self._listing
 
     def call(self, call: "ToolCall") -> None:
         if not self.accepting:
             call.result(error_result("the session is closing"))
             return
-        body = {"tool": call.name, "arguments": call.arguments}
-        self._open("ToolCall", body, call.result, self.timeouts[0], self.declared[call.name])
+        self.counter += 1
+        request_id = f"call-{self.counter}"
+        request: OpenToolCall = {"ToolCall": {"id": request_id, "tool": call.name, "arguments": call.arguments}}
+        self._open(request_id, request, call.result, self.timeouts[0], self.declared[call.name])
 
     # -- hooks: the one entry point, whatever channel the agent invokes them through -----
     def has_hook(self, event: str) -> bool:
@@ -355,14 +365,20 @@ class AppTools:
         if not self.accepting or event not in self.hooks:
             reply({})  # the neutral answer: nobody asked for this hook
             return
-        self._open("Hook", {"event": event, "input": input}, reply, self.timeouts[1], None)
+        self.counter += 1
+        request_id = f"hook-{self.counter}"
+        request: OpenHook = {"Hook": {"id": request_id, "event": event, "input": input}}
+        self._open(request_id, request, reply, self.timeouts[1], None)
 
     def _open(
-        self, kind: str, body: dict[str, Any], resolve: Reply, timeout: float, tool: dict[str, Any] | None
+        self,
+        request_id: str,
+        request: OpenToolCall | OpenHook,
+        resolve: Resolve,
+        timeout: float,
+        tool: CheckedTool | None,
     ) -> None:
-        self.counter += 1
-        request_id = f"{'call' if kind == 'ToolCall' else 'hook'}-{self.counter}"
-        pending = Pending(request_id, kind, {kind: {"id": request_id, **body}}, tool, resolve)
+        pending = Pending(request_id, "ToolCall" if "ToolCall" in request else "Hook", request, tool, resolve)
         self.pending[request_id] = pending
         pending.timer = self.loop.call_later(timeout, lambda: self._expire(pending, timeout))
         self.opened(pending)
@@ -399,7 +415,7 @@ class AppTools:
         if registration is not None:
             registration.close()
 
-    def _close(self, pending: Pending, outcome: dict[str, Any]) -> None:
+    def _close(self, pending: Pending, outcome: Outcome) -> None:
         del self.pending[pending.id]
         if pending.timer is not None:
             pending.timer.cancel()
@@ -408,8 +424,8 @@ class AppTools:
         self.closed(pending)
 
 
-def _mcp_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    listed = {"name": tool["name"], "description": tool["description"], "inputSchema": tool["input_schema"]}
+def _mcp_tool(tool: CheckedTool) -> McpTool:
+    listed: McpTool = {"name": tool["name"], "description": tool["description"], "inputSchema": tool["input_schema"]}
     if "output_schema" in tool:
         listed["outputSchema"] = tool["output_schema"]
     return listed

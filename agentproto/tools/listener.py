@@ -54,6 +54,8 @@ from agentproto.loopio.sockets import bind_tcp, tcp_address
 from agentproto.tools.apptools import APP_SERVER
 
 if TYPE_CHECKING:
+    from agentproto.core.mcp_types import McpTool, RpcMessage
+    from agentproto.core.wire_types import JsonObject
     from agentproto.loopio.loop import Loop
 
 HOST = "127.0.0.1"
@@ -73,7 +75,7 @@ SESSION_NOT_FOUND = -32001
 class Served(Protocol):
     """What a session serves on the listener (apptools.AppTools): a tool set and hooks."""
 
-    def tools(self) -> list[dict[str, Any]]: ...
+    def tools(self) -> list[McpTool]: ...
 
     def call(self, call: mcp.ToolCall) -> None: ...
 
@@ -128,7 +130,7 @@ class Registration:
 
 
     # -- mcp.ToolSet: the session's tools, its pending calls counted --------------------------
-    def tools(self) -> list[dict[str, Any]]:
+    def tools(self) -> list[McpTool]:
         return self.served.tools()
 
     def call(self, call: mcp.ToolCall) -> None:
@@ -152,16 +154,16 @@ class _Reply:
     def __init__(self, response: Response, headers: dict[str, str]) -> None:
         self.response = response
         self.headers = headers
-        self.responses: list[dict[str, Any]] = []
+        self.responses: list[RpcMessage] = []
         self.is_batch = False
 
     def batch(self) -> None:
         self.is_batch = True
 
-    def respond(self, response: dict[str, Any]) -> None:
+    def respond(self, response: RpcMessage) -> None:
         self.responses.append(response)
 
-    def notify(self, notification: dict[str, Any]) -> None:
+    def notify(self, notification: RpcMessage) -> None:
         pass  # JSON responses only: there is no stream to send progress on
 
     def finish(self) -> None:
@@ -178,7 +180,7 @@ def _is_call(message: Any, method: str) -> bool:
     return isinstance(message, dict) and message.get("method") == method and "id" in message
 
 
-def _rpc_error(code: int, message: str) -> dict[str, Any]:
+def _rpc_error(code: int, message: str) -> RpcMessage:
     return {"jsonrpc": "2.0", "id": None, "error": RpcError(code, message).body()}
 
 
@@ -327,7 +329,7 @@ class Listener:
             response.json(400, {"error": "the hook's input is not JSON"})
             return
 
-        def reply(output: dict[str, Any]) -> None:
+        def reply(output: JsonObject) -> None:
             if not response.finished:
                 response.json(200, output)
 

@@ -31,6 +31,7 @@ from agentproto.core.jsonrpc import (
     Response,
     RpcError,
 )
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.drivers.acp.mapping import (
     STATE_UPDATES,
     app_server_entry,
@@ -45,6 +46,10 @@ from agentproto.drivers.acp.turns import AUTH_REQUIRED, AcpTurn, AcpTurns
 from agentproto.drivers.base import NOT_JSON, Host, Launch, Lifecycle, LineDriver
 from agentproto.drivers.fields import obj
 from agentproto.loopio.loop import Alarm
+
+if TYPE_CHECKING:
+    from agentproto.core.wire_types import AgentDetails, ConfigOption, LoginMethod, SlashCommand
+    from agentproto.drivers.acp.types import AcpToolSnapshot, PermissionOption
 
 PROTOCOL_VERSION = 1
 
@@ -95,8 +100,8 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
         self._session: str | None = None
         self._replaying = False
         self._init: dict[str, Any] = {}
-        self._options: list[tuple[dict[str, Any], str, str]] = []
-        self._commands: list[dict[str, Any]] = []
+        self._options: list[tuple[ConfigOption, str, str]] = []
+        self._commands: list[SlashCommand] = []
         self._features_seen: set[str] = set()
         self._auth: Any = "Unknown"
         self._title: str | None = None
@@ -105,8 +110,8 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
         self._turn: AcpTurn | None = None
         self._message: tuple[str, Any, str] | None = None  # (kind, acp messageId, our id)
         self._message_seq = 0
-        self._tools: dict[str, dict[str, Any]] = {}
-        self._permissions: dict[str, tuple[Any, list[dict[str, Any]]]] = {}
+        self._tools: dict[str, AcpToolSnapshot] = {}
+        self._permissions: dict[str, tuple[Any, list[PermissionOption]]] = {}
         self._permission_seq = 0
         self._waiting_on_us = 0  # agent requests we have not answered yet (permission, wait)
         self._last_seen = self.loop.time()
@@ -119,7 +124,7 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
         self.terminals = Terminals(
             self.loop, launch.child_env, launch.dir, self._terminal_output, launch.max_terminals
         )
-        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+        self._handlers: dict[str, Callable[[Any], None]] = {  # an update, by its sessionUpdate
             "agent_message_chunk": self._on_message_chunk,
             "agent_thought_chunk": self._on_thought_chunk,
             "user_message_chunk": self._on_user_chunk,
@@ -306,7 +311,7 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
         env.update(self.launch.env)
         return env
 
-    def _login(self) -> list[dict[str, Any]]:
+    def _login(self) -> list[LoginMethod]:
         return login_steps(self._init.get("authMethods"), self.argv, self._extra.get("login"))
 
     def _error(self, step: str, error: RpcError) -> AgentError:

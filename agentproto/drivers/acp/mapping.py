@@ -14,13 +14,42 @@ import json
 import os
 import re
 import sys
-from typing import Any
 
 from agentproto.core.errors import AgentError, Kind
 from agentproto.core.session_info import select_option
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import tool_update
 from agentproto.drivers.base import APP_SERVER
 from agentproto.drivers.fields import choices, first_text, named, obj, opt_text, text
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from agentproto.core.wire_types import (
+        ConfigChoice,
+        ConfigKind,
+        ConfigOption,
+        ContextUsageBody,
+        FileDiff,
+        LoginMethod,
+        McpServer,
+        PlanEntry,
+        RawTool,
+        SlashCommand,
+        StopReason,
+        ToolInput,
+        ToolUpdate,
+        TurnUsage,
+    )
+    from agentproto.drivers.acp.types import (
+        AcpToolCall,
+        AcpToolFields,
+        AcpToolSnapshot,
+        McpServerEntry,
+        PermissionOption,
+        PermissionOutcome,
+        UsageUpdate,
+    )
 
 TOOL_KINDS = {
     "read": "Read",
@@ -51,7 +80,7 @@ STATE_UPDATES = frozenset(
 CATEGORY_IDS = {"model": "model", "mode": "mode", "thought_level": "effort"}
 
 
-def map_stop_reason(reason: Any) -> tuple[Any, str | None]:
+def map_stop_reason(reason: Any) -> tuple[StopReason, str | None]:
     """(StopReason, warning or None) for an ACP ``stopReason``."""
     if reason == "end_turn":
         return {"Completed": {"source": "Protocol"}}, None
@@ -70,7 +99,7 @@ def map_stop_reason(reason: Any) -> tuple[Any, str | None]:
     return {"Completed": {"source": "Protocol"}}, f"the agent ended its turn with an unknown stop reason: {reason!r}"
 
 
-def map_usage(usage: Any) -> dict[str, int] | None:
+def map_usage(usage: Any) -> TurnUsage | None:
     """The (unstable) ``PromptResponse.usage`` as a TurnUsage."""
     if not isinstance(usage, dict):
         return None
@@ -84,7 +113,7 @@ def map_usage(usage: Any) -> dict[str, int] | None:
         return None
 
 
-def map_context_usage(update: dict[str, Any]) -> dict[str, Any] | None:
+def map_context_usage(update: UsageUpdate) -> ContextUsageBody | None:
     used = update.get("used")
     if not isinstance(used, int) or used < 0:
         return None
@@ -100,8 +129,8 @@ def map_context_usage(update: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def map_plan(entries: Any) -> list[dict[str, str]]:
-    out = []
+def map_plan(entries: Any) -> list[PlanEntry]:
+    out: list[PlanEntry] = []
     for entry in entries if isinstance(entries, list) else []:
         if isinstance(entry, dict):
             status = PLAN_STATUSES.get(text(entry.get("status")), "Pending")
@@ -109,7 +138,7 @@ def map_plan(entries: Any) -> list[dict[str, str]]:
     return out
 
 
-def map_commands(commands: Any) -> list[dict[str, Any]]:
+def map_commands(commands: Any) -> list[SlashCommand]:
     return [
         {
             "name": command["name"],
@@ -135,7 +164,7 @@ def block_text(block: Any) -> str:
     return ""
 
 
-def tool_input(kind: str, raw: Any, locations: list[str]) -> Any:
+def tool_input(kind: str, raw: Any, locations: list[str]) -> ToolInput:
     """A ToolInput guessed from ACP's tool kind and raw input (ACP has no typed input)."""
     if kind == "Execute":
         command = raw.get("command") if isinstance(raw, dict) else raw if isinstance(raw, str) else None
@@ -163,13 +192,13 @@ def tool_input(kind: str, raw: Any, locations: list[str]) -> Any:
     return "None"
 
 
-def merge_tool_call(snapshot: dict[str, Any] | None, acp: dict[str, Any]) -> dict[str, Any]:
+def merge_tool_call(snapshot: AcpToolSnapshot | None, acp: AcpToolCall) -> AcpToolSnapshot:
     """Fold an ACP ``tool_call``/``tool_call_update`` into the cumulative ToolUpdate.
 
     The ACP fields seen so far are kept under ``_acp`` so that a partial update (every
     field but the id is optional) only changes what it carries.
     """
-    fields = dict(snapshot["_acp"]) if snapshot else {}
+    fields: AcpToolFields = {**snapshot["_acp"]} if snapshot else {}
     for key in ("title", "kind", "status", "content", "locations", "rawInput", "rawOutput", "_meta"):
         if key in acp and acp[key] is not None:
             fields[key] = acp[key]
@@ -179,7 +208,7 @@ def merge_tool_call(snapshot: dict[str, Any] | None, acp: dict[str, Any]) -> dic
         status = snapshot["status"]
     locations = [str(loc["path"]) for loc in fields.get("locations") or [] if isinstance(loc, dict) and loc.get("path")]
     texts: list[str] = []
-    diffs: list[dict[str, Any]] = []
+    diffs: list[FileDiff] = []
     terminals: list[str] = []
     for item in fields.get("content") or []:
         if not isinstance(item, dict):
@@ -200,7 +229,7 @@ def merge_tool_call(snapshot: dict[str, Any] | None, acp: dict[str, Any]) -> dic
         output = raw_output if isinstance(raw_output, str) else first_text(raw_output, "output", "stdout")
         if output is None:
             output = json.dumps(raw_output, ensure_ascii=False)
-    raw = None
+    raw: RawTool | None = None
     if "rawInput" in fields or "rawOutput" in fields:
         meta = fields.get("_meta")
         name = None
@@ -212,7 +241,7 @@ def merge_tool_call(snapshot: dict[str, Any] | None, acp: dict[str, Any]) -> dic
             "input": fields.get("rawInput"),
         }
         if "rawOutput" in fields:
-            raw["output"] = raw_output
+            raw["output"] = raw_output  # type: ignore[typeddict-unknown-key]  # (RawTool's extra member)
     update = tool_update(
         str(acp.get("toolCallId", snapshot["id"] if snapshot else "")),
         kind=kind,
@@ -224,32 +253,31 @@ def merge_tool_call(snapshot: dict[str, Any] | None, acp: dict[str, Any]) -> dic
         locations=locations,
         raw=raw,
     )
-    update["_acp"] = fields
-    update["_terminals"] = terminals
-    return update
+    return {**update, "_acp": fields, "_terminals": terminals}
 
 
-def public_tool(snapshot: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in snapshot.items() if not k.startswith("_")}
+def public_tool(snapshot: AcpToolSnapshot) -> ToolUpdate:
+    public: ToolUpdate = {k: v for k, v in snapshot.items() if not k.startswith("_")}  # type: ignore[assignment]
+    return public
 
 
 def map_config_options(
     config_options: Any, modes: Any = None, models: Any = None
-) -> list[tuple[dict[str, Any], str, str]]:
+) -> list[tuple[ConfigOption, str, str]]:
     """``[(ConfigOption, how, acp id)]``; ``how`` is "config", "mode" or "model".
 
     ``configOptions`` win; the older ``modes`` (and the unstable ``models``) only fill in
     a ``mode`` (``model``) option the agent did not already give as a config option.
     """
-    out: list[tuple[dict[str, Any], str, str]] = []
+    out: list[tuple[ConfigOption, str, str]] = []
     taken: set[str] = set()
     for opt in named(config_options, "id"):
-        kind: Any
+        kind: ConfigKind
         if opt.get("type") == "boolean":
             kind = "Boolean"
             current = opt.get("currentValue") if isinstance(opt.get("currentValue"), bool) else None
         elif opt.get("type") == "select":
-            entries: list[dict[str, Any]] = []
+            entries: list[ConfigChoice] = []
             for item in opt.get("options") or []:
                 group = item.get("options") if isinstance(item, dict) and "group" in item else [item]
                 entries += choices(group, "value", "name")
@@ -264,7 +292,7 @@ def map_config_options(
         if public_id in taken:
             continue
         taken.add(public_id)
-        option = {
+        option: ConfigOption = {
             "id": public_id,
             "name": str(opt.get("name") or opt["id"]),
             "category": category,
@@ -285,7 +313,9 @@ def map_config_options(
     return out
 
 
-def login_steps(auth_methods: Any, launch_argv: list[str], hints: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def login_steps(
+    auth_methods: Any, launch_argv: list[str], hints: dict[str, LoginMethod] | None = None
+) -> list[LoginMethod]:
     """ACP ``authMethods`` as protocol 1 LoginMethods.
 
     A ``terminal`` method reruns the agent's own launch line with the method's args and
@@ -294,7 +324,7 @@ def login_steps(auth_methods: Any, launch_argv: list[str], hints: dict[str, Any]
     the command that performs them (``hints``: method id -> LoginMethod).
     """
     hints = hints or {}
-    steps: list[dict[str, Any]] = []
+    steps: list[LoginMethod] = []
     for method in auth_methods if isinstance(auth_methods, list) else []:
         if not isinstance(method, dict):
             continue
@@ -319,21 +349,23 @@ def auth_message(message: str, auth_methods: Any) -> str:
     return text
 
 
-def mcp_servers(servers: list[dict[str, Any]], http: bool, sse: bool) -> list[dict[str, Any]]:
+def mcp_servers(servers: list[McpServer], http: bool, sse: bool) -> list[McpServerEntry]:
     """SessionOptions.mcp_servers as ACP ``mcpServers``; AgentError if a transport is missing."""
-    out = []
+    out: list[McpServerEntry] = []
     for server in servers:
-        ((tag, body),) = server["connection"].items()
-        if tag == "Stdio":
+        connection = server["connection"]
+        if "Stdio" in connection:
+            stdio = connection["Stdio"]
             out.append(
                 {
                     "name": server["name"],
-                    "command": body["command"],
-                    "args": list(body.get("args", [])),
-                    "env": [{"name": k, "value": v} for k, v in body.get("env", {}).items()],
+                    "command": stdio["command"],
+                    "args": list(stdio.get("args", [])),
+                    "env": [{"name": k, "value": v} for k, v in stdio.get("env", {}).items()],
                 }
             )
             continue
+        tag, body = ("Http", connection["Http"]) if "Http" in connection else ("Sse", connection["Sse"])
         if (tag == "Http" and not http) or (tag == "Sse" and not sse):
             raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, f"MCP over {tag.upper()} (server {server['name']})")
         out.append(
@@ -358,7 +390,7 @@ _BRIDGE_BOOT = (
 )
 
 
-def app_server_entry(tools_url: str, http: bool) -> dict[str, Any]:
+def app_server_entry(tools_url: str, http: bool) -> McpServerEntry:
     """``session/new``'s ``mcpServers`` entry of the app's own tools (the server
     ``agentproto``): the listener's URL itself for an agent that speaks MCP over HTTP,
     otherwise a stdio server, ``agentproto mcp-bridge``, relaying to it. The URL holds the
@@ -377,7 +409,7 @@ def app_server_entry(tools_url: str, http: bool) -> dict[str, Any]:
 _APP_TOOL = re.compile(rf"mcp__{APP_SERVER}__([A-Za-z0-9_-]{{1,64}})\Z")
 
 
-def app_tool_called(tool_call: dict[str, Any]) -> str | None:
+def app_tool_called(tool_call: AcpToolCall) -> str | None:
     """The name of the app's tool a permission request is about, or None.
 
     ACP names no tool's MCP server; agents that pass MCP tools on as they are name them
@@ -394,7 +426,7 @@ def app_tool_called(tool_call: dict[str, Any]) -> str | None:
     return None
 
 
-def permission_outcome(options: list[dict[str, Any]], answer: Any) -> dict[str, Any]:
+def permission_outcome(options: list[PermissionOption], answer: Any) -> PermissionOutcome:
     """The ACP outcome for a protocol 1 answer: the option whose kind matches."""
     if isinstance(answer, dict) and "Permission" in answer:
         wanted = [CHOICE_KINDS.get(answer["Permission"])]

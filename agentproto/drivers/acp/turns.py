@@ -44,10 +44,11 @@ from agentproto.drivers.acp.mapping import (
     public_tool,
 )
 from agentproto.drivers.base import APP_SERVER
-from agentproto.drivers.fields import text
+from agentproto.drivers.fields import obj, objects, text
 from agentproto.loopio import private
 
 if TYPE_CHECKING:
+    from agentproto.core.wire_types import AgentRequest, ConfigOption, SlashCommand, StopReason, TurnUsage
     from agentproto.drivers.acp.services import Terminals
     from agentproto.drivers.base import Host, Launch, Lifecycle
     from agentproto.loopio.loop import Alarm, Loop
@@ -93,13 +94,13 @@ class AcpTurns:
     _instructed: bool
     _message: tuple[str, Any, str] | None
     _message_seq: int
-    _tools: dict[str, dict[str, Any]]
-    _permissions: dict[str, tuple[Any, list[dict[str, Any]]]]
+    _tools: dict[str, AcpToolSnapshot]
+    _permissions: dict[str, tuple[Any, list[PermissionOption]]]
     _permission_seq: int
     _term_tool: dict[str, str]
     _term_backlog: dict[str, list[str]]
-    _commands: list[dict[str, Any]]
-    _options: list[tuple[dict[str, Any], str, str]]
+    _commands: list[SlashCommand]
+    _options: list[tuple[ConfigOption, str, str]]
     _features_seen: set[str]
     _title: str | None
 
@@ -293,14 +294,14 @@ class AcpTurns:
                 {"UserMessage": {"message_id": self._message_id("user", update.get("messageId")), "text": text}}
             )
 
-    def _on_tool_call(self, update: dict[str, Any]) -> None:
+    def _on_tool_call(self, update: AcpToolCall) -> None:
         tool_id = update.get("toolCallId")
         if not isinstance(tool_id, str):
             return
         self._end_message()
         self._emit_tool(self._merge_tool(tool_id, update))
 
-    def _merge_tool(self, tool_id: str, update: dict[str, Any]) -> dict[str, Any]:
+    def _merge_tool(self, tool_id: str, update: AcpToolCall) -> AcpToolSnapshot:
         previous = self._tools.get(tool_id)
         snapshot = merge_tool_call(previous, {**update, "toolCallId": tool_id})
         self._tools[tool_id] = snapshot
@@ -311,7 +312,7 @@ class AcpTurns:
                 self._term_tool[terminal_id] = tool_id
         return snapshot
 
-    def _emit_tool(self, snapshot: dict[str, Any]) -> None:
+    def _emit_tool(self, snapshot: AcpToolSnapshot) -> None:
         self.host.emit({"ToolUpdated": public_tool(snapshot)})
         # Terminal output that arrived before the tool call named its terminal.
         for terminal_id in snapshot["_terminals"]:
@@ -353,7 +354,7 @@ class AcpTurns:
             if self.life.state == "open":
                 self.host.update(title=self._title)
 
-    def _on_usage(self, update: dict[str, Any]) -> None:
+    def _on_usage(self, update: UsageUpdate) -> None:
         usage = map_context_usage(update)
         if usage is None:
             return
@@ -427,14 +428,13 @@ class AcpTurns:
                 self._waiting_on_us -= 1
 
     def _on_permission(self, rpc_id: Any, params: dict[str, Any]) -> None:
-        options = [o for o in params.get("options") or [] if isinstance(o, dict) and "optionId" in o]
+        options: list[PermissionOption] = [o for o in objects(params.get("options")) if "optionId" in o]
         choices: list[str] = []
         for option in options:
             choice = KIND_CHOICES.get(text(option.get("kind")))
             if choice and choice not in choices:
                 choices.append(choice)
-        raw_call = params.get("toolCall")
-        tool_call: dict[str, Any] = raw_call if isinstance(raw_call, dict) else {}
+        tool_call: AcpToolCall = obj(params.get("toolCall"))
         app_tool = app_tool_called(tool_call)
         if app_tool is not None and self.host.is_app_tool(APP_SERVER, app_tool):
             # The app's own tool: the app decides when it answers the ToolCall, so it is
@@ -471,7 +471,7 @@ class AcpTurns:
             }
         )
 
-    def answer(self, request: dict[str, Any], answer: Any) -> None:
+    def answer(self, request: AgentRequest, answer: Any) -> None:
         payload = request.get("Permission") if isinstance(request, dict) else None
         if not isinstance(payload, dict):
             return

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentproto.core.errors import AgentError, Kind, excerpt
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.drivers.agy.mapping import (
     HOOK_EVENTS,
     SIGNED_IN,
@@ -56,6 +57,10 @@ from agentproto.drivers.agy.probe import probe
 from agentproto.drivers.base import APP_SERVER, NOT_JSON, Host, Launch, Lifecycle, LineDriver
 from agentproto.drivers.fields import obj, objects, text
 from agentproto.loopio.loop import Alarm
+
+if TYPE_CHECKING:
+    from agentproto.core.wire_types import AgentRequest, ConfigChoice, JsonObject, StopReason, ToolUpdate, TurnUsage
+    from agentproto.drivers.agy.types import StepBody, UserLine
 
 HANDSHAKE_TIMEOUT = 60.0
 #: How long ``close`` waits after ending agy's input before signalling its group.
@@ -94,7 +99,7 @@ class _Turn:
     def __init__(self, turn_id: str) -> None:
         self.id = turn_id
         self.prompted = False  # its own user_input step came (later ones are injected)
-        self.tools: dict[int, dict[str, Any]] = {}  # step index -> the running tool's snapshot
+        self.tools: dict[int, ToolUpdate] = {}  # step index -> the running tool's snapshot
         self.usage: dict[str, int] = {}
         self.messages: set[str] = set()
 
@@ -123,7 +128,7 @@ class AgyDriver(LineDriver):
         self.initialized = False  # the current process wrote its init
         self.restart = False  # the current process was asked to exit; a new one follows
         self.dir: SessionDir | None = None
-        self.outbox: deque[tuple[str, dict[str, Any]]] = deque()
+        self.outbox: deque[tuple[str, UserLine]] = deque()
         #: The turn of each line written to the current process, until its result (None:
         #: a turn the engine has ended already).
         self.written: deque[str | None] = deque()
@@ -310,7 +315,7 @@ class AgyDriver(LineDriver):
             transport = self.transport
             self._leave(lambda: transport.signal(signal.SIGINT))
 
-    def _end_turn(self, turn: _Turn, stop: Any, usage: dict[str, int] | None) -> None:
+    def _end_turn(self, turn: _Turn, stop: StopReason, usage: TurnUsage | None) -> None:
         if self.turn is not turn:
             return
         self._close_tools(turn, stop)
@@ -325,10 +330,10 @@ class AgyDriver(LineDriver):
         for snapshot in tools.values():  # cut off: agy sends no DONE for them
             self.host.emit({"ToolUpdated": {**snapshot, "status": "Failed", "output": why}})
 
-    def answer(self, request: dict[str, Any], answer: Any) -> None:
+    def answer(self, request: AgentRequest, answer: Any) -> None:
         pass  # agy asks nothing: the app's own requests are answered through the listener
 
-    def hook_answered(self, event: str, output: dict[str, Any]) -> None:
+    def hook_answered(self, event: str, output: JsonObject) -> None:
         if event == "PreInvocation":
             for step in objects(output.get("injectSteps")):
                 message = step.get("userMessage")
@@ -450,7 +455,7 @@ class AgyDriver(LineDriver):
         elif kind == "tool":
             self._on_tool(turn, index, state, body)
 
-    def _on_tool(self, turn: _Turn, index: int, state: Any, body: dict[str, Any]) -> None:
+    def _on_tool(self, turn: _Turn, index: int, state: Any, body: StepBody) -> None:
         info = obj(body.get("tool_info"))
         snapshot = turn.tools.get(index)
         if snapshot is None:

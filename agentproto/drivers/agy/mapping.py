@@ -13,11 +13,40 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from agentproto.core.errors import AgentError, Kind
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import tool_update
 from agentproto.drivers.fields import integer, obj, opt_text, text
+
+if TYPE_CHECKING:
+    from typing import Any, Mapping
+
+    from agentproto.core.wire_types import (
+        AgentDetails,
+        Authenticated,
+        AuthStatus,
+        ConfigChoice,
+        ConfigOption,
+        ContextUsage,
+        JsonObject,
+        LoginMethod,
+        McpServer,
+        StopReason,
+        ToolInput,
+        ToolKind,
+        ToolUpdate,
+        TurnUsage,
+    )
+    from agentproto.drivers.agy.types import (
+        HookHandler,
+        McpConfig,
+        McpEntry,
+        ResultBody,
+        TextBlock,
+        ToolInfo,
+        UserLine,
+    )
 
 #: The plugin's name: the CLI names its servers ``agentproto_<server>``.
 PLUGIN = "agentproto"
@@ -57,7 +86,7 @@ _PATHS = {
 }
 
 
-def login_methods(executable: str) -> list[dict[str, Any]]:
+def login_methods(executable: str) -> list[LoginMethod]:
     return [{"Terminal": {"command": [executable], "env": {}, "description": SIGN_IN}}]
 
 
@@ -99,24 +128,27 @@ def rules_file(field: str, body: str, front_matter: str = "") -> bytes:
     return data
 
 
-def mcp_config(servers: list[dict[str, Any]], tools_url: str | None) -> dict[str, Any]:
+def mcp_config(servers: list[McpServer], tools_url: str | None) -> McpConfig:
     """``mcp_config.json``: the app's tools at the listener, then each ``mcp_servers`` entry
     (Http as its url and headers, Stdio as command, args and env). Secrets: a 0600 file."""
-    config: dict[str, Any] = {}
+    config: dict[str, McpEntry] = {}
     if tools_url is not None:
         config[PLUGIN] = {"url": tools_url}
     for index, server in enumerate(servers):
-        ((tag, body),) = server["connection"].items()
+        connection = server["connection"]
         name = server["name"]
-        if tag == "Stdio":
-            entry: dict[str, Any] = {"command": body["command"], "args": list(body.get("args") or [])}
-            if body.get("env"):
-                entry["env"] = dict(body["env"])
-        elif tag == "Http":
-            entry = {"url": body["url"]}
-            if body.get("headers"):
-                entry["headers"] = dict(body["headers"])
+        if "Stdio" in connection:
+            stdio = connection["Stdio"]
+            entry: McpEntry = {"command": stdio["command"], "args": list(stdio.get("args") or [])}
+            if stdio.get("env"):
+                entry["env"] = dict(stdio["env"])
+        elif "Http" in connection:
+            http = connection["Http"]
+            entry = {"url": http["url"]}
+            if http.get("headers"):
+                entry["headers"] = dict(http["headers"])
         else:
+            (tag,) = connection
             why = f"mcp_servers[{index}] ({name}): agy takes Stdio and Http (Streamable HTTP) servers, not {tag}"
             raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, why)
         config[name] = entry
@@ -138,7 +170,7 @@ def curl_config(url: str, timeout: float) -> str:
     )
 
 
-def hooks_config(commands: dict[str, str], timeout: float) -> dict[str, Any]:
+def hooks_config(commands: dict[str, str], timeout: float) -> dict[str, list[HookHandler]]:
     """``hooks.json``: one flat command handler per event."""
     return {event: [{"type": "command", "command": command, "timeout": timeout}] for event, command in commands.items()}
 
@@ -150,9 +182,9 @@ def shell_quote(path: str) -> str:
 # -- messages ----------------------------------------------------------------------------
 
 
-def user_message(prompt: str, reminder: str | None, extra: list[str]) -> dict[str, Any]:
+def user_message(prompt: str, reminder: str | None, extra: list[str]) -> UserLine:
     """One turn's input line: the reminder first, the prompt, then a block per attachment."""
-    blocks = []
+    blocks: list[TextBlock] = []
     if reminder:
         blocks.append({"type": "text", "text": f"<system-reminder>\n{reminder}\n</system-reminder>"})
     blocks.append({"type": "text", "text": prompt})
@@ -172,7 +204,7 @@ def unreadable_note(path: str, why: str) -> str:
     return f"[Attachment {path} could not be attached: {why}]"
 
 
-def parse_models(output: str) -> list[dict[str, str]]:
+def parse_models(output: str) -> list[ConfigChoice]:
     """``agy --output-format json models``: ``{"models": [{"id", "name"}]}``, a list of those
     or of ids; else ``id<TAB>name`` lines. Choices for the ``model`` option."""
     try:
@@ -182,7 +214,7 @@ def parse_models(output: str) -> list[dict[str, str]]:
         data = [{"id": parts[0].strip(), "name": parts[-1].strip()} for parts in data]
     if isinstance(data, dict):
         data = data.get("models")
-    choices = []
+    choices: list[ConfigChoice] = []
     for entry in data if isinstance(data, list) else []:
         if isinstance(entry, str):
             entry = {"id": entry}
@@ -193,7 +225,7 @@ def parse_models(output: str) -> list[dict[str, str]]:
     return choices
 
 
-def model_option(current: str | None, choices: list[dict[str, str]]) -> dict[str, Any]:
+def model_option(current: str | None, choices: list[ConfigChoice]) -> ConfigOption:
     if current and all(choice["value"] != current for choice in choices):
         choices = [{"value": current, "label": current}, *choices]
     return {
@@ -206,7 +238,7 @@ def model_option(current: str | None, choices: list[dict[str, str]]) -> dict[str
     }
 
 
-def details(version: str | None, auth: Any, model: str | None, choices: list[dict[str, str]]) -> dict[str, Any]:
+def details(version: str | None, auth: AuthStatus, model: str | None, choices: list[ConfigChoice]) -> AgentDetails:
     return {
         "version": version,
         "auth": auth,
@@ -216,7 +248,7 @@ def details(version: str | None, auth: Any, model: str | None, choices: list[dic
     }
 
 
-SIGNED_IN = {"Authenticated": {"kind": {"Other": "Google account"}, "account": None}}
+SIGNED_IN: Authenticated = {"Authenticated": {"kind": {"Other": "Google account"}, "account": None}}
 
 
 #: What agy says when it is signed out, in any of its spellings: "Please sign in",
@@ -234,7 +266,7 @@ def not_signed_in(said: str, executable: str) -> AgentError:
     return AgentError.auth_required(message, login_methods(executable))
 
 
-def result_error(result: dict[str, Any]) -> str:
+def result_error(result: ResultBody) -> str:
     """A ``result``'s error as text: a string, or an object's ``message`` (else its ``type``)."""
     error = result.get("error")
     if isinstance(error, dict):
@@ -267,17 +299,18 @@ def early_exit(status: str | None, stderr: str, executable: str) -> AgentError:
 # -- the stream --------------------------------------------------------------------------
 
 
-def body_of(message: dict[str, Any]) -> dict[str, Any]:
-    """``{"event": E, E: {...}}``'s body (an empty one when it is missing or not an object)."""
+def body_of(message: Mapping[str, Any]) -> Any:
+    """``{"event": E, E: {...}}``'s body (an empty one when it is missing or not an object):
+    its shape is the event's (drivers/agy/types.py)."""
     return obj(message.get(message["event"]))
 
 
-def conversation_of(message: dict[str, Any]) -> str | None:
+def conversation_of(message: Mapping[str, Any]) -> str | None:
     """The conversation id: beside ``init``'s body, inside the others' (either is read)."""
     return text(message.get("conversation_id")) or text(body_of(message).get("conversation_id"))
 
 
-def tool_kind(name: str, params: dict[str, Any], servers: dict[str, str]) -> Any:
+def tool_kind(name: str, params: JsonObject, servers: dict[str, str]) -> ToolKind:
     if name == "call_mcp_tool":
         server, tool = text(params.get("ServerName")), text(params.get("ToolName"))
         if server and tool:
@@ -290,7 +323,7 @@ def server_names(names: list[str]) -> dict[str, str]:
     return {f"{PLUGIN}_{name}": name for name in names}
 
 
-def tool_input(name: str, params: dict[str, Any]) -> Any:
+def tool_input(name: str, params: JsonObject) -> ToolInput:
     if name == "run_command" and text(params.get("CommandLine")):
         return {"Command": {"command": params["CommandLine"], "cwd": opt_text(params.get("Cwd")) or None}}
     if name in ("grep_search", "find_by_name") and text(params.get("Query") or params.get("Pattern")):
@@ -303,7 +336,7 @@ def tool_input(name: str, params: dict[str, Any]) -> Any:
     return {"Path": path} if path else "None"
 
 
-def tool_title(name: str, params: dict[str, Any]) -> str:
+def tool_title(name: str, params: JsonObject) -> str:
     if name == "run_command":
         detail = text(params.get("CommandLine"))
     elif name == "call_mcp_tool":
@@ -314,7 +347,7 @@ def tool_title(name: str, params: dict[str, Any]) -> str:
     return f"{name}: {detail}" if detail else name
 
 
-def tool_snapshot(tool_id: str, name: str, info: dict[str, Any], servers: dict[str, str]) -> dict[str, Any]:
+def tool_snapshot(tool_id: str, name: str, info: ToolInfo, servers: dict[str, str]) -> ToolUpdate:
     """A Running ToolUpdate from a ``tool`` step's name and ``tool_info``."""
     params = obj(info.get("parameters"))
     path = text(params.get(_PATHS.get(name, "")))
@@ -329,7 +362,7 @@ def tool_snapshot(tool_id: str, name: str, info: dict[str, Any], servers: dict[s
     )
 
 
-def tool_error(info: dict[str, Any]) -> str:
+def tool_error(info: ToolInfo) -> str:
     error = info.get("error")
     if isinstance(error, dict):
         return text(error.get("message")) or text(error.get("type")) or "the tool failed"
@@ -345,7 +378,7 @@ def add_usage(total: dict[str, int], usage: Any) -> None:
         total[key] = total.get(key, 0) + integer(obj(usage).get(key))
 
 
-def turn_usage(total: dict[str, int]) -> dict[str, int] | None:
+def turn_usage(total: dict[str, int]) -> TurnUsage | None:
     """TurnUsage from a turn's sums (agy counts thinking inside output_tokens)."""
     if not total:
         return None
@@ -356,7 +389,7 @@ def turn_usage(total: dict[str, int]) -> dict[str, int] | None:
     }
 
 
-def context_usage(result: dict[str, Any]) -> dict[str, Any] | None:
+def context_usage(result: ResultBody) -> ContextUsage | None:
     """The conversation's totals (every process's, earlier ones included) as ContextUsage."""
     usage = obj(result.get("usage"))
     if not usage:
@@ -369,7 +402,7 @@ def context_usage(result: dict[str, Any]) -> dict[str, Any] | None:
     return {"ContextUsage": {"used_tokens": used, "window_tokens": None, "cost_usd": None}}
 
 
-def stop_reason(result: dict[str, Any]) -> Any:
+def stop_reason(result: ResultBody) -> StopReason:
     status = result.get("status")
     if status == "SUCCESS":
         return {"Completed": {"source": "Protocol"}}

@@ -35,11 +35,14 @@ from agentproto.drivers.claude.mapping import (
 from agentproto.drivers.fields import obj, opt_text, text
 
 if TYPE_CHECKING:
+    from agentproto.core.wire_types import AgentRequest, JsonObject
     from agentproto.drivers.base import Host
     from agentproto.drivers.claude.stream import MessageStream
+    from agentproto.drivers.claude.types import ControlRequest, ControlRequestBody, PendingRequest, PermissionReply
 
-#: The callback of one of our control requests: (response, None) or (None, error text).
-OnControl = Callable[[dict[str, Any] | None, str | None], None]
+#: The callback of one of our control requests: (response, None) or (None, error text); the
+#: response's shape is the request's, so each callback names its own type.
+OnControl = Callable[[Any, str | None], None]
 
 
 class ControlChannel:
@@ -49,7 +52,7 @@ class ControlChannel:
         self.stream = stream
         self._calls: dict[str, OnControl] = {}
         self._counter = 0
-        self.requests: dict[str, dict[str, Any]] = {}  # the CLI's open requests, by its id
+        self.requests: dict[str, PendingRequest] = {}  # the CLI's open requests, by its id
         self._always_deny: set[str] = set()
         #: Our hook callback ids (``initialize``'s hooks) -> the hook event each one is.
         self.hook_ids: dict[str, str] = {}
@@ -85,14 +88,16 @@ class ControlChannel:
             callback(None, reason)
 
     # -- the CLI's to us
-    def reply(self, request_id: str, response: dict[str, Any] | None = None, error: str | None = None) -> None:
+    def reply(
+        self, request_id: str, response: PermissionReply | JsonObject | None = None, error: str | None = None
+    ) -> None:
         if error is not None:
             body: dict[str, Any] = {"subtype": "error", "request_id": request_id, "error": error}
         else:
             body = {"subtype": "success", "request_id": request_id, "response": response or {}}
         self.send({"type": "control_response", "response": body})
 
-    def on_request(self, msg: dict[str, Any]) -> None:
+    def on_request(self, msg: ControlRequest) -> None:
         request_id = msg.get("request_id")
         if not isinstance(request_id, str):
             self.host.diagnostic("Warning", "claude sent a control_request without a string request_id; skipped")
@@ -113,7 +118,7 @@ class ControlChannel:
             self.reply(request_id, error=f"agentproto could not handle {subtype}")
             raise
 
-    def _hook(self, request_id: str, body: dict[str, Any]) -> None:
+    def _hook(self, request_id: str, body: ControlRequestBody) -> None:
         event = self.hook_ids.get(text(body.get("callback_id")))
         if event is None:
             self.reply(request_id, {})  # not one of ours: the neutral output
@@ -129,7 +134,7 @@ class ControlChannel:
 
         self.host.hook(event, body.get("input"), reply)
 
-    def _permission(self, request_id: str, body: dict[str, Any]) -> None:
+    def _permission(self, request_id: str, body: ControlRequestBody) -> None:
         stream = self.stream
         name = text(body.get("tool_name"))
         tool_input = obj(body.get("input"))
@@ -171,7 +176,7 @@ class ControlChannel:
             self.host.request_withdrawn(request_id)
 
     # -- the app's answers
-    def answer(self, request: dict[str, Any], answer: Any) -> None:
+    def answer(self, request: AgentRequest, answer: Any) -> None:
         if "Permission" in request:
             request_id = request["Permission"]["id"]
         else:
@@ -183,10 +188,10 @@ class ControlChannel:
         tool_name = text(body.get("tool_name"))
         tool_input = obj(body.get("input"))
         if answer == "Cancel":
-            reply: dict[str, Any] = {"behavior": "deny", "message": "The user dismissed this request."}
+            reply: PermissionReply = {"behavior": "deny", "message": "The user dismissed this request."}
         elif "Deny" in answer:
             reply = {"behavior": "deny", "message": answer["Deny"]["message"]}
-        elif "Question" in answer:
+        elif "Question" in answer and "Question" in request:  # (check_answer paired them)
             answers = question_answers(request, answer["Question"])
             reply = {"behavior": "allow", "updatedInput": {**tool_input, "answers": answers}}
         else:

@@ -51,6 +51,10 @@ from agentproto.drivers.fields import integer, obj
 from agentproto.loopio import private
 from agentproto.loopio.loop import Alarm
 
+if TYPE_CHECKING:
+    from agentproto.core.wire_types import AgentRequest
+    from agentproto.drivers.claude.types import InitializeResponse, ResultMessage, SystemMessage
+
 HANDSHAKE_TIMEOUT = 60.0
 #: How long ``close`` waits after ending the CLI's input before signalling its group.
 CLOSE_GRACE = 2.0
@@ -89,7 +93,7 @@ class ClaudeDriver(LineDriver):
         self.stream = MessageStream(host, launch.new_id)
         self.control = ControlChannel(host, self.send, self.stream)
         #: What each message type of the CLI's goes to.
-        self._handlers: dict[str, Callable[[dict[str, Any]], None]] = {
+        self._handlers: dict[str, Callable[[Any], None]] = {  # a decoded line, by its type
             "control_response": self.control.on_response,
             "control_request": self.control.on_request,
             "control_cancel_request": self.control.on_cancel,
@@ -285,7 +289,7 @@ class ClaudeDriver(LineDriver):
         self._cancelling = True
         self._request({"subtype": "interrupt"}, lambda r, e: None)
 
-    def answer(self, request: dict[str, Any], answer: Any) -> None:
+    def answer(self, request: AgentRequest, answer: Any) -> None:
         self.control.answer(request, answer)
 
     # -- settings
@@ -335,7 +339,7 @@ class ClaudeDriver(LineDriver):
         # Newer CLIs add message types: what we do not know is skipped. A line that
         # raises in its handler is the line guard's (LineDriver): a Diagnostic.
 
-    def _on_system(self, msg: dict[str, Any]) -> None:
+    def _on_system(self, msg: SystemMessage) -> None:
         subtype = msg.get("subtype")
         if subtype == "init":
             session_id = msg.get("session_id")
@@ -364,7 +368,7 @@ class ClaudeDriver(LineDriver):
                     configuration={"options": dict(self._settings)},
                 )
 
-    def _on_result(self, msg: dict[str, Any]) -> None:
+    def _on_result(self, msg: ResultMessage) -> None:
         owner = self._written.popleft() if self._written else None
         if owner is None or owner != self._turn:
             return  # the result of a turn the engine already ended

@@ -10,13 +10,48 @@ from __future__ import annotations
 import base64
 import json
 import mimetypes
-from typing import Any
 
 from agentproto.core.session_info import select_option
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import tool_update
 from agentproto.drivers.base import APP_SERVER, Launch
 from agentproto.drivers.fields import choices, first_text, named
 from agentproto.loopio import private
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from agentproto.core.wire_types import (
+        AccountInfo,
+        Authenticated,
+        Choice,
+        ConfigChoice,
+        ConfigOption,
+        FileDiff,
+        JsonObject,
+        LoginMethod,
+        McpServer,
+        OpenQuestion,
+        Question,
+        SlashCommand,
+        StopReason,
+        ToolInput,
+        ToolKind,
+        ToolUpdate,
+        TurnUsage,
+        Unauthenticated,
+    )
+    from agentproto.drivers.claude.types import (
+        AskUserQuestionInput,
+        HookMatcher,
+        InitializeResponse,
+        InputBlock,
+        McpConfig,
+        McpEntry,
+        PermissionUpdate,
+        ResultMessage,
+        UserInput,
+    )
 
 PERMISSION_OPTIONS = ["AllowOnce", "AllowAlways", "DenyOnce", "DenyAlways"]
 FEATURES = [
@@ -84,7 +119,7 @@ _KINDS = {
 }
 
 
-def tool_kind(name: str) -> Any:
+def tool_kind(name: str) -> ToolKind:
     if name.startswith("mcp__"):
         parts = name.split("__", 2)
         if len(parts) == 3:
@@ -92,11 +127,11 @@ def tool_kind(name: str) -> Any:
     return _KINDS.get(name, "Other")
 
 
-def _path_of(tool_input: dict[str, Any]) -> str | None:
+def _path_of(tool_input: JsonObject) -> str | None:
     return first_text(tool_input, "file_path", "notebook_path", "path")
 
 
-def tool_input_of(name: str, tool_input: dict[str, Any]) -> Any:
+def tool_input_of(name: str, tool_input: JsonObject) -> ToolInput:
     """The ToolInput variant for a Claude tool call."""
     if name == "Bash" and isinstance(tool_input.get("command"), str):
         return {"Command": {"command": tool_input["command"], "cwd": None}}
@@ -114,7 +149,7 @@ def tool_input_of(name: str, tool_input: dict[str, Any]) -> Any:
     return "None"
 
 
-def tool_title(name: str, tool_input: dict[str, Any]) -> str:
+def tool_title(name: str, tool_input: JsonObject) -> str:
     detail = None
     if name == "Bash":
         detail = tool_input.get("description") or tool_input.get("command")
@@ -131,7 +166,7 @@ def tool_title(name: str, tool_input: dict[str, Any]) -> str:
     return f"{name}: {detail}" if isinstance(detail, str) and detail else name
 
 
-def tool_diffs(name: str, tool_input: dict[str, Any]) -> list[dict[str, Any]]:
+def tool_diffs(name: str, tool_input: JsonObject) -> list[FileDiff]:
     path = _path_of(tool_input)
     if path is None:
         return []
@@ -156,7 +191,7 @@ def tool_diffs(name: str, tool_input: dict[str, Any]) -> list[dict[str, Any]]:
 
 def tool_snapshot(
     tool_id: str, name: str, tool_input: Any, status: str = "Pending"
-) -> dict[str, Any]:
+) -> ToolUpdate:
     """A ToolUpdate for one ``tool_use`` block."""
     args = tool_input if isinstance(tool_input, dict) else {}
     path = _path_of(args)
@@ -187,7 +222,7 @@ def result_text(content: Any) -> str:
     return "" if content is None else json.dumps(content)
 
 
-def login_methods(executable: str) -> list[dict[str, Any]]:
+def login_methods(executable: str) -> list[LoginMethod]:
     return [
         {
             "Terminal": {
@@ -200,11 +235,11 @@ def login_methods(executable: str) -> list[dict[str, Any]]:
     ]
 
 
-def auth_status(account: Any, executable: str) -> dict[str, Any]:
+def auth_status(account: Any, executable: str) -> Authenticated | Unauthenticated:
     """AuthStatus from the ``account`` member of the CLI's initialize response."""
     if not isinstance(account, dict):
         return {"Unauthenticated": {"login": login_methods(executable)}}
-    info = None
+    info: AccountInfo | None = None
     if account.get("email") or account.get("subscriptionType"):
         info = {"email": account.get("email"), "plan": account.get("subscriptionType")}
     provider = account.get("apiProvider")
@@ -226,11 +261,11 @@ def auth_status(account: Any, executable: str) -> dict[str, Any]:
 
 
 def config_options(
-    init: dict[str, Any], model: str | None, mode: str, effort: str | None
-) -> list[dict[str, Any]]:
+    init: InitializeResponse, model: str | None, mode: str, effort: str | None
+) -> list[ConfigOption]:
     models = choices(init.get("models"), "value", "displayName")
-    modes = [{"value": v, "label": label, "description": d} for v, label, d in MODES]
-    efforts = [{"value": e, "label": e.capitalize()} for e in EFFORTS]
+    modes: list[ConfigChoice] = [{"value": v, "label": label, "description": d} for v, label, d in MODES]
+    efforts: list[ConfigChoice] = [{"value": e, "label": e.capitalize()} for e in EFFORTS]
     return [
         select_option("model", "Model", models, model or "default", "model"),
         select_option("mode", "Mode", modes, mode, "mode"),
@@ -238,7 +273,7 @@ def config_options(
     ]
 
 
-def slash_commands(init: dict[str, Any]) -> list[dict[str, Any]]:
+def slash_commands(init: InitializeResponse) -> list[SlashCommand]:
     return [
         {
             "name": entry["name"],
@@ -249,7 +284,7 @@ def slash_commands(init: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def turn_usage(result: dict[str, Any]) -> dict[str, int] | None:
+def turn_usage(result: ResultMessage) -> TurnUsage | None:
     usage = result.get("usage")
     if not isinstance(usage, dict):
         return None
@@ -268,7 +303,7 @@ def turn_usage(result: dict[str, Any]) -> dict[str, int] | None:
     }
 
 
-def stop_reason(result: dict[str, Any], cancelling: bool) -> Any:
+def stop_reason(result: ResultMessage, cancelling: bool) -> StopReason:
     """The StopReason of a ``result`` message."""
     if cancelling:
         return "Cancelled"
@@ -288,12 +323,12 @@ def stop_reason(result: dict[str, Any], cancelling: bool) -> Any:
     return {"Completed": {"source": "Protocol"}}
 
 
-def question_request(request_id: str, tool_input: dict[str, Any]) -> dict[str, Any]:
-    questions = []
+def question_request(request_id: str, tool_input: AskUserQuestionInput) -> OpenQuestion:
+    questions: list[Question] = []
     for i, q in enumerate(tool_input.get("questions") or []):
         if not isinstance(q, dict):
             continue
-        options = [
+        options: list[Choice] = [
             {"id": option["label"], "label": option["label"], "description": option.get("description")}
             for option in named(q.get("options"), "label")
         ]
@@ -310,7 +345,7 @@ def question_request(request_id: str, tool_input: dict[str, Any]) -> dict[str, A
     return {"Question": {"id": request_id, "questions": questions}}
 
 
-def question_answers(request: dict[str, Any], entries: list[Any]) -> dict[str, str]:
+def question_answers(request: OpenQuestion, entries: list[Any]) -> dict[str, str]:
     """The CLI's ``answers`` map (question text -> answer) from protocol answers."""
     answers: dict[str, str] = {}
     for question, entry in zip(request["Question"]["questions"], entries):
@@ -321,14 +356,14 @@ def question_answers(request: dict[str, Any], entries: list[Any]) -> dict[str, s
     return answers
 
 
-def always_rules(tool_name: str, suggestions: Any) -> list[dict[str, Any]]:
+def always_rules(tool_name: str, suggestions: list[PermissionUpdate] | None) -> list[PermissionUpdate]:
     """``updatedPermissions`` for AllowAlways: the CLI's own suggestions, kept for the session.
 
     The CLI suggests writing rules to the project's ``.claude/settings.local.json``, which
     it then ignores in a workspace nobody marked trusted; "always" is this session's.
     """
-    rules = [
-        dict(s, destination="session")
+    rules: list[PermissionUpdate] = [
+        {**s, "destination": "session"}
         for s in suggestions or []
         # A setMode suggestion would widen "always this" to "every edit": not ours to take.
         if isinstance(s, dict) and s.get("type") in ("addRules", "addDirectories")
@@ -347,7 +382,7 @@ def hook_callback_id(event: str) -> str:
     return f"agentproto_{event}"
 
 
-def hooks_config(events: list[str]) -> dict[str, Any] | None:
+def hooks_config(events: list[str]) -> dict[str, list[HookMatcher]] | None:
     """``initialize``'s ``hooks``: one callback per event the app answers, for every tool
     (no matcher); None when it answers none."""
     if not events:
@@ -355,7 +390,7 @@ def hooks_config(events: list[str]) -> dict[str, Any] | None:
     return {event: [{"matcher": None, "hookCallbackIds": [hook_callback_id(event)]}] for event in events}
 
 
-def app_server_entry(tools_url: str, tool_timeout: float) -> dict[str, Any]:
+def app_server_entry(tools_url: str, tool_timeout: float) -> McpEntry:
     """The app's own tools as the ``http`` server ``agentproto``: always in the model's
     prompt (the app declared them for it: never deferred behind the CLI's tool search),
     and the CLI's deadline for a call a little past the app's ``tool_timeout``, so the
@@ -366,27 +401,29 @@ def app_server_entry(tools_url: str, tool_timeout: float) -> dict[str, Any]:
 
 
 def mcp_config(
-    servers: list[dict[str, Any]], tools_url: str | None = None, tool_timeout: float = 600.0
-) -> dict[str, Any]:
+    servers: list[McpServer], tools_url: str | None = None, tool_timeout: float = 600.0
+) -> McpConfig:
     """``--mcp-config`` JSON for protocol McpServer entries, and the app's own tools at
     ``tools_url`` (secrets: it goes in a file)."""
-    config: dict[str, Any] = {}
+    config: dict[str, McpEntry] = {}
     if tools_url is not None:
         config[APP_SERVER] = app_server_entry(tools_url, tool_timeout)
     for server in servers:
-        ((tag, body),) = server["connection"].items()
-        if tag == "Stdio":
-            entry: dict[str, Any] = {
+        connection = server["connection"]
+        if "Stdio" in connection:
+            stdio = connection["Stdio"]
+            entry: McpEntry = {
                 "type": "stdio",
-                "command": body["command"],
-                "args": list(body.get("args", [])),
+                "command": stdio["command"],
+                "args": list(stdio.get("args", [])),
             }
-            if body.get("env"):
-                entry["env"] = dict(body["env"])
+            if stdio.get("env"):
+                entry["env"] = dict(stdio["env"])
         else:
-            entry = {"type": "http" if tag == "Http" else "sse", "url": body["url"]}
-            if body.get("headers"):
-                entry["headers"] = dict(body["headers"])
+            remote = connection["Http"] if "Http" in connection else connection["Sse"]
+            entry = {"type": "http" if "Http" in connection else "sse", "url": remote["url"]}
+            if remote.get("headers"):
+                entry["headers"] = dict(remote["headers"])
         config[server["name"]] = entry
     return {"mcpServers": config}
 
@@ -432,10 +469,10 @@ def initial_mode(launch: Launch) -> str:
     return "acceptEdits" if launch.permission_mode == "AcceptEdits" else "default"
 
 
-def user_message(text: str, attachments: list[str]) -> dict[str, Any]:
-    content: Any = text
+def user_message(text: str, attachments: list[str]) -> UserInput:
+    content: str | list[InputBlock] = text
     if attachments:
-        blocks: list[dict[str, Any]] = []
+        blocks: list[InputBlock] = []
         for path in attachments:
             blocks.append(attachment_block(path))
         blocks.append({"type": "text", "text": text})
@@ -448,7 +485,7 @@ def user_message(text: str, attachments: list[str]) -> dict[str, Any]:
     }
 
 
-def attachment_block(path: str) -> dict[str, Any]:
+def attachment_block(path: str) -> InputBlock:
     media, _ = mimetypes.guess_type(path)
     try:
         private.check_confined(path, "attachment")  # replay reads nothing outside its own

@@ -20,7 +20,14 @@ from agentproto.drivers.claude.mapping import result_text, tool_snapshot
 from agentproto.drivers.fields import obj, objects, opt_integer, opt_text, text
 
 if TYPE_CHECKING:
+    from agentproto.core.wire_types import JsonObject, PlanEntry, ToolUpdate
     from agentproto.drivers.base import Host
+    from agentproto.drivers.claude.types import (
+        AssistantMessage,
+        ContentBlock,
+        StreamEventMessage,
+        UserMessage,
+    )
 
 #: A stream delta's type -> the member holding its text and the event it becomes.
 DELTA_FIELDS = {"text_delta": ("text", "TextDelta"), "thinking_delta": ("thinking", "ReasoningDelta")}
@@ -51,7 +58,7 @@ class MessageStream(Deltas):
         #: Message ids the CLI did not give are made up through the launch (recorded, replayed).
         self.new_id = new_id
         self.messages: dict[str, _Message] = {}
-        self.tools: dict[str, dict[str, Any]] = {}
+        self.tools: dict[str, ToolUpdate] = {}
         self.parents: dict[str, str] = {}  # tool id -> the subagent tool it runs under
         self.stream_id: str | None = None  # the message the stream events are about
         self.context_used = 0
@@ -59,12 +66,12 @@ class MessageStream(Deltas):
         self.auth_failed: str | None = None
 
     # -- events out
-    def emit(self, kind: Any, parent: str | None = None, extensions: dict[str, Any] | None = None) -> None:
+    def emit(self, kind: Any, parent: str | None = None, extensions: JsonObject | None = None) -> None:
         self.flush()
         self.host.emit(kind, extensions, parent)
 
     def tool_status(
-        self, tool: dict[str, Any], status: str, output: str | None = None, parent: str | None = None
+        self, tool: ToolUpdate, status: str, output: str | None = None, parent: str | None = None
     ) -> None:
         tool["status"] = status
         if output is not None:
@@ -72,7 +79,7 @@ class MessageStream(Deltas):
         self.emit({"ToolUpdated": dict(tool)}, parent)
 
     # -- messages in
-    def on_stream_event(self, msg: dict[str, Any]) -> None:
+    def on_stream_event(self, msg: StreamEventMessage) -> None:
         event = obj(msg.get("event"))
         kind = event.get("type")
         parent = opt_text(msg.get("parent_tool_use_id"))
@@ -124,7 +131,7 @@ class MessageStream(Deltas):
             self._end_message(message_id, state, None)
         self.messages.clear()
 
-    def on_assistant(self, msg: dict[str, Any]) -> None:
+    def on_assistant(self, msg: AssistantMessage) -> None:
         message = obj(msg.get("message"))
         parent = opt_text(msg.get("parent_tool_use_id"))
         if msg.get("error"):
@@ -170,7 +177,7 @@ class MessageStream(Deltas):
             state.emitted = True
             self.delta("TextDelta" if btype == "text" else "ReasoningDelta", message_id, rest, parent)
 
-    def _tool_started(self, block: dict[str, Any], parent: str | None) -> None:
+    def _tool_started(self, block: ContentBlock, parent: str | None) -> None:
         tool_id = text(block.get("id"))
         name = text(block.get("name"))
         tool_input = block.get("input")
@@ -183,13 +190,13 @@ class MessageStream(Deltas):
             self.parents[tool_id] = parent
         self.emit({"ToolUpdated": dict(tool)}, parent)
         if name == "TodoWrite" and isinstance(tool_input, dict) and isinstance(tool_input.get("todos"), list):
-            entries = [
+            entries: list[PlanEntry] = [
                 {"text": text(t.get("content")), "status": TODO_STATUS.get(text(t.get("status")), "Pending")}
                 for t in objects(tool_input["todos"])
             ]
             self.emit({"PlanUpdated": {"entries": entries}}, parent)
 
-    def on_user(self, msg: dict[str, Any]) -> None:
+    def on_user(self, msg: UserMessage) -> None:
         if msg.get("isReplay"):
             return
         message = obj(msg.get("message"))
@@ -213,7 +220,7 @@ class MessageStream(Deltas):
             elif block.get("type") == "text" and parent:
                 self._user_message(msg, text(block.get("text")), parent)
 
-    def _user_message(self, msg: dict[str, Any], body: str, parent: str) -> None:
+    def _user_message(self, msg: UserMessage, body: str, parent: str) -> None:
         """User-role content of a subagent (its prompt from the parent agent): whole at once."""
         message_id = text(msg.get("uuid")) or self.new_id("message")
         self.emit({"UserMessage": {"message_id": message_id, "text": body}}, parent)

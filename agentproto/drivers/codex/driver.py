@@ -54,6 +54,10 @@ from agentproto.loopio import private
 from agentproto.loopio.loop import Alarm
 from agentproto.loopio.transport import LineTransport
 
+if TYPE_CHECKING:
+    from agentproto.core.wire_types import AgentDetails, StopReason, ToolUpdate, TurnUsage
+    from agentproto.drivers.codex.types import AccountReply, Model, NotificationParams, RequestParams
+
 CLIENT_INFO = {"name": "agentproto", "title": "agentproto", "version": "0.1"}
 HANDSHAKE_TIMEOUT = 60.0
 DEFAULT_STALL_SECS = 300.0
@@ -103,7 +107,7 @@ class CodexDriver(CodexTurns, CodexItems, LineDriver):
         self.life = Lifecycle("codex", LIFECYCLE, AGENT_EVENTS, "new")
         self._handshake = Alarm(self.loop, self._handshake_expired)
         self.thread_id: str | None = None
-        self.details: dict[str, Any] = {}
+        self.details: AgentDetails = {}  # type: ignore[typeddict-item]  # (filled at initialize)
         # settings sent with the next turn/start (None: Codex's own)
         self.model: str | None = launch.configure.get("model")
         self.effort: str | None = launch.configure.get("effort")
@@ -111,7 +115,7 @@ class CodexDriver(CodexTurns, CodexItems, LineDriver):
         self.mode: str = launch.configure.get("mode") or "default"
         self._send_sandbox = False
         self._send_mode = "mode" in launch.configure
-        self._models: list[dict[str, Any]] = []
+        self._models: list[Model] = []
         # the running turn
         self.turn_id: str | None = None  # Codex's id of the running turn
         self._turn_wanted = False  # a turn of ours is running (started or starting)
@@ -119,8 +123,8 @@ class CodexDriver(CodexTurns, CodexItems, LineDriver):
         self._ended: set[str] = set()
         self._streamed: set[str] = set()
         self.deltas = Deltas(host)
-        self._tools: dict[str, dict[str, Any]] = {}
-        self._requests: dict[str, tuple[Any, str, dict[str, Any]]] = {}
+        self._tools: dict[str, ToolUpdate] = {}
+        self._requests: dict[str, tuple[Any, str, RequestParams]] = {}
         self._usage_base: dict[str, int] | None = None
         self._usage_total: dict[str, int] = {}
         self._stall_check = Alarm(self.loop, self._stalled)
@@ -203,7 +207,7 @@ class CodexDriver(CodexTurns, CodexItems, LineDriver):
         self._notify("initialized")
         waiting = {"account": True, "models": True}
 
-        def account(result: Any, error: RpcError | None) -> None:
+        def account(result: AccountReply | None, error: RpcError | None) -> None:
             if error is None and isinstance(result, dict):
                 self.details["auth"] = auth_status(result, self.launch.child_env())
             waiting["account"] = False
@@ -212,7 +216,7 @@ class CodexDriver(CodexTurns, CodexItems, LineDriver):
 
         def models(result: Any, error: RpcError | None) -> None:
             if error is None and isinstance(result, dict):
-                self._models = [m for m in result.get("data") or [] if isinstance(m, dict) and not m.get("hidden")]
+                self._models = [m for m in objects(result.get("data")) if not m.get("hidden")]
             waiting["models"] = False
             if not waiting["account"]:
                 self._start_thread()
@@ -343,9 +347,7 @@ class CodexDriver(CodexTurns, CodexItems, LineDriver):
             delta_kind = DELTAS.get(method) if type(method) is str else None
             if delta_kind is not None:
                 # The hot path: one line per streamed token.
-                params = message.get("params")
-                if not isinstance(params, dict):
-                    params = {}
+                params: NotificationParams = obj(message.get("params"))
                 if (
                     self._turn_wanted
                     and params.get("threadId") == self.thread_id
@@ -362,11 +364,10 @@ class CodexDriver(CodexTurns, CodexItems, LineDriver):
         self.deltas.flush()
         kind = self.rpc.receive(message)  # a response runs its call's callback here
         if isinstance(kind, (Request, Notification)):
-            params = kind.params if isinstance(kind.params, dict) else {}
             if isinstance(kind, Request):
-                self._server_request(kind.id, kind.method, params)
+                self._server_request(kind.id, kind.method, obj(kind.params))
             else:
-                self._notification(kind.method, params)
+                self._notification(kind.method, obj(kind.params))
         elif isinstance(kind, Invalid):
             self.host.diagnostic(
                 "Warning", f"codex: skipped a line that is not JSON-RPC ({kind.error.message}): {line[:200]!r}"

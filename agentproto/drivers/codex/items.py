@@ -46,7 +46,9 @@ from agentproto.drivers.fields import (
 )
 
 if TYPE_CHECKING:
+    from agentproto.core.wire_types import AgentRequest, PermissionRequest, Question, StopReason, ToolUpdate, TurnUsage
     from agentproto.drivers.base import Host
+    from agentproto.drivers.codex.types import NotificationParams, RequestParams, ThreadItem
 
 APPROVALS = (
     "item/commandExecution/requestApproval",
@@ -90,18 +92,18 @@ class CodexItems:
     _turn_wanted: bool
     _ended: set[str]
     _streamed: set[str]
-    _tools: dict[str, dict[str, Any]]
-    _requests: dict[str, tuple[Any, str, dict[str, Any]]]
+    _tools: dict[str, ToolUpdate]
+    _requests: dict[str, tuple[Any, str, RequestParams]]  # by our id: Codex's id, method, params
     _usage_total: dict[str, int]
     _compacted_turn: Any
 
     def _progress(self) -> None:
         raise NotImplementedError
 
-    def _end_turn(self, stop: Any, usage: dict[str, int] | None = None) -> None:
+    def _end_turn(self, stop: StopReason, usage: TurnUsage | None = None) -> None:
         raise NotImplementedError
 
-    def _turn_usage(self) -> dict[str, int] | None:
+    def _turn_usage(self) -> TurnUsage | None:
         raise NotImplementedError
 
     def _reply(self, request_id: Any, result: Any) -> None:
@@ -112,11 +114,11 @@ class CodexItems:
 
     # -- notifications --------------------------------------------------------------------
 
-    def _mine(self, params: dict[str, Any]) -> bool:
+    def _mine(self, params: NotificationParams | RequestParams) -> bool:
         thread = params.get("threadId")
         return thread is None or bool(thread == self.thread_id)
 
-    def _current(self, params: dict[str, Any]) -> bool:
+    def _current(self, params: NotificationParams) -> bool:
         """A notification about our running turn (not a stale or foreign one)."""
         if not self._mine(params) or not self._turn_wanted:
             return False
@@ -128,7 +130,7 @@ class CodexItems:
     def _skipped(self, method: str, why: str) -> None:
         self.host.diagnostic("Warning", f"codex: skipped {method}: {why}")
 
-    def _notification(self, method: str, params: dict[str, Any]) -> None:
+    def _notification(self, method: str, params: NotificationParams) -> None:
         if method in THREAD_NOTIFICATIONS and not self._mine(params):
             return
         if method == "serverRequest/resolved":
@@ -223,7 +225,7 @@ class CodexItems:
         self._streamed.discard(item_id)
         self.host.emit({"MessageEnded": {"message_id": item_id}})
 
-    def _item(self, item: dict[str, Any], completed: bool) -> None:
+    def _item(self, item: ThreadItem, completed: bool) -> None:
         kind = item.get("type")
         item_id = text(item.get("id"))
         if kind == "agentMessage":
@@ -259,7 +261,7 @@ class CodexItems:
             self._compacted_turn = turn_id
             self.host.emit("ContextCompacted")
 
-    def _turn_completed(self, params: dict[str, Any]) -> None:
+    def _turn_completed(self, params: NotificationParams) -> None:
         turn = obj(params.get("turn"))
         turn_id = turn.get("id")
         if not self._mine(params) or not self._turn_wanted or not isinstance(turn_id, str) or turn_id in self._ended:
@@ -286,7 +288,7 @@ class CodexItems:
 
     # -- requests from Codex --------------------------------------------------------------
 
-    def _server_request(self, rpc_id: Any, method: str, params: dict[str, Any]) -> None:
+    def _server_request(self, rpc_id: Any, method: str, params: RequestParams) -> None:
         try:
             if method in APPROVALS:
                 self._permission(rpc_id, method, params)
@@ -306,7 +308,7 @@ class CodexItems:
     def _request_id(self, rpc_id: Any) -> str:
         return f"codex-{rpc_id}"
 
-    def _permission(self, rpc_id: Any, method: str, params: dict[str, Any]) -> None:
+    def _permission(self, rpc_id: Any, method: str, params: RequestParams) -> None:
         self._progress()
         item_id = text(params.get("itemId"), f"approval-{rpc_id}")
         command = text(params.get("command"))
@@ -330,7 +332,7 @@ class CodexItems:
                     "Pending",
                     raw={"name": "permissions", "input": params.get("permissions")},
                 )
-        tool = dict(tool, status="Pending")
+        tool = {**tool, "status": "Pending"}
         options = ["AllowOnce", "AllowAlways", "DenyOnce"]
         available = params.get("availableDecisions")
         if isinstance(available, list):
@@ -351,7 +353,7 @@ class CodexItems:
             {"RequestOpened": {"Permission": {"id": request_id, "tool": tool, "options": options, "detail": detail}}}
         )
 
-    def _elicitation(self, rpc_id: Any, params: dict[str, Any]) -> None:
+    def _elicitation(self, rpc_id: Any, params: RequestParams) -> None:
         meta = obj(params.get("_meta"))
         if meta.get("codex_approval_kind") != "mcp_tool_call":
             # A server's own form: protocol 1 has none, so refuse (the call fails, never hangs).
@@ -385,17 +387,17 @@ class CodexItems:
         options.append("DenyOnce")
         request_id = self._request_id(rpc_id)
         self._requests[request_id] = (rpc_id, ELICITATION, params)
-        permission = {
+        permission: PermissionRequest = {
             "id": request_id,
-            "tool": dict(tool, status="Pending"),
+            "tool": {**tool, "status": "Pending"},
             "options": options,
             "detail": opt_text(params.get("message")),
         }
         self.host.emit({"RequestOpened": {"Permission": permission}})
 
-    def _question(self, rpc_id: Any, params: dict[str, Any]) -> None:
+    def _question(self, rpc_id: Any, params: RequestParams) -> None:
         self._progress()
-        questions = []
+        questions: list[Question] = []
         for q in objects(params.get("questions")):
             opts = named(q.get("options"), "label")
             questions.append(
@@ -415,9 +417,9 @@ class CodexItems:
         self._requests[request_id] = (rpc_id, "item/tool/requestUserInput", params)
         self.host.emit({"RequestOpened": {"Question": {"id": request_id, "questions": questions}}})
 
-    def answer(self, request: dict[str, Any], answer: Any) -> None:
-        body = request.get("Permission") or request.get("Question") or {}
-        pending = self._requests.pop(str(body.get("id")), None)
+    def answer(self, request: AgentRequest, answer: Any) -> None:
+        body = request["Permission"] if "Permission" in request else request["Question"]
+        pending = self._requests.pop(body["id"], None)
         if pending is None:
             return
         rpc_id, method, params = pending

@@ -9,14 +9,38 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
 
 from agentproto.core.session_info import select_option
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import tool_update
 from agentproto.drivers.base import APP_SERVER
 from agentproto.drivers.fields import obj, objects, opt_text, text
 
-LOGIN: list[dict[str, Any]] = [
+if TYPE_CHECKING:
+    from typing import Any
+
+    from agentproto.core.wire_types import (
+        AuthStatus,
+        ConfigChoice,
+        ConfigOption,
+        FileDiff,
+        LoginMethod,
+        McpServer,
+        PlanEntry,
+        ToolInput,
+        ToolUpdate,
+    )
+    from agentproto.drivers.codex.types import (
+        AccountReply,
+        FileChange,
+        McpServerEntry,
+        Model,
+        SandboxPolicy,
+        ThreadItem,
+        TurnError,
+    )
+
+LOGIN: list[LoginMethod] = [
     {
         "Terminal": {
             "command": ["codex", "login"],
@@ -87,7 +111,7 @@ def toml_value(value: Any) -> str:
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def mcp_config(servers: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, str]]:
+def mcp_config(servers: list[McpServer]) -> tuple[dict[str, McpServerEntry], dict[str, str]]:
     """protocol-1 McpServer entries as Codex's ``mcp_servers`` table, and the variables
     to add to Codex's own environment for it; ValueError for what cannot be passed.
 
@@ -99,7 +123,7 @@ def mcp_config(servers: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str,
     the server: the real names set in Codex's own environment would change Codex itself
     (PATH, OPENAI_*, proxies) and collide between servers.
     """
-    table: dict[str, Any] = {}
+    table: dict[str, McpServerEntry] = {}
     env: dict[str, str] = {}
 
     def hide(n: int, m: int, what: str, value: Any) -> str:
@@ -111,11 +135,13 @@ def mcp_config(servers: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str,
 
     for n, server in enumerate(servers):
         name = server["name"]
-        ((tag, body),) = server["connection"].items()
-        if tag == "Stdio":
-            entry: dict[str, Any] = {"command": body["command"], "args": list(body.get("args") or [])}
+        connection = server["connection"]
+        if "Stdio" in connection:
+            stdio = connection["Stdio"]
+            command, args = stdio["command"], list(stdio.get("args") or [])
+            entry: McpServerEntry = {"command": command, "args": args}
             renames = []
-            for m, (key, value) in enumerate((body.get("env") or {}).items()):
+            for m, (key, value) in enumerate((stdio.get("env") or {}).items()):
                 if not _ENV_NAME.match(key):
                     raise ValueError(
                         f"{name}: env {key!r}: Codex passes a stdio server's env through a shell, "
@@ -125,12 +151,13 @@ def mcp_config(servers: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str,
             if renames:
                 entry = {
                     "command": "/bin/sh",
-                    "args": ["-c", _rename_script(renames), entry["command"], *entry["args"]],
+                    "args": ["-c", _rename_script(renames), command, *args],
                     "env_vars": [var for _key, var in renames],
                 }
         else:
-            entry = {"url": body["url"]}
-            headers = body.get("headers") or {}
+            remote = connection["Http"] if "Http" in connection else connection["Sse"]
+            entry = {"url": remote["url"]}
+            headers = remote.get("headers") or {}
             if headers:
                 entry["env_http_headers"] = {
                     key: hide(n, m, f"{name}: header {key}", value) for m, (key, value) in enumerate(headers.items())
@@ -202,8 +229,8 @@ def _hunks(diff: str) -> tuple[str, str]:
     return "".join(old), "".join(new)
 
 
-def file_diffs(changes: Any) -> list[dict[str, Any]]:
-    diffs = []
+def file_diffs(changes: list[FileChange] | None) -> list[FileDiff]:
+    diffs: list[FileDiff] = []
     for change in objects(changes):
         kind = obj(change.get("kind"))
         diff = text(change.get("diff"))
@@ -226,7 +253,7 @@ _ITEM_STATUS = {
 }
 
 
-def _mcp_output(item: dict[str, Any]) -> str | None:
+def _mcp_output(item: ThreadItem) -> str | None:
     if item.get("error"):
         return text(obj(item["error"]).get("message"), "the tool call failed")
     result = obj(item.get("result"))
@@ -240,7 +267,7 @@ def _mcp_output(item: dict[str, Any]) -> str | None:
     return None
 
 
-def tool_for_item(item: dict[str, Any]) -> dict[str, Any] | None:
+def tool_for_item(item: ThreadItem) -> ToolUpdate | None:
     """The ToolUpdate of a Codex tool item, or None for non-tool items."""
     kind = item.get("type")
     item_id = text(item.get("id"))
@@ -302,7 +329,7 @@ def tool_for_item(item: dict[str, Any]) -> dict[str, Any] | None:
         query = text(item.get("query"))
         url = text(action.get("url"))
         if action.get("type") == "openPage" and url:
-            tool_input: Any = {"Url": url}
+            tool_input: ToolInput = {"Url": url}
             title = f"Open {url}"
         else:
             tool_input = {"Query": query}
@@ -335,14 +362,14 @@ DELTAS = {
 _PLAN_STATUS = {"pending": "Pending", "inProgress": "InProgress", "completed": "Completed"}
 
 
-def plan_entries(plan: Any) -> list[dict[str, Any]]:
+def plan_entries(plan: Any) -> list[PlanEntry]:
     return [
         {"text": text(s.get("step")), "status": _PLAN_STATUS.get(text(s.get("status")), "Pending")}
         for s in objects(plan)
     ]
 
 
-def auth_status(account_reply: dict[str, Any], env: dict[str, str]) -> Any:
+def auth_status(account_reply: AccountReply, env: dict[str, str]) -> AuthStatus:
     account = account_reply.get("account")
     if isinstance(account, dict):
         kind = account.get("type")
@@ -363,7 +390,7 @@ def auth_status(account_reply: dict[str, Any], env: dict[str, str]) -> Any:
     return "Unknown"  # a custom provider: its key is checked on the first request
 
 
-def is_auth_error(error: dict[str, Any] | None) -> bool:
+def is_auth_error(error: TurnError | None) -> bool:
     if not error:
         return False
     info = error.get("codexErrorInfo")
@@ -376,7 +403,7 @@ def is_auth_error(error: dict[str, Any] | None) -> bool:
     return "401 Unauthorized" in text(error.get("message"))
 
 
-def sandbox_policy(mode: str) -> dict[str, Any]:
+def sandbox_policy(mode: str) -> SandboxPolicy:
     if mode == "read-only":
         return {"type": "readOnly", "networkAccess": False}
     if mode == "danger-full-access":
@@ -394,9 +421,9 @@ SANDBOX_NAMES = {"readOnly": "read-only", "workspaceWrite": "workspace-write", "
 
 
 def config_options(
-    models: list[dict[str, Any]], model: str | None, effort: str | None, sandbox: str | None, mode: str
-) -> list[dict[str, Any]]:
-    choices = []
+    models: list[Model], model: str | None, effort: str | None, sandbox: str | None, mode: str
+) -> list[ConfigOption]:
+    choices: list[ConfigChoice] = []
     efforts: list[str] = []
     for m in objects(models):
         value = m.get("model") or m.get("id")
@@ -418,8 +445,8 @@ def config_options(
     for known in EFFORTS:
         if known not in efforts:
             efforts.append(known)
-    effort_choices = [{"value": e, "label": e} for e in efforts]
-    modes = [{"value": "default", "label": "Default"}, {"value": "plan", "label": "Plan"}]
+    effort_choices: list[ConfigChoice] = [{"value": e, "label": e} for e in efforts]
+    modes: list[ConfigChoice] = [{"value": "default", "label": "Default"}, {"value": "plan", "label": "Plan"}]
     return [
         select_option("model", "Model", choices, model, "model"),
         select_option("effort", "Reasoning effort", effort_choices, effort, "thought_level"),
