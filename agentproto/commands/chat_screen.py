@@ -23,8 +23,12 @@ from typing import Any, Callable
 
 from agentproto.commands.listing import SPINNER, is_terminal, live_terminal
 from agentproto.core.errors import write_stderr
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.loopio.loop import Loop
 from agentproto.loopio.streams import Output
+
+if TYPE_CHECKING:
+    from agentproto.core.wire_types import Answer, FileDiff, LoginMethod, Question, ToolUpdate, TurnUsage
 
 
 def use_color(choice: str) -> bool:
@@ -171,7 +175,7 @@ def tool_line(tool: dict[str, Any]) -> str:
     return f"[{tool_kind(tool['kind'])}] {tool['title']} ({tool['status']})"
 
 
-def what_will_run(tool: dict[str, Any]) -> list[str]:
+def what_will_run(tool: ToolUpdate) -> list[str]:
     """What a permission would let happen, as the user must see it before saying yes: the
     command line, the files and how much of them changes, the URL."""
     lines: list[str] = []
@@ -200,7 +204,7 @@ def what_will_run(tool: dict[str, Any]) -> list[str]:
     return lines
 
 
-def diff_summary(diff: dict[str, Any]) -> str:
+def diff_summary(diff: FileDiff) -> str:
     """``path: +A -R lines`` (``new file``) of one FileDiff."""
     import difflib  # only when an edit is asked about
 
@@ -229,7 +233,7 @@ def permission_keys(options: list[str]) -> str:
     return ", ".join(keys)
 
 
-def login_steps(login: list[dict[str, Any]]) -> list[str]:
+def login_steps(login: list[LoginMethod]) -> list[str]:
     """An AuthRequired's login methods as steps a person can take."""
     steps = []
     for method in login:
@@ -246,7 +250,7 @@ def login_steps(login: list[dict[str, Any]]) -> list[str]:
     return steps
 
 
-def usage_line(usage: dict[str, Any] | None, cost: float | None, seconds: float) -> str | None:
+def usage_line(usage: TurnUsage | None, cost: float | None, seconds: float) -> str | None:
     """The end of a turn: its tokens and the agent's cost so far, when the agent told them."""
     parts = []
     if usage:
@@ -264,7 +268,7 @@ def usage_line(usage: dict[str, Any] | None, cost: float | None, seconds: float)
 
 # -- reading what was typed ----------------------------------------------------------------
 
-def choices_named(question: dict[str, Any], text: str) -> list[str]:
+def choices_named(question: Question, text: str) -> list[str]:
     """The choice ids ``text`` names: numbers (1-based) or labels, comma-separated when
     the question takes several; [] when it names none of them."""
     choices = question["choices"]
@@ -281,7 +285,7 @@ def choices_named(question: dict[str, Any], text: str) -> list[str]:
     return picked
 
 
-def permission_answer(options: list[str], line: str) -> Any:
+def permission_answer(options: list[str], line: str) -> Answer | None:
     """y once, a always, n (or nothing) deny, ``n REASON`` deny saying why; None: ask again."""
     text = line.strip()
     word, _, reason = text.partition(" ")
@@ -300,7 +304,7 @@ def permission_answer(options: list[str], line: str) -> Any:
     return None
 
 
-def app_answer(request: dict[str, Any], line: str, interactive: bool) -> Any:
+def app_answer(request: dict[str, Any], line: str, interactive: bool) -> Answer:
     if "Hook" in request:
         return "Cancel"  # the neutral {}
     if not interactive:

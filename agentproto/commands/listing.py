@@ -20,8 +20,12 @@ from typing import Any, Callable
 
 from agentproto import __version__
 from agentproto.core.errors import write_stderr
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.engine.runtime import Runtime
 from agentproto.loopio.loop import Loop
+
+if TYPE_CHECKING:
+    from agentproto.core.wire_types import DiscoveryReport
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 TICK = 0.1
@@ -49,7 +53,7 @@ class Interrupted(Exception):
         self.signum = signum
 
 
-def discover(progress: bool) -> dict[str, Any]:
+def discover(progress: bool) -> DiscoveryReport:
     """The discovery report, with a spinner on stderr meanwhile when ``progress``.
 
     SIGINT, SIGTERM or SIGHUP while versions are read raise ``Interrupted`` once the loop
@@ -57,7 +61,7 @@ def discover(progress: bool) -> dict[str, Any]:
     them): none outlives ``list``, not even one that hangs or detaches."""
     loop = Loop(adopt_orphans=True)
     runtime = Runtime(loop)
-    result: list[dict[str, Any]] = []
+    result: list[DiscoveryReport] = []
     signalled: list[int] = []
 
     def on(signum: int) -> Callable[[], None]:
@@ -94,7 +98,7 @@ def _status(text: str) -> None:
     write_stderr("\r\x1b[K" + text)
 
 
-def rows(report: dict[str, Any]) -> list[tuple[str, str, str, str, list[str]]]:
+def rows(report: DiscoveryReport) -> list[tuple[str, str, str, str, list[str]]]:
     """(id, status, version, where, notes) per agent: mock, the installed ones, the missing."""
     notes: dict[str, list[str]] = {}
     loose: list[str] = []
@@ -112,10 +116,10 @@ def rows(report: dict[str, Any]) -> list[tuple[str, str, str, str, list[str]]]:
             continue
         version = agent.get("version") or "unknown"
         out.append((agent["id"], "installed", version, agent["executable_path"], notes.get(agent["id"], [])))
-    for agent in report["missing"]:
-        searched = [_searched(place) for place in agent["searched"]]
-        extra = notes.get(agent["id"], []) + ["searched: " + ", ".join(searched)]
-        out.append((agent["id"], "missing", "-", f"install: {agent['install_hint']}", extra))
+    for missing in report["missing"]:
+        searched = [_searched(place) for place in missing["searched"]]
+        extra = notes.get(missing["id"], []) + ["searched: " + ", ".join(searched)]
+        out.append((missing["id"], "missing", "-", f"install: {missing['install_hint']}", extra))
     if loose:
         out.append(("", "", "", "", loose))
     return out
@@ -128,7 +132,7 @@ def _searched(place: str) -> str:
     return place
 
 
-def table(report: dict[str, Any]) -> str:
+def table(report: DiscoveryReport) -> str:
     lines = rows(report)
     header = ("AGENT", "STATUS", "VERSION", "WHERE")
     widths = [max(len(header[i]), *(len(row[i]) for row in lines)) for i in range(3)]

@@ -273,6 +273,15 @@ if TYPE_CHECKING:
         acp_args: NotRequired[list[str] | None]
         version: NotRequired[str | None]
 
+    class Diagnostic(TypedDict):
+        level: str  # Info, Warning, Error
+        message: str
+
+    class DiscoveryReport(TypedDict):
+        agents: list[AgentInstallation]
+        missing: list[MissingAgent]
+        diagnostics: list[Diagnostic]
+
     class SessionConfiguration(TypedDict):
         options: dict[str, ConfigValue]
 

@@ -1,6 +1,6 @@
 """The Agent Client Protocol's messages as mypy types: what the ACP driver reads from an
 agent (``session/update`` payloads, tool calls, config options, auth methods) and writes
-(``mcpServers`` entries, permission outcomes). The spec: /work/shared/specs/ (ACP schema).
+(``mcpServers`` entries, permission outcomes), named as the ACP schema names them.
 
 Rules of this file:
 - Types only, for mypy: declared under ``if TYPE_CHECKING:`` and imported only under
