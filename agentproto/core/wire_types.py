@@ -282,6 +282,100 @@ if TYPE_CHECKING:
         missing: list[MissingAgent]
         diagnostics: list[Diagnostic]
 
+    # -- inspect -------------------------------------------------------------------------
+
+    class InspectArgs(TypedDict):
+        """An ``inspect`` request's members, checked and defaulted."""
+
+        view: str  # agents, cost
+        by: str  # agent, model, day, session
+        format: str  # table, json
+        top: int | None
+        since: str
+        sock: str | None
+        db: str | None
+        agent: str | None
+
+    class TokenFigures(TypedDict):
+        input: int
+        output: int
+        cached_input: int
+
+    class AgentRow(TypedDict):
+        """One live session of ``InspectAgents``."""
+
+        id: str
+        agent: str
+        model: str | None
+        status: str
+        turns: int
+        tokens: TokenFigures
+        cost_usd: float | None
+        open_requests: int
+        age_s: float
+        pid: int | None
+        info: NotRequired[SessionInfo]
+
+    class InspectAgents(TypedDict):
+        view: Literal["agents"]
+        pid: int
+        agents: NotRequired[list[AgentRow]]
+        agent: NotRequired[AgentRow]
+
+    class CostFigures(TypedDict):
+        turns: int
+        input_tokens: int
+        output_tokens: int
+        cached_input_tokens: int
+        cost_usd: float | None
+        duration_ms: int
+
+    class CostGroup(CostFigures):
+        key: str
+
+    class TurnRow(TypedDict):
+        """One ended turn, a row of the observations database (``ended_at``: epoch seconds)."""
+
+        ended_at: float
+        agent: str
+        model: str | None
+        run: str
+        session: str
+        turn: str
+        input_tokens: int
+        output_tokens: int
+        cached_input_tokens: int
+        cost_usd: float | None
+        duration_ms: int
+        stop: str
+
+    class TopTurn(TypedDict):
+        """A ``TurnRow`` as ``InspectCost.top`` shows it (``ended_at``: ISO 8601, UTC)."""
+
+        ended_at: str
+        agent: str
+        model: str | None
+        run: str
+        session: str
+        turn: str
+        input_tokens: int
+        output_tokens: int
+        cached_input_tokens: int
+        cost_usd: float | None
+        duration_ms: int
+        stop: str
+
+    class InspectCost(TypedDict):
+        view: Literal["cost"]
+        db: str | None
+        since: str
+        by: str
+        groups: list[CostGroup]
+        total: CostFigures
+        top: NotRequired[list[TopTurn]]
+
+    InspectView = Union[InspectAgents, InspectCost]
+
     class SessionConfiguration(TypedDict):
         options: dict[str, ConfigValue]
 

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     import sqlite3
     from typing import Any, Mapping
 
-    from agentproto.core.wire_types import SessionInfo, StopReason, TurnUsage
+    from agentproto.core.wire_types import SessionInfo, StopReason, TokenFigures, TurnRow, TurnUsage
     from agentproto.drivers.base import Launch
     from agentproto.engine.turns import Turn
     from agentproto.loopio.loop import Loop, Timer
@@ -189,7 +189,7 @@ class SessionFigures:
         self.cost_usd: float | None = None
         self.billed_usd = 0.0
 
-    def tokens(self) -> dict[str, int]:
+    def tokens(self) -> TokenFigures:
         return {"input": self.input_tokens, "output": self.output_tokens, "cached_input": self.cached_input_tokens}
 
 
@@ -328,7 +328,7 @@ def model_of(session: "Session") -> str | None:
     return value if isinstance(value, str) else None
 
 
-def read_rows(path: str, since: float) -> list[dict[str, Any]]:
+def read_rows(path: str, since: float) -> list[TurnRow]:
     """The rows of turns ended at or after ``since`` (epoch seconds), oldest first."""
     import sqlite3
 
@@ -337,7 +337,7 @@ def read_rows(path: str, since: float) -> list[dict[str, Any]]:
         db.row_factory = sqlite3.Row
         query = f"SELECT {', '.join(COLUMNS)} FROM turns WHERE ended_at >= ? ORDER BY ended_at, id"
         try:
-            return [dict(row) for row in db.execute(query, (since,))]
+            return [dict(row) for row in db.execute(query, (since,))]  # type: ignore[misc]  # (rows of COLUMNS)
         except sqlite3.OperationalError as exc:
             if str(exc) != "interrupted":
                 raise

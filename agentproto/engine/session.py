@@ -232,9 +232,9 @@ class Session(SessionTurns):
         if self.state in ("open", "closing"):
             self.send({"SessionUpdated": self.snapshot()})
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> SessionInfo:
         """A deep copy of the info (a JSON round trip: it holds only JSON values)."""
-        copy: dict[str, Any] = json.loads(json.dumps(self.info))
+        copy: SessionInfo = json.loads(json.dumps(self.info))
         return copy
 
     # -- Host: what the driver reports ------------------------------------------------

@@ -35,6 +35,7 @@ from agentproto.loopio.sockets import Accepted, Exchange, UnixListener
 from agentproto.loopio.streams import LineReader
 
 if TYPE_CHECKING:
+    from agentproto.core.wire_types import InspectView
     from agentproto.engine.runtime import Runtime
     from agentproto.loopio.loop import Loop
 
@@ -55,15 +56,17 @@ def run_inspect(runtime: "Runtime", args: dict[str, Any], done: Done, follow_soc
     try:
         checked = inspect.check_args(args)
         for what in ("sock", "db"):
-            if checked[what] is not None:
+            path = checked[what]
+            if path is not None:
                 try:
-                    private.check_confined(checked[what], what)  # replay: nothing outside its own
+                    private.check_confined(path, what)  # replay: nothing outside its own
                 except private.UnsafePath as exc:
                     raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"inspect: {exc.strerror}") from None
         if checked["sock"] and follow_sock:
             request = {k: v for k, v in checked.items() if k != "sock" and v is not None}
             ask(runtime.loop, checked["sock"], {**request, "op": "inspect"}, done)
             return
+        view: InspectView
         if checked["view"] == "agents":
             view = inspect.agents_view(runtime, checked["agent"])
         else:

@@ -34,6 +34,17 @@ from agentproto.core.errors import AgentError, Kind
 from agentproto.engine import observations
 
 if TYPE_CHECKING:
+    from agentproto.core.wire_types import (
+        AgentRow,
+        CostFigures,
+        CostGroup,
+        InspectAgents,
+        InspectArgs,
+        InspectCost,
+        InspectView,
+        JsonObject,
+        TurnRow,
+    )
     from agentproto.engine.runtime import Runtime
 
 VIEWS = ("agents", "cost")
@@ -49,7 +60,7 @@ def bad(key: str, value: Any, takes: str) -> AgentError:
     return AgentError.detail(Kind.INVALID_REQUEST, f"inspect: {key} {json.dumps(value)}: {takes}")
 
 
-def check_args(args: dict[str, Any]) -> dict[str, Any]:
+def check_args(args: JsonObject) -> InspectArgs:
     """The request's keys, checked and defaulted (InvalidRequest naming a bad one)."""
     view = args.get("view") or "agents"
     if view not in VIEWS:
@@ -102,7 +113,7 @@ def iso(seconds: float) -> str:
 # -- view agents ------------------------------------------------------------------------------
 
 
-def session_row(runtime: "Runtime", session: Any) -> dict[str, Any]:
+def session_row(runtime: "Runtime", session: Any) -> AgentRow:
     figures = runtime.observer.of(session)
     turn = session.turn
     open_requests = len(turn.requests if turn is not None else ()) + sum(
@@ -123,14 +134,14 @@ def session_row(runtime: "Runtime", session: Any) -> dict[str, Any]:
     }
 
 
-def agents_view(runtime: "Runtime", agent: str | None = None) -> dict[str, Any]:
+def agents_view(runtime: "Runtime", agent: str | None = None) -> InspectAgents:
     sessions = [s for s in runtime.sessions.values() if not s.launch.throwaway]
     if agent is None:
         return {"view": "agents", "pid": os.getpid(), "agents": [session_row(runtime, s) for s in sessions]}
     session = runtime.sessions.get(agent)
     if session is None:
         raise AgentError.unknown_session(agent)
-    row = {**session_row(runtime, session), "info": session.snapshot()}
+    row: AgentRow = {**session_row(runtime, session), "info": session.snapshot()}
     return {"view": "agents", "pid": os.getpid(), "agent": row}
 
 
@@ -139,16 +150,16 @@ def agents_view(runtime: "Runtime", agent: str | None = None) -> dict[str, Any]:
 _FIGURES = ("turns", "input_tokens", "output_tokens", "cached_input_tokens", "cost_usd", "duration_ms")
 
 
-def _group_key(row: dict[str, Any], by: str) -> str:
+def _group_key(row: TurnRow, by: str) -> str:
     if by == "day":
         return iso(row["ended_at"])[:10]
     if by == "session":
         return f"{row['run']}/{row['session']}"
-    value = row[by]
+    value = row["agent"] if by == "agent" else row["model"]  # (BYS: agent or model here)
     return value if value is not None else "(unknown)"
 
 
-def _add(total: dict[str, Any], row: dict[str, Any]) -> None:
+def _add(total: CostFigures, row: TurnRow) -> None:
     total["turns"] += 1
     for key in ("input_tokens", "output_tokens", "cached_input_tokens", "duration_ms"):
         total[key] += row[key]
@@ -156,33 +167,32 @@ def _add(total: dict[str, Any], row: dict[str, Any]) -> None:
         total["cost_usd"] = (total["cost_usd"] or 0.0) + row["cost_usd"]
 
 
-def _empty(**head: Any) -> dict[str, Any]:
-    return {**head, "turns": 0, "input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0,
+def _empty() -> CostFigures:
+    return {"turns": 0, "input_tokens": 0, "output_tokens": 0, "cached_input_tokens": 0,
             "cost_usd": None, "duration_ms": 0}  # fmt: skip
 
 
-def cost_view(path: str | None, since: str, by: str, top: int | None, now: float | None = None) -> dict[str, Any]:
+def cost_view(path: str | None, since: str, by: str, top: int | None, now: float | None = None) -> InspectCost:
     """The cost view over the database at ``path`` (None: disabled)."""
     start = parse_since(since, now)
-    head = {"view": "cost", "db": path, "since": iso(start), "by": by}
     if path is None:
         why = "inspect: the observations database is off (AGENTPROTO_DB=off)"
         raise AgentError.detail(Kind.INVALID_CONFIGURATION, why)
     try:
-        rows = observations.read_rows(path, start)
+        rows: list[TurnRow] = observations.read_rows(path, start)
     except FileNotFoundError:
         rows = []  # nothing observed yet
     except observations.errors() as exc:
         raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"inspect: cannot read {path}: {exc}") from None
-    groups: dict[str, dict[str, Any]] = {}
+    groups: dict[str, CostGroup] = {}
     total = _empty()
     for row in rows:
         key = _group_key(row, by)
-        _add(groups.setdefault(key, _empty(key=key)), row)
+        _add(groups.setdefault(key, {"key": key, **_empty()}), row)
         _add(total, row)
     ordered = sorted(groups.values(), key=lambda g: (-(g["cost_usd"] or 0.0), -g["input_tokens"] - g["output_tokens"],
                                                       g["key"]))  # fmt: skip
-    view: dict[str, Any] = {**head, "groups": ordered, "total": total}
+    view: InspectCost = {"view": "cost", "db": path, "since": iso(start), "by": by, "groups": ordered, "total": total}
     if top:
         expensive = sorted(rows, key=lambda r: (-(r["cost_usd"] or 0.0), -r["input_tokens"] - r["output_tokens"]))
         view["top"] = [{**row, "ended_at": iso(row["ended_at"])} for row in expensive[:top]]
@@ -192,7 +202,7 @@ def cost_view(path: str | None, since: str, by: str, top: int | None, now: float
 # -- rendering --------------------------------------------------------------------------------
 
 
-def render(view: dict[str, Any], fmt: str) -> list[str]:
+def render(view: InspectView, fmt: str) -> list[str]:
     """The view as lines of text: its JSON (one line), or a table."""
     if fmt == "json":
         return [json.dumps(view, separators=(",", ":"))]
@@ -203,7 +213,7 @@ def _money(value: float | None) -> str:
     return "-" if value is None else f"${value:.4f}"
 
 
-def _count(value: int) -> str:
+def _count(value: object) -> str:
     return f"{value:,}"
 
 
@@ -246,12 +256,12 @@ def aligned(header: tuple[str, ...], rows: list[list[str]], numeric: set[int], w
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
 
-def table(view: dict[str, Any]) -> list[str]:
+def table(view: InspectView) -> list[str]:
     """The view as aligned lines for people, without a control character."""
     return [_CONTROLS.sub("?", line) for line in _table(view)]
 
 
-def _table(view: dict[str, Any]) -> list[str]:
+def _table(view: InspectView) -> list[str]:
     if view["view"] == "agents":
         if "agent" in view:
             row = view["agent"]
@@ -275,7 +285,7 @@ def _table(view: dict[str, Any]) -> list[str]:
     shown = db if len(db) <= WIDTH - 9 else "…" + db[-(WIDTH - 10) :]
     lines = [f"cost since {since} UTC, by {view['by']}", f"database {shown}"]
     total = view["total"]
-    groups = [*view["groups"], {**total, "key": "TOTAL"}]
+    groups: list[CostGroup] = [*view["groups"], {**total, "key": "TOTAL"}]
     rows = [
         [str(g["key"]), str(g["turns"]), _count(g["input_tokens"]), _count(g["output_tokens"]),
          _count(g["cached_input_tokens"]), _money(g["cost_usd"])]

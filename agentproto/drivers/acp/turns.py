@@ -262,7 +262,7 @@ class AcpTurns:
             self.host.emit({"MessageEnded": {"message_id": self._message[2]}})
             self._message = None
 
-    def _chunk_text(self, update: dict[str, Any]) -> str:
+    def _chunk_text(self, update: ContentChunk) -> str:
         """The text of a chunk update ("" for none); a text block whose text is not a
         string is skipped with a Diagnostic, never turned into text."""
         content = update.get("content")
@@ -273,20 +273,20 @@ class AcpTurns:
             return ""
         return block_text(content)
 
-    def _on_message_chunk(self, update: dict[str, Any]) -> None:
+    def _on_message_chunk(self, update: ContentChunk) -> None:
         text = self._chunk_text(update)
         if text:
             self.host.emit(
                 {"TextDelta": {"message_id": self._message_id("text", update.get("messageId")), "text": text}}
             )
 
-    def _on_thought_chunk(self, update: dict[str, Any]) -> None:
+    def _on_thought_chunk(self, update: ContentChunk) -> None:
         text = self._chunk_text(update)
         if text:
             message_id = self._message_id("thought", update.get("messageId"))
             self.host.emit({"ReasoningDelta": {"message_id": message_id, "text": text}})
 
-    def _on_user_chunk(self, update: dict[str, Any]) -> None:
+    def _on_user_chunk(self, update: ContentChunk) -> None:
         text = self._chunk_text(update)
         # An echo of the caller's own prompt is not provider-originated user content.
         if text and not (self._turn is not None and text.strip() and text.strip() in self._turn.prompt):
@@ -328,14 +328,14 @@ class AcpTurns:
             if sum(map(len, backlog)) < 1 << 20:
                 backlog.append(text)
 
-    def _on_plan(self, update: dict[str, Any]) -> None:
+    def _on_plan(self, update: PlanUpdate) -> None:
         self.host.emit({"PlanUpdated": {"entries": map_plan(update.get("entries"))}})
 
-    def _on_commands(self, update: dict[str, Any]) -> None:
+    def _on_commands(self, update: CommandsUpdate) -> None:
         self._commands = map_commands(update.get("availableCommands"))
         self._changed()
 
-    def _on_mode(self, update: dict[str, Any]) -> None:
+    def _on_mode(self, update: ModeUpdate) -> None:
         mode = update.get("currentModeId", update.get("modeId"))
         for option, _, _ in self._options:
             if option["category"] == "mode" or option["id"] == "mode":
@@ -343,11 +343,11 @@ class AcpTurns:
                 break
         self._changed()
 
-    def _on_config_options(self, update: dict[str, Any]) -> None:
+    def _on_config_options(self, update: ConfigOptionsUpdate) -> None:
         self._replace_config_options(update.get("configOptions"))
         self._changed()
 
-    def _on_session_info(self, update: dict[str, Any]) -> None:
+    def _on_session_info(self, update: SessionInfoUpdate) -> None:
         if "title" in update:
             title = update["title"]
             self._title = title if isinstance(title, str) else None
@@ -365,7 +365,8 @@ class AcpTurns:
 
     # -- requests from the agent ------------------------------------------------------
 
-    def _on_agent_request(self, rpc_id: Any, method: str, params: dict[str, Any]) -> None:
+    def _on_agent_request(self, rpc_id: Any, method: str, params: Any) -> None:
+        # ``params``: an object whose shape is the method's (PermissionParams, fs/*, terminal/*).
         try:
             if self.launch.recorded_answer is not None and method.startswith(("fs/", "terminal/")):
                 self._answer_as_recorded(rpc_id, method)
@@ -398,7 +399,7 @@ class AcpTurns:
                 self._respond(rpc_id, None)
             elif method == "terminal/release":
                 self.terminals.release(params)
-                self._term_backlog.pop(params.get("terminalId"), None)  # type: ignore[arg-type]
+                self._term_backlog.pop(params.get("terminalId"), None)
                 self._respond(rpc_id, None)
             else:
                 self._respond(rpc_id, error=RpcError(METHOD_NOT_FOUND, f"method not found: {method}"))
@@ -427,7 +428,7 @@ class AcpTurns:
                 del self._permissions[request_id]
                 self._waiting_on_us -= 1
 
-    def _on_permission(self, rpc_id: Any, params: dict[str, Any]) -> None:
+    def _on_permission(self, rpc_id: Any, params: PermissionParams) -> None:
         options: list[PermissionOption] = [o for o in objects(params.get("options")) if "optionId" in o]
         choices: list[str] = []
         for option in options:

@@ -114,3 +114,40 @@ if TYPE_CHECKING:
         headers: list[EnvVariable]
 
     McpServerEntry = Union[StdioMcpServer, HttpMcpServer]
+
+    # -- session/update payloads (by their ``sessionUpdate``) ------------------------------
+
+    class ContentChunk(TypedDict, total=False):
+        """``agent_message_chunk``, ``agent_thought_chunk``, ``user_message_chunk``."""
+
+        sessionUpdate: str
+        content: Any  # a content block: text, image, resource_link, resource ...
+        messageId: str | None
+
+    class PlanUpdate(TypedDict, total=False):
+        sessionUpdate: str
+        entries: list[PlanItem]
+
+    class CommandsUpdate(TypedDict, total=False):
+        sessionUpdate: str
+        availableCommands: list[AvailableCommand]
+
+    class ModeUpdate(TypedDict, total=False):
+        sessionUpdate: str
+        currentModeId: str
+        modeId: str  # older agents' name of it
+
+    class ConfigOptionsUpdate(TypedDict, total=False):
+        sessionUpdate: str
+        configOptions: list[JsonObject]  # ACP SessionConfigOption: mapped by map_config_options
+
+    class SessionInfoUpdate(TypedDict, total=False):
+        sessionUpdate: str
+        title: str | None
+
+    class PermissionParams(TypedDict, total=False):
+        """``session/request_permission``'s params."""
+
+        sessionId: str
+        toolCall: AcpToolCall
+        options: list[PermissionOption]
