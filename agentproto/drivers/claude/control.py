@@ -38,7 +38,16 @@ if TYPE_CHECKING:
     from agentproto.core.wire_types import AgentRequest, JsonObject
     from agentproto.drivers.base import Host
     from agentproto.drivers.claude.stream import MessageStream
-    from agentproto.drivers.claude.types import ControlRequest, ControlRequestBody, PendingRequest, PermissionReply
+    from agentproto.drivers.claude.types import (
+        ControlCancel,
+        ControlRequest,
+        ControlRequestBody,
+        ControlResponse,
+        ControlResponseBody,
+        OutgoingRequest,
+        PendingRequest,
+        PermissionReply,
+    )
 
 #: The callback of one of our control requests: (response, None) or (None, error text); the
 #: response's shape is the request's, so each callback names its own type.
@@ -63,13 +72,13 @@ class ControlChannel:
         self.hook_ids = {hook_callback_id(event): event for event in events}
 
     # -- ours to the CLI
-    def request(self, request: dict[str, Any], callback: OnControl) -> None:
+    def request(self, request: OutgoingRequest, callback: OnControl) -> None:
         self._counter += 1
         request_id = f"ap_{self._counter}"
         self._calls[request_id] = callback
         self.send({"type": "control_request", "request_id": request_id, "request": request})
 
-    def on_response(self, msg: dict[str, Any]) -> None:
+    def on_response(self, msg: ControlResponse) -> None:
         response = obj(msg.get("response"))
         callback = self._calls.pop(text(response.get("request_id")), None)
         if callback is None:
@@ -92,7 +101,7 @@ class ControlChannel:
         self, request_id: str, response: PermissionReply | JsonObject | None = None, error: str | None = None
     ) -> None:
         if error is not None:
-            body: dict[str, Any] = {"subtype": "error", "request_id": request_id, "error": error}
+            body: ControlResponseBody = {"subtype": "error", "request_id": request_id, "error": error}
         else:
             body = {"subtype": "success", "request_id": request_id, "response": response or {}}
         self.send({"type": "control_response", "response": body})
@@ -125,7 +134,7 @@ class ControlChannel:
             return
         self.hooks_waiting.add(request_id)
 
-        def reply(output: dict[str, Any]) -> None:
+        def reply(output: JsonObject) -> None:
             # Once: the engine calls it once. A callback the CLI withdrew (or a CLI that is
             # gone) gets nothing.
             if request_id in self.hooks_waiting:
@@ -169,7 +178,7 @@ class ControlChannel:
         permission = {"id": request_id, "tool": dict(tool), "options": list(PERMISSION_OPTIONS), "detail": detail}
         stream.emit({"RequestOpened": {"Permission": permission}}, parent)
 
-    def on_cancel(self, msg: dict[str, Any]) -> None:
+    def on_cancel(self, msg: ControlCancel) -> None:
         request_id = text(msg.get("request_id"))
         self.hooks_waiting.discard(request_id)  # its Hook request ends by its own timeout
         if self.requests.pop(request_id, None) is not None:

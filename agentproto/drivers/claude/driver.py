@@ -52,8 +52,14 @@ from agentproto.loopio import private
 from agentproto.loopio.loop import Alarm
 
 if TYPE_CHECKING:
-    from agentproto.core.wire_types import AgentRequest
-    from agentproto.drivers.claude.types import InitializeResponse, ResultMessage, SystemMessage
+    from agentproto.core.wire_types import AgentRequest, JsonObject
+    from agentproto.drivers.claude.types import (
+        InitializeResponse,
+        OutgoingRequest,
+        ResultMessage,
+        SystemMessage,
+        VersionResponse,
+    )
 
 HANDSHAKE_TIMEOUT = 60.0
 #: How long ``close`` waits after ending the CLI's input before signalling its group.
@@ -186,7 +192,7 @@ class ClaudeDriver(LineDriver):
         self._init = response
         self._maybe_opened()
 
-    def _got_version(self, response: dict[str, Any] | None, error: str | None) -> None:
+    def _got_version(self, response: VersionResponse | None, error: str | None) -> None:
         version = response.get("version") if isinstance(response, dict) else None
         self._version = version if isinstance(version, str) else None
         self._maybe_opened()
@@ -295,7 +301,7 @@ class ClaudeDriver(LineDriver):
     # -- settings
     def configure(self, option: str, value: Any, done: Callable[[AgentError | None], None]) -> None:
         if option == "model":
-            request: dict[str, Any] = {"subtype": "set_model", "model": value}
+            request: OutgoingRequest = {"subtype": "set_model", "model": value}
         elif option == "mode":
             request = {"subtype": "set_permission_mode", "mode": value}
         elif option == "effort":
@@ -307,7 +313,7 @@ class ClaudeDriver(LineDriver):
             done(AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option}: claude has no such setting"))
             return
 
-        def applied(response: dict[str, Any] | None, error: str | None) -> None:
+        def applied(response: JsonObject | None, error: str | None) -> None:
             if error is not None:
                 done(AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option}: {error}"))
             else:
@@ -319,7 +325,7 @@ class ClaudeDriver(LineDriver):
             return
         self._request(request, applied)
 
-    def _request(self, request: dict[str, Any], callback: OnControl) -> None:
+    def _request(self, request: OutgoingRequest, callback: OnControl) -> None:
         self.control.request(request, callback)
 
     # -- what the CLI writes

@@ -245,3 +245,32 @@ if TYPE_CHECKING:
         updatedInput: NotRequired[JsonObject]
         updatedPermissions: NotRequired[list[PermissionUpdate]]
 
+
+    class OutgoingRequest(TypedDict, total=False):
+        """A control request of ours: initialize, get_binary_version, interrupt, set_model,
+        set_permission_mode, apply_flag_settings."""
+
+        subtype: str
+        hooks: dict[str, list[HookMatcher]] | None
+        model: Any  # the app's value for the option (checked by the engine)
+        mode: Any
+        settings: JsonObject  # flag settings: {"effortLevel": ...}
+
+    class ControlResponseBody(TypedDict, total=False):
+        subtype: str  # success, error
+        request_id: str
+        response: Any  # its shape is the request's (InitializeResponse, VersionResponse ...)
+        error: str
+
+    class ControlResponse(TypedDict, total=False):
+        type: str  # "control_response"
+        response: ControlResponseBody
+
+    class ControlCancel(TypedDict, total=False):
+        type: str  # "control_cancel_request"
+        request_id: str
+
+    class VersionResponse(TypedDict, total=False):
+        """The ``response`` of get_binary_version."""
+
+        version: str

@@ -56,7 +56,15 @@ from agentproto.loopio.transport import LineTransport
 
 if TYPE_CHECKING:
     from agentproto.core.wire_types import AgentDetails, StopReason, ToolUpdate, TurnUsage
-    from agentproto.drivers.codex.types import AccountReply, Model, NotificationParams, RequestParams
+    from agentproto.drivers.codex.types import (
+        AccountReply,
+        InputItem,
+        Model,
+        NotificationParams,
+        RequestParams,
+        ThreadParams,
+        TurnStartParams,
+    )
 
 CLIENT_INFO = {"name": "agentproto", "title": "agentproto", "version": "0.1"}
 HANDSHAKE_TIMEOUT = 60.0
@@ -224,16 +232,16 @@ class CodexDriver(CodexTurns, CodexItems, LineDriver):
         self._request("account/read", {"refreshToken": False}, account)
         self._request("model/list", {}, models)
 
-    def _thread_params(self) -> dict[str, Any]:
+    def _thread_params(self) -> ThreadParams:
         launch = self.launch
-        params: dict[str, Any] = {"cwd": launch.dir, "approvalPolicy": "never" if self.tools_disabled else "on-request"}
+        params: ThreadParams = {"cwd": launch.dir, "approvalPolicy": "never" if self.tools_disabled else "on-request"}
         if self.model:
             params["model"] = self.model
         if self.sandbox:
             params["sandbox"] = self.sandbox
         elif self.tools_disabled:
             params["sandbox"] = "read-only"
-        config: dict[str, Any] = {}
+        config: dict[str, str | float] = {}
         if self.effort:
             config["model_reasoning_effort"] = self.effort
         if self.host.tools_url is not None:

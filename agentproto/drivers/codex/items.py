@@ -48,7 +48,7 @@ from agentproto.drivers.fields import (
 if TYPE_CHECKING:
     from agentproto.core.wire_types import AgentRequest, PermissionRequest, Question, StopReason, ToolUpdate, TurnUsage
     from agentproto.drivers.base import Host
-    from agentproto.drivers.codex.types import NotificationParams, RequestParams, ThreadItem
+    from agentproto.drivers.codex.types import NotificationParams, QuestionAnswer, RequestParams, ThreadItem
 
 APPROVALS = (
     "item/commandExecution/requestApproval",
@@ -425,7 +425,7 @@ class CodexItems:
         rpc_id, method, params = pending
         self._progress()
         if method == "item/tool/requestUserInput":
-            answers: dict[str, Any] = {}
+            answers: dict[str, QuestionAnswer] = {}
             if isinstance(answer, dict) and "Question" in answer:
                 for question, given in zip(objects(params.get("questions")), answer["Question"]):
                     values = given.get("Choices") if "Choices" in given else [given.get("Text", "")]

@@ -166,7 +166,7 @@ def mcp_config(servers: list[McpServer]) -> tuple[dict[str, McpServerEntry], dic
     return table, env
 
 
-def app_server_config(tools_url: str, tool_timeout: float) -> dict[str, Any]:
+def app_server_config(tools_url: str, tool_timeout: float) -> dict[str, str | float]:
     """The app's own tools as the MCP server ``agentproto``: overrides for the thread's
     ``config``.
 

@@ -197,3 +197,45 @@ if TYPE_CHECKING:
         serverName: str
         message: str
         _meta: ElicitationMeta
+
+    # -- what the driver sends -----------------------------------------------------------
+
+    class ThreadParams(TypedDict, total=False):
+        """thread/start, thread/resume and thread/fork's params."""
+
+        cwd: str
+        approvalPolicy: str
+        model: str
+        sandbox: str
+        config: dict[str, str | float]  # dotted config keys (mapping.app_server_config)
+        developerInstructions: str
+        threadId: str
+        lastTurnId: str
+        ephemeral: bool
+
+    class InputItem(TypedDict, total=False):
+        type: str  # text, localImage
+        text: str
+        text_elements: list[Any]
+        path: str
+
+    class CollaborationSettings(TypedDict):
+        model: str
+        reasoning_effort: str | None
+        developer_instructions: str | None
+
+    class CollaborationMode(TypedDict):
+        mode: str
+        settings: CollaborationSettings
+
+    class TurnStartParams(TypedDict, total=False):
+        threadId: str | None
+        input: list[InputItem]
+        model: str
+        effort: str
+        sandboxPolicy: SandboxPolicy
+        collaborationMode: CollaborationMode
+        outputSchema: Any  # the app's JSON Schema, as it gave it
+
+    class QuestionAnswer(TypedDict):
+        answers: list[str]
