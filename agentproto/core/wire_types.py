@@ -112,13 +112,16 @@ if TYPE_CHECKING:
         data: str
         mime_type: str
 
-    ToolContent = Union[TextContent, ImageContent]
-
     class AppTool(TypedDict):
+        """One of the app's own tools, as the app declares it at ``open``."""
+
         name: str
         description: str
         input_schema: NotRequired[JsonObject | None]
         output_schema: NotRequired[JsonObject | None]
+
+    #: One content item of a tool result (MCP's text and image content).
+    ToolContent = Union[TextContent, ImageContent]
 
     class CheckedTool(TypedDict):
         """An ``AppTool`` as apptools.check_tools returns it: its input schema filled in."""
@@ -235,6 +238,8 @@ if TYPE_CHECKING:
     ConfigKind = Union[str, SelectKind]
 
     class ConfigOption(TypedDict):
+        """A session setting the agent offers; its ``current`` value, when it has one."""
+
         id: str
         name: str
         category: NotRequired[str | None]
@@ -322,48 +327,36 @@ if TYPE_CHECKING:
         agents: NotRequired[list[AgentRow]]
         agent: NotRequired[AgentRow]
 
-    class CostFigures(TypedDict):
-        turns: int
+    class _Spent(TypedDict):
         input_tokens: int
         output_tokens: int
         cached_input_tokens: int
         cost_usd: float | None
         duration_ms: int
+
+    class CostFigures(_Spent):
+        turns: int
 
     class CostGroup(CostFigures):
         key: str
 
-    class TurnRow(TypedDict):
+    class _Turn(_Spent):
+        agent: str
+        model: str | None
+        run: str
+        session: str
+        turn: str
+        stop: str
+
+    class TurnRow(_Turn):
         """One ended turn, a row of the observations database (``ended_at``: epoch seconds)."""
 
         ended_at: float
-        agent: str
-        model: str | None
-        run: str
-        session: str
-        turn: str
-        input_tokens: int
-        output_tokens: int
-        cached_input_tokens: int
-        cost_usd: float | None
-        duration_ms: int
-        stop: str
 
-    class TopTurn(TypedDict):
+    class TopTurn(_Turn):
         """A ``TurnRow`` as ``InspectCost.top`` shows it (``ended_at``: ISO 8601, UTC)."""
 
         ended_at: str
-        agent: str
-        model: str | None
-        run: str
-        session: str
-        turn: str
-        input_tokens: int
-        output_tokens: int
-        cached_input_tokens: int
-        cost_usd: float | None
-        duration_ms: int
-        stop: str
 
     class InspectCost(TypedDict):
         view: Literal["cost"]

@@ -8,6 +8,8 @@ Rules of this file:
 - What an agent writes is input we do not control: every member is optional
   (``total=False``) and typed as the spec says; the mappings still check each value they
   read (drivers/fields.py) before trusting that type.
+- One statement per message, TypedDict's functional form (member names as the agent spells
+  them, camelCase included); a message that extends another is a class (``class B(A)``).
 """
 
 from __future__ import annotations
@@ -19,31 +21,19 @@ if TYPE_CHECKING:
 
     from agentproto.core.wire_types import JsonObject, ToolUpdate
 
-    class ToolLocation(TypedDict, total=False):
-        path: str
-        line: int | None
+    ToolLocation = TypedDict("ToolLocation", {"path": str, "line": int | None}, total=False)
 
-    class ToolCallContent(TypedDict, total=False):
-        """One ``content`` item of a tool call: ``content``, ``diff`` or ``terminal``."""
+    #: One ``content`` item of a tool call: ``content``, ``diff`` or ``terminal``.
+    #: content: a content block
+    ToolCallContent = TypedDict("ToolCallContent", {"type": str, "content": Any, "path": str, "oldText": str | None,
+        "newText": str, "terminalId": str}, total=False)
 
-        type: str
-        content: Any  # a content block
-        path: str
-        oldText: str | None
-        newText: str
-        terminalId: str
-
-    class AcpToolFields(TypedDict, total=False):
-        """The members of ``tool_call`` / ``tool_call_update`` the driver folds together."""
-
-        title: str
-        kind: str
-        status: str
-        content: list[ToolCallContent]
-        locations: list[ToolLocation]
-        rawInput: Any  # the tool's input, as the agent gave it
-        rawOutput: Any
-        _meta: JsonObject | None  # per-agent extensions ({"claudeCode": {"toolName": ...}})
+    #: The members of ``tool_call`` / ``tool_call_update`` the driver folds together.
+    #: rawInput: the tool's input, as the agent gave it
+    #: _meta: per-agent extensions ({"claudeCode": {"toolName": ...}})
+    AcpToolFields = TypedDict("AcpToolFields", {"title": str, "kind": str, "status": str,
+        "content": list[ToolCallContent], "locations": list[ToolLocation], "rawInput": Any, "rawOutput": Any,
+        "_meta": JsonObject | None}, total=False)
 
     class AcpToolCall(AcpToolFields, total=False):
         """A ``tool_call`` or ``tool_call_update`` (with its ``sessionUpdate`` tag)."""
@@ -58,96 +48,61 @@ if TYPE_CHECKING:
         _acp: AcpToolFields
         _terminals: list[str]
 
-    class Cost(TypedDict, total=False):
-        amount: float
-        currency: str
+    Cost = TypedDict("Cost", {"amount": float, "currency": str}, total=False)
 
-    class UsageUpdate(TypedDict, total=False):
-        """``session/update``'s ``usage_update``."""
+    #: ``session/update``'s ``usage_update``.
+    UsageUpdate = TypedDict("UsageUpdate", {"sessionUpdate": str, "used": int, "size": int | None,
+        "cost": Cost | None}, total=False)
 
-        sessionUpdate: str
-        used: int
-        size: int | None
-        cost: Cost | None
+    CommandInput = TypedDict("CommandInput", {"hint": str}, total=False)
 
-    class CommandInput(TypedDict, total=False):
-        hint: str
+    AvailableCommand = TypedDict("AvailableCommand", {"name": str, "description": str,
+        "input": CommandInput | None}, total=False)
 
-    class AvailableCommand(TypedDict, total=False):
-        name: str
-        description: str
-        input: CommandInput | None
+    PlanItem = TypedDict("PlanItem", {"content": str, "priority": str, "status": str}, total=False)
 
-    class PlanItem(TypedDict, total=False):
-        content: str
-        priority: str
-        status: str
+    #: kind: allow_once, allow_always, reject_once, reject_always
+    PermissionOption = TypedDict("PermissionOption", {"optionId": str, "name": str, "kind": str}, total=False)
 
-    class PermissionOption(TypedDict, total=False):
-        optionId: str
-        name: str
-        kind: str  # allow_once, allow_always, reject_once, reject_always
+    #: outcome: "selected"
+    Selected = TypedDict("Selected", {"outcome": str, "optionId": str})
 
-    class Selected(TypedDict):
-        outcome: str  # "selected"
-        optionId: str
-
-    class Cancelled(TypedDict):
-        outcome: str  # "cancelled"
+    #: outcome: "cancelled"
+    Cancelled = TypedDict("Cancelled", {"outcome": str})
 
     PermissionOutcome = Union[Selected, Cancelled]
 
-    class EnvVariable(TypedDict):
-        name: str
-        value: str
+    EnvVariable = TypedDict("EnvVariable", {"name": str, "value": str})
 
-    class StdioMcpServer(TypedDict):
-        name: str
-        command: str
-        args: list[str]
-        env: list[EnvVariable]
+    StdioMcpServer = TypedDict("StdioMcpServer", {"name": str, "command": str, "args": list[str],
+        "env": list[EnvVariable]})
 
-    class HttpMcpServer(TypedDict):
-        type: str  # http, sse
-        name: str
-        url: str
-        headers: list[EnvVariable]
+    #: type: http, sse
+    HttpMcpServer = TypedDict("HttpMcpServer", {"type": str, "name": str, "url": str, "headers": list[EnvVariable]})
 
     McpServerEntry = Union[StdioMcpServer, HttpMcpServer]
 
     # -- session/update payloads (by their ``sessionUpdate``) ------------------------------
 
-    class ContentChunk(TypedDict, total=False):
-        """``agent_message_chunk``, ``agent_thought_chunk``, ``user_message_chunk``."""
+    #: ``agent_message_chunk``, ``agent_thought_chunk``, ``user_message_chunk``.
+    #: content: a content block: text, image, resource_link, resource ...
+    ContentChunk = TypedDict("ContentChunk", {"sessionUpdate": str, "content": Any,
+        "messageId": str | None}, total=False)
 
-        sessionUpdate: str
-        content: Any  # a content block: text, image, resource_link, resource ...
-        messageId: str | None
+    PlanUpdate = TypedDict("PlanUpdate", {"sessionUpdate": str, "entries": list[PlanItem]}, total=False)
 
-    class PlanUpdate(TypedDict, total=False):
-        sessionUpdate: str
-        entries: list[PlanItem]
+    CommandsUpdate = TypedDict("CommandsUpdate", {"sessionUpdate": str,
+        "availableCommands": list[AvailableCommand]}, total=False)
 
-    class CommandsUpdate(TypedDict, total=False):
-        sessionUpdate: str
-        availableCommands: list[AvailableCommand]
+    #: modeId: older agents' name of it
+    ModeUpdate = TypedDict("ModeUpdate", {"sessionUpdate": str, "currentModeId": str, "modeId": str}, total=False)
 
-    class ModeUpdate(TypedDict, total=False):
-        sessionUpdate: str
-        currentModeId: str
-        modeId: str  # older agents' name of it
+    #: configOptions: ACP SessionConfigOption: mapped by map_config_options
+    ConfigOptionsUpdate = TypedDict("ConfigOptionsUpdate", {"sessionUpdate": str,
+        "configOptions": list[JsonObject]}, total=False)
 
-    class ConfigOptionsUpdate(TypedDict, total=False):
-        sessionUpdate: str
-        configOptions: list[JsonObject]  # ACP SessionConfigOption: mapped by map_config_options
+    SessionInfoUpdate = TypedDict("SessionInfoUpdate", {"sessionUpdate": str, "title": str | None}, total=False)
 
-    class SessionInfoUpdate(TypedDict, total=False):
-        sessionUpdate: str
-        title: str | None
-
-    class PermissionParams(TypedDict, total=False):
-        """``session/request_permission``'s params."""
-
-        sessionId: str
-        toolCall: AcpToolCall
-        options: list[PermissionOption]
+    #: ``session/request_permission``'s params.
+    PermissionParams = TypedDict("PermissionParams", {"sessionId": str, "toolCall": AcpToolCall,
+        "options": list[PermissionOption]}, total=False)

@@ -7,6 +7,8 @@ Rules of this file:
 - A line is ``{"event": E, E: {...}}``: its body sits under the key its event names, so the
   mappings take the body (``body_of``) and these types describe bodies. Every member is
   optional (``total=False``); the mappings still check each value they read.
+- One statement per message, TypedDict's functional form (member names as the agent spells
+  them, camelCase included); a message that extends another is a class (``class B(A)``).
 """
 
 from __future__ import annotations
@@ -18,74 +20,43 @@ if TYPE_CHECKING:
 
     from agentproto.core.wire_types import JsonObject
 
-    class ErrorInfo(TypedDict, total=False):
-        message: str
-        type: str
+    ErrorInfo = TypedDict("ErrorInfo", {"message": str, "type": str}, total=False)
 
-    class Usage(TypedDict, total=False):
-        input_tokens: int
-        output_tokens: int
-        thinking_tokens: int
-        cache_read_tokens: int
-        total_tokens: int
+    Usage = TypedDict("Usage", {"input_tokens": int, "output_tokens": int, "thinking_tokens": int,
+        "cache_read_tokens": int, "total_tokens": int}, total=False)
 
-    class ResultBody(TypedDict, total=False):
-        """The body of a ``result`` line: the end of a turn, or of a start that failed."""
+    #: The body of a ``result`` line: the end of a turn, or of a start that failed.
+    #: status: SUCCESS, ERROR, ...
+    ResultBody = TypedDict("ResultBody", {"status": str, "error": Union[str, ErrorInfo, None], "usage": Usage,
+        "conversation_id": str}, total=False)
 
-        status: str  # SUCCESS, ERROR, ...
-        error: Union[str, ErrorInfo, None]
-        usage: Usage
-        conversation_id: str
+    #: A ``tool`` step's ``tool_info``.
+    #: parameters: the tool's arguments, as the model gave them
+    ToolInfo = TypedDict("ToolInfo", {"name": str, "parameters": JsonObject, "output": str,
+        "error": Union[str, ErrorInfo, None]}, total=False)
 
-    class ToolInfo(TypedDict, total=False):
-        """A ``tool`` step's ``tool_info``."""
-
-        name: str
-        parameters: JsonObject  # the tool's arguments, as the model gave them
-        output: str
-        error: Union[str, ErrorInfo, None]
-
-    class StepBody(TypedDict, total=False):
-        """The body of a ``step`` line."""
-
-        step_type: str  # user_input, agent_response, tool, system_message
-        step_index: int
-        state: str  # RUNNING, DONE, ERROR
-        text: str
-        message: str
-        text_delta: str
-        usage: Usage
-        tool_name: str
-        tool_info: ToolInfo
-        conversation_id: str
+    #: The body of a ``step`` line.
+    #: step_type: user_input, agent_response, tool, system_message
+    #: state: RUNNING, DONE, ERROR
+    StepBody = TypedDict("StepBody", {"step_type": str, "step_index": int, "state": str, "text": str, "message": str,
+        "text_delta": str, "usage": Usage, "tool_name": str, "tool_info": ToolInfo,
+        "conversation_id": str}, total=False)
 
     # -- what the driver writes ----------------------------------------------------------
 
-    class TextBlock(TypedDict):
-        type: str  # "text"
-        text: str
+    #: type: "text"
+    TextBlock = TypedDict("TextBlock", {"type": str, "text": str})
 
-    class UserBody(TypedDict):
-        role: str
-        content: list[TextBlock]
+    UserBody = TypedDict("UserBody", {"role": str, "content": list[TextBlock]})
 
-    class UserLine(TypedDict):
-        event: str  # "user"
-        message: UserBody
+    #: event: "user"
+    UserLine = TypedDict("UserLine", {"event": str, "message": UserBody})
 
-    class McpEntry(TypedDict, total=False):
-        """One server of ``mcp_config.json``."""
+    #: One server of ``mcp_config.json``.
+    McpEntry = TypedDict("McpEntry", {"command": str, "args": list[str], "env": dict[str, str], "url": str,
+        "headers": dict[str, str]}, total=False)
 
-        command: str
-        args: list[str]
-        env: dict[str, str]
-        url: str
-        headers: dict[str, str]
+    McpConfig = TypedDict("McpConfig", {"mcpServers": dict[str, McpEntry]})
 
-    class McpConfig(TypedDict):
-        mcpServers: dict[str, McpEntry]
-
-    class HookHandler(TypedDict):
-        type: str  # "command"
-        command: str
-        timeout: float
+    #: type: "command"
+    HookHandler = TypedDict("HookHandler", {"type": str, "command": str, "timeout": float})

@@ -7,6 +7,8 @@ Rules of this file:
 - What the CLI writes is input we do not control: every member is optional (``total=False``)
   and typed as the CLI documents it; the mappings still check each value they read
   (drivers/fields.py) before trusting that type.
+- One statement per message, TypedDict's functional form (member names as the agent spells
+  them, camelCase included); a message that extends another is a class (``class B(A)``).
 """
 
 from __future__ import annotations
@@ -22,255 +24,146 @@ if TYPE_CHECKING:
 
     # -- content blocks ------------------------------------------------------------------
 
-    class Base64Source(TypedDict):
-        type: str
-        media_type: str | None
-        data: str
+    Base64Source = TypedDict("Base64Source", {"type": str, "media_type": str | None, "data": str})
 
-    class TextBlock(TypedDict):
-        type: str  # "text"
-        text: str
+    #: type: "text"
+    TextBlock = TypedDict("TextBlock", {"type": str, "text": str})
 
-    class ImageBlock(TypedDict):
-        type: str  # "image"
-        source: Base64Source
+    #: type: "image"
+    ImageBlock = TypedDict("ImageBlock", {"type": str, "source": Base64Source})
 
     #: A block of a user message the driver writes.
     InputBlock = Union[TextBlock, ImageBlock]
 
-    class ContentBlock(TypedDict, total=False):
-        """A block of a message the CLI writes: text, thinking, tool_use, tool_result, image."""
+    #: A block of a message the CLI writes: text, thinking, tool_use, tool_result, image.
+    #: input: a tool's arguments
+    ContentBlock = TypedDict("ContentBlock", {"type": str, "text": str, "thinking": str, "id": str, "name": str,
+        "input": JsonObject, "tool_use_id": str, "content": str | list["ContentBlock"], "is_error": bool}, total=False)
 
-        type: str
-        text: str
-        thinking: str
-        id: str
-        name: str
-        input: JsonObject  # a tool's arguments
-        tool_use_id: str
-        content: str | list[ContentBlock]
-        is_error: bool
+    Usage = TypedDict("Usage", {"input_tokens": int, "output_tokens": int, "cache_read_input_tokens": int,
+        "cache_creation_input_tokens": int}, total=False)
 
-    class Usage(TypedDict, total=False):
-        input_tokens: int
-        output_tokens: int
-        cache_read_input_tokens: int
-        cache_creation_input_tokens: int
-
-    class MessageBody(TypedDict, total=False):
-        id: str
-        role: str
-        content: str | list[ContentBlock]
-        usage: Usage
+    MessageBody = TypedDict("MessageBody", {"id": str, "role": str, "content": str | list["ContentBlock"],
+        "usage": Usage}, total=False)
 
     # -- the messages of the stream ------------------------------------------------------
 
-    class StreamDelta(TypedDict, total=False):
-        type: str  # text_delta, thinking_delta, signature_delta, input_json_delta
-        text: str
-        thinking: str
+    #: type: text_delta, thinking_delta, signature_delta, input_json_delta
+    StreamDelta = TypedDict("StreamDelta", {"type": str, "text": str, "thinking": str}, total=False)
 
-    class ApiStreamEvent(TypedDict, total=False):
-        type: str  # message_start, content_block_start, content_block_delta, message_stop ...
-        index: int
-        message: MessageBody
-        content_block: ContentBlock
-        delta: StreamDelta
+    #: type: message_start, content_block_start, content_block_delta, message_stop ...
+    ApiStreamEvent = TypedDict("ApiStreamEvent", {"type": str, "index": int, "message": MessageBody,
+        "content_block": ContentBlock, "delta": StreamDelta}, total=False)
 
-    class StreamEventMessage(TypedDict, total=False):
-        type: str  # "stream_event"
-        event: ApiStreamEvent
-        parent_tool_use_id: str | None
-        session_id: str
-        uuid: str
+    #: type: "stream_event"
+    StreamEventMessage = TypedDict("StreamEventMessage", {"type": str, "event": ApiStreamEvent,
+        "parent_tool_use_id": str | None, "session_id": str, "uuid": str}, total=False)
 
-    class AssistantMessage(TypedDict, total=False):
-        type: str  # "assistant"
-        message: MessageBody
-        parent_tool_use_id: str | None
-        error: str  # a synthetic message's error: "authentication_failed", ...
-        uuid: str
-        session_id: str
+    #: type: "assistant"
+    #: error: a synthetic message's error: "authentication_failed", ...
+    AssistantMessage = TypedDict("AssistantMessage", {"type": str, "message": MessageBody,
+        "parent_tool_use_id": str | None, "error": str, "uuid": str, "session_id": str}, total=False)
 
-    class UserMessage(TypedDict, total=False):
-        type: str  # "user"
-        message: MessageBody
-        parent_tool_use_id: str | None
-        isReplay: bool
-        uuid: str
-        session_id: str
+    #: type: "user"
+    UserMessage = TypedDict("UserMessage", {"type": str, "message": MessageBody, "parent_tool_use_id": str | None,
+        "isReplay": bool, "uuid": str, "session_id": str}, total=False)
 
-    class ModelUsage(TypedDict, total=False):
-        contextWindow: int
+    ModelUsage = TypedDict("ModelUsage", {"contextWindow": int}, total=False)
 
-    class ResultMessage(TypedDict, total=False):
-        type: str  # "result"
-        subtype: str  # success, error_max_turns, error_during_execution ...
-        is_error: bool
-        result: str
-        errors: list[str]
-        stop_reason: str | None
-        usage: Usage
-        modelUsage: dict[str, ModelUsage]
-        total_cost_usd: float
-        session_id: str
+    #: type: "result"
+    #: subtype: success, error_max_turns, error_during_execution ...
+    ResultMessage = TypedDict("ResultMessage", {"type": str, "subtype": str, "is_error": bool, "result": str,
+        "errors": list[str], "stop_reason": str | None, "usage": Usage, "modelUsage": dict[str, ModelUsage],
+        "total_cost_usd": float, "session_id": str}, total=False)
 
-    class SystemMessage(TypedDict, total=False):
-        type: str  # "system"
-        subtype: str  # init, api_retry, compact_boundary, status ...
-        session_id: str
-        error: str
-        error_status: int | None
-        attempt: int
-        max_retries: int
-        retry_delay_ms: int
-        compact_result: str
-        compact_error: str
-        permissionMode: str
+    #: type: "system"
+    #: subtype: init, api_retry, compact_boundary, status ...
+    SystemMessage = TypedDict("SystemMessage", {"type": str, "subtype": str, "session_id": str, "error": str,
+        "error_status": int | None, "attempt": int, "max_retries": int, "retry_delay_ms": int, "compact_result": str,
+        "compact_error": str, "permissionMode": str}, total=False)
 
     # -- what the driver writes ----------------------------------------------------------
 
-    class UserBody(TypedDict):
-        role: str
-        content: str | list[InputBlock]
+    UserBody = TypedDict("UserBody", {"role": str, "content": str | list[InputBlock]})
 
-    class UserInput(TypedDict):
-        """A prompt on the CLI's stdin."""
+    #: A prompt on the CLI's stdin.
+    #: type: "user"
+    UserInput = TypedDict("UserInput", {"type": str, "session_id": str, "message": UserBody,
+        "parent_tool_use_id": None})
 
-        type: str  # "user"
-        session_id: str
-        message: UserBody
-        parent_tool_use_id: None
+    #: One server of ``--mcp-config``.
+    #: type: stdio, http, sse
+    McpEntry = TypedDict("McpEntry", {"type": str, "command": str, "args": list[str], "env": dict[str, str], "url": str,
+        "headers": dict[str, str], "timeout": int, "alwaysLoad": bool}, total=False)
 
-    class McpEntry(TypedDict, total=False):
-        """One server of ``--mcp-config``."""
+    McpConfig = TypedDict("McpConfig", {"mcpServers": dict[str, McpEntry]})
 
-        type: str  # stdio, http, sse
-        command: str
-        args: list[str]
-        env: dict[str, str]
-        url: str
-        headers: dict[str, str]
-        timeout: int
-        alwaysLoad: bool
+    HookMatcher = TypedDict("HookMatcher", {"matcher": str | None, "hookCallbackIds": list[str]})
 
-    class McpConfig(TypedDict):
-        mcpServers: dict[str, McpEntry]
+    PermissionRule = TypedDict("PermissionRule", {"toolName": str})
 
-    class HookMatcher(TypedDict):
-        matcher: str | None
-        hookCallbackIds: list[str]
-
-    class PermissionRule(TypedDict):
-        toolName: str
-
-    class PermissionUpdate(TypedDict, total=False):
-        """One of ``updatedPermissions``: the CLI's own suggestions, or a rule of ours."""
-
-        type: str  # addRules, addDirectories
-        rules: list[PermissionRule]
-        directories: list[str]
-        behavior: str
-        destination: str
+    #: One of ``updatedPermissions``: the CLI's own suggestions, or a rule of ours.
+    #: type: addRules, addDirectories
+    PermissionUpdate = TypedDict("PermissionUpdate", {"type": str, "rules": list[PermissionRule],
+        "directories": list[str], "behavior": str, "destination": str}, total=False)
 
     # -- the control protocol ------------------------------------------------------------
 
-    class ModelInfo(TypedDict, total=False):
-        value: str
-        displayName: str
-        description: str
+    ModelInfo = TypedDict("ModelInfo", {"value": str, "displayName": str, "description": str}, total=False)
 
-    class CommandInfo(TypedDict, total=False):
-        name: str
-        description: str
-        argumentHint: str
+    CommandInfo = TypedDict("CommandInfo", {"name": str, "description": str, "argumentHint": str}, total=False)
 
-    class Account(TypedDict, total=False):
-        email: str
-        subscriptionType: str
-        apiProvider: str
-        tokenSource: str
-        apiKeySource: str
+    Account = TypedDict("Account", {"email": str, "subscriptionType": str, "apiProvider": str, "tokenSource": str,
+        "apiKeySource": str}, total=False)
 
-    class InitializeResponse(TypedDict, total=False):
-        """The ``response`` of the control request ``initialize``."""
+    #: The ``response`` of the control request ``initialize``.
+    InitializeResponse = TypedDict("InitializeResponse", {"models": list[ModelInfo], "commands": list[CommandInfo],
+        "account": Account}, total=False)
 
-        models: list[ModelInfo]
-        commands: list[CommandInfo]
-        account: Account
+    AskQuestionOption = TypedDict("AskQuestionOption", {"label": str, "description": str}, total=False)
 
-    class AskQuestionOption(TypedDict, total=False):
-        label: str
-        description: str
+    AskQuestion = TypedDict("AskQuestion", {"question": str, "header": str, "options": list[AskQuestionOption],
+        "multiSelect": bool}, total=False)
 
-    class AskQuestion(TypedDict, total=False):
-        question: str
-        header: str
-        options: list[AskQuestionOption]
-        multiSelect: bool
+    #: The input of the CLI's AskUserQuestion tool.
+    AskUserQuestionInput = TypedDict("AskUserQuestionInput", {"questions": list[AskQuestion]}, total=False)
 
-    class AskUserQuestionInput(TypedDict, total=False):
-        """The input of the CLI's AskUserQuestion tool."""
+    #: A control_request's ``request`` from the CLI: can_use_tool or hook_callback.
+    #: input: the tool's arguments, or the hook's input, as the CLI gave them
+    ControlRequestBody = TypedDict("ControlRequestBody", {"subtype": str, "tool_name": str, "input": Any,
+        "tool_use_id": str, "permission_suggestions": list[PermissionUpdate], "description": str,
+        "decision_reason": str, "blocked_path": str, "callback_id": str}, total=False)
 
-        questions: list[AskQuestion]
+    #: type: "control_request"
+    ControlRequest = TypedDict("ControlRequest", {"type": str, "request_id": str,
+        "request": ControlRequestBody}, total=False)
 
-    class ControlRequestBody(TypedDict, total=False):
-        """A control_request's ``request`` from the CLI: can_use_tool or hook_callback."""
+    #: One of the CLI's requests the app has yet to answer.
+    PendingRequest = TypedDict("PendingRequest", {"request_id": str, "request": ControlRequestBody,
+        "parent": str | None})
 
-        subtype: str
-        tool_name: str
-        input: Any  # the tool's arguments, or the hook's input, as the CLI gave them
-        tool_use_id: str
-        permission_suggestions: list[PermissionUpdate]
-        description: str
-        decision_reason: str
-        blocked_path: str
-        callback_id: str
-
-    class ControlRequest(TypedDict, total=False):
-        type: str  # "control_request"
-        request_id: str
-        request: ControlRequestBody
-
-    class PendingRequest(TypedDict):
-        """One of the CLI's requests the app has yet to answer."""
-
-        request_id: str
-        request: ControlRequestBody
-        parent: str | None
-
-    class PermissionReply(TypedDict):
-        behavior: str  # allow, deny
-        message: NotRequired[str]
-        updatedInput: NotRequired[JsonObject]
-        updatedPermissions: NotRequired[list[PermissionUpdate]]
+    #: behavior: allow, deny
+    PermissionReply = TypedDict("PermissionReply", {"behavior": str, "message": NotRequired[str],
+        "updatedInput": NotRequired[JsonObject], "updatedPermissions": NotRequired[list[PermissionUpdate]]})
 
 
-    class OutgoingRequest(TypedDict, total=False):
-        """A control request of ours: initialize, get_binary_version, interrupt, set_model,
-        set_permission_mode, apply_flag_settings."""
+    #: A control request of ours: initialize, get_binary_version, interrupt, set_model,
+    #: set_permission_mode, apply_flag_settings.
+    #: model: the app's value for the option (checked by the engine)
+    #: settings: flag settings: {"effortLevel": ...}
+    OutgoingRequest = TypedDict("OutgoingRequest", {"subtype": str, "hooks": dict[str, list[HookMatcher]] | None,
+        "model": Any, "mode": Any, "settings": JsonObject}, total=False)
 
-        subtype: str
-        hooks: dict[str, list[HookMatcher]] | None
-        model: Any  # the app's value for the option (checked by the engine)
-        mode: Any
-        settings: JsonObject  # flag settings: {"effortLevel": ...}
+    #: subtype: success, error
+    #: response: its shape is the request's (InitializeResponse, VersionResponse ...)
+    ControlResponseBody = TypedDict("ControlResponseBody", {"subtype": str, "request_id": str, "response": Any,
+        "error": str}, total=False)
 
-    class ControlResponseBody(TypedDict, total=False):
-        subtype: str  # success, error
-        request_id: str
-        response: Any  # its shape is the request's (InitializeResponse, VersionResponse ...)
-        error: str
+    #: type: "control_response"
+    ControlResponse = TypedDict("ControlResponse", {"type": str, "response": ControlResponseBody}, total=False)
 
-    class ControlResponse(TypedDict, total=False):
-        type: str  # "control_response"
-        response: ControlResponseBody
+    #: type: "control_cancel_request"
+    ControlCancel = TypedDict("ControlCancel", {"type": str, "request_id": str}, total=False)
 
-    class ControlCancel(TypedDict, total=False):
-        type: str  # "control_cancel_request"
-        request_id: str
-
-    class VersionResponse(TypedDict, total=False):
-        """The ``response`` of get_binary_version."""
-
-        version: str
+    #: The ``response`` of get_binary_version.
+    VersionResponse = TypedDict("VersionResponse", {"version": str}, total=False)

@@ -7,6 +7,8 @@ Rules of this file:
 - What the app-server writes is input we do not control: every member is optional
   (``total=False``) and typed as its schema says; the mappings still check each value they
   read (drivers/fields.py) before trusting that type.
+- One statement per message, TypedDict's functional form (member names as the agent spells
+  them, camelCase included); a message that extends another is a class (``class B(A)``).
 """
 
 from __future__ import annotations
@@ -18,224 +20,118 @@ if TYPE_CHECKING:
 
     from agentproto.core.wire_types import JsonObject
 
-    class PatchKind(TypedDict, total=False):
-        type: str  # add, delete, update
-        move_path: str | None
+    #: type: add, delete, update
+    PatchKind = TypedDict("PatchKind", {"type": str, "move_path": str | None}, total=False)
 
-    class FileChange(TypedDict, total=False):
-        path: str
-        kind: PatchKind
-        diff: str
+    FileChange = TypedDict("FileChange", {"path": str, "kind": PatchKind, "diff": str}, total=False)
 
-    class ItemError(TypedDict, total=False):
-        message: str
+    ItemError = TypedDict("ItemError", {"message": str}, total=False)
 
-    class McpContent(TypedDict, total=False):
-        type: str
-        text: str
+    McpContent = TypedDict("McpContent", {"type": str, "text": str}, total=False)
 
-    class McpResult(TypedDict, total=False):
-        content: list[McpContent]
-        structuredContent: Any
+    McpResult = TypedDict("McpResult", {"content": list[McpContent], "structuredContent": Any}, total=False)
 
-    class WebSearchAction(TypedDict, total=False):
-        type: str  # search, openPage, ...
-        url: str
-        query: str
+    #: type: search, openPage, ...
+    WebSearchAction = TypedDict("WebSearchAction", {"type": str, "url": str, "query": str}, total=False)
 
-    class ThreadItem(TypedDict, total=False):
-        """One ``item`` of item/started and item/completed (its ``type`` says which members
-        it has: agentMessage, reasoning, commandExecution, fileChange, mcpToolCall, ...)."""
+    #: One ``item`` of item/started and item/completed (its ``type`` says which members
+    #: it has: agentMessage, reasoning, commandExecution, fileChange, mcpToolCall, ...).
+    #: status: inProgress, completed, failed, declined
+    #: arguments: the tool's arguments, as the model gave them
+    #: commandExecution
+    #: fileChange
+    #: mcpToolCall, dynamicToolCall, collabAgentToolCall
+    #: webSearch
+    #: imageView
+    ThreadItem = TypedDict("ThreadItem", {"type": str, "id": str, "status": str, "text": str, "command": str,
+        "cwd": str, "exitCode": int | None, "aggregatedOutput": str | None, "commandActions": list[JsonObject],
+        "changes": list[FileChange], "server": str, "tool": str, "arguments": Any, "result": McpResult | None,
+        "error": ItemError | None, "prompt": str, "receiverThreadIds": list[str], "query": str,
+        "action": WebSearchAction, "path": str}, total=False)
 
-        type: str
-        id: str
-        status: str  # inProgress, completed, failed, declined
-        text: str
-        # commandExecution
-        command: str
-        cwd: str
-        exitCode: int | None
-        aggregatedOutput: str | None
-        commandActions: list[JsonObject]
-        # fileChange
-        changes: list[FileChange]
-        # mcpToolCall, dynamicToolCall, collabAgentToolCall
-        server: str
-        tool: str
-        arguments: Any  # the tool's arguments, as the model gave them
-        result: McpResult | None
-        error: ItemError | None
-        prompt: str
-        receiverThreadIds: list[str]
-        # webSearch
-        query: str
-        action: WebSearchAction
-        # imageView
-        path: str
+    #: status: pending, inProgress, completed
+    PlanStep = TypedDict("PlanStep", {"step": str, "status": str}, total=False)
 
-    class PlanStep(TypedDict, total=False):
-        step: str
-        status: str  # pending, inProgress, completed
+    ReasoningEffort = TypedDict("ReasoningEffort", {"reasoningEffort": str, "description": str}, total=False)
 
-    class ReasoningEffort(TypedDict, total=False):
-        reasoningEffort: str
-        description: str
+    #: One entry of ``model/list``.
+    Model = TypedDict("Model", {"id": str, "model": str, "displayName": str, "description": str,
+        "supportedReasoningEfforts": list[ReasoningEffort], "hidden": bool}, total=False)
 
-    class Model(TypedDict, total=False):
-        """One entry of ``model/list``."""
+    #: type: chatgpt, apiKey, ...
+    Account = TypedDict("Account", {"type": str, "email": str, "planType": str}, total=False)
 
-        id: str
-        model: str
-        displayName: str
-        description: str
-        supportedReasoningEfforts: list[ReasoningEffort]
-        hidden: bool
+    #: The result of ``account/read``.
+    AccountReply = TypedDict("AccountReply", {"account": Account | None, "requiresOpenaiAuth": bool}, total=False)
 
-    class Account(TypedDict, total=False):
-        type: str  # chatgpt, apiKey, ...
-        email: str
-        planType: str
+    #: codexErrorInfo: "unauthorized", or {variant: {"httpStatusCode": ...}}
+    TurnError = TypedDict("TurnError", {"message": str, "codexErrorInfo": Any,
+        "additionalDetails": str | None}, total=False)
 
-    class AccountReply(TypedDict, total=False):
-        """The result of ``account/read``."""
+    #: One server of Codex's ``mcp_servers`` table (``-c``).
+    McpServerEntry = TypedDict("McpServerEntry", {"command": str, "args": list[str], "env_vars": list[str], "url": str,
+        "env_http_headers": dict[str, str]}, total=False)
 
-        account: Account | None
-        requiresOpenaiAuth: bool
-
-    class TurnError(TypedDict, total=False):
-        message: str
-        codexErrorInfo: Any  # "unauthorized", or {variant: {"httpStatusCode": ...}}
-        additionalDetails: str | None
-
-    class McpServerEntry(TypedDict, total=False):
-        """One server of Codex's ``mcp_servers`` table (``-c``)."""
-
-        command: str
-        args: list[str]
-        env_vars: list[str]
-        url: str
-        env_http_headers: dict[str, str]
-
-    class SandboxPolicy(TypedDict, total=False):
-        type: str  # readOnly, workspaceWrite, dangerFullAccess
-        networkAccess: bool
-        writableRoots: list[str]
-        excludeTmpdirEnvVar: bool
-        excludeSlashTmp: bool
+    #: type: readOnly, workspaceWrite, dangerFullAccess
+    SandboxPolicy = TypedDict("SandboxPolicy", {"type": str, "networkAccess": bool, "writableRoots": list[str],
+        "excludeTmpdirEnvVar": bool, "excludeSlashTmp": bool}, total=False)
 
     # -- notifications and requests ------------------------------------------------------
 
-    class TurnInfo(TypedDict, total=False):
-        id: str
-        status: str  # completed, interrupted, failed
-        error: TurnError | None
+    #: status: completed, interrupted, failed
+    TurnInfo = TypedDict("TurnInfo", {"id": str, "status": str, "error": TurnError | None}, total=False)
 
-    class TokenCounts(TypedDict, total=False):
-        inputTokens: int
-        cachedInputTokens: int
-        outputTokens: int
-        totalTokens: int
+    TokenCounts = TypedDict("TokenCounts", {"inputTokens": int, "cachedInputTokens": int, "outputTokens": int,
+        "totalTokens": int}, total=False)
 
-    class TokenUsage(TypedDict, total=False):
-        total: TokenCounts
-        last: TokenCounts
-        modelContextWindow: int | None
+    TokenUsage = TypedDict("TokenUsage", {"total": TokenCounts, "last": TokenCounts,
+        "modelContextWindow": int | None}, total=False)
 
-    class NotificationParams(TypedDict, total=False):
-        """The ``params`` of the notifications the driver reads: each method has some of
-        these members (``threadId`` and ``turnId`` most of them)."""
+    #: The ``params`` of the notifications the driver reads: each method has some of
+    #: these members (``threadId`` and ``turnId`` most of them).
+    #: requestId: serverRequest/resolved: the id of the request Codex settled
+    NotificationParams = TypedDict("NotificationParams", {"threadId": str, "turnId": str, "itemId": str,
+        "requestId": Any, "turn": TurnInfo, "item": ThreadItem, "message": str, "summary": str, "details": str | None,
+        "error": TurnError, "willRetry": bool, "threadName": str, "tokenUsage": TokenUsage, "plan": list[PlanStep],
+        "summaryIndex": int, "delta": str, "changes": list[FileChange]}, total=False)
 
-        threadId: str
-        turnId: str
-        itemId: str
-        requestId: Any  # serverRequest/resolved: the id of the request Codex settled
-        turn: TurnInfo
-        item: ThreadItem
-        message: str
-        summary: str
-        details: str | None
-        error: TurnError
-        willRetry: bool
-        threadName: str
-        tokenUsage: TokenUsage
-        plan: list[PlanStep]
-        summaryIndex: int
-        delta: str
-        changes: list[FileChange]
+    UserInputOption = TypedDict("UserInputOption", {"label": str, "description": str}, total=False)
 
-    class UserInputOption(TypedDict, total=False):
-        label: str
-        description: str
+    UserInputQuestion = TypedDict("UserInputQuestion", {"id": str, "header": str, "question": str, "isOther": bool,
+        "options": list[UserInputOption]}, total=False)
 
-    class UserInputQuestion(TypedDict, total=False):
-        id: str
-        header: str
-        question: str
-        isOther: bool
-        options: list[UserInputOption]
+    #: tool_params: the tool's arguments
+    ElicitationMeta = TypedDict("ElicitationMeta", {"codex_approval_kind": str, "tool_name": str, "tool_params": Any,
+        "persist": list[str]}, total=False)
 
-    class ElicitationMeta(TypedDict, total=False):
-        codex_approval_kind: str
-        tool_name: str
-        tool_params: Any  # the tool's arguments
-        persist: list[str]
-
-    class RequestParams(TypedDict, total=False):
-        """The ``params`` of the requests the driver answers: approvals (command, file
-        change, permissions), ``item/tool/requestUserInput`` and MCP elicitations."""
-
-        threadId: str
-        turnId: str
-        itemId: str
-        command: str
-        cwd: str
-        reason: str | None
-        grantRoot: str | None
-        permissions: JsonObject | None  # what the agent asks to be granted
-        availableDecisions: list[Any]  # names, or {variant: {...}} objects
-        questions: list[UserInputQuestion]
-        serverName: str
-        message: str
-        _meta: ElicitationMeta
+    #: The ``params`` of the requests the driver answers: approvals (command, file
+    #: change, permissions), ``item/tool/requestUserInput`` and MCP elicitations.
+    #: permissions: what the agent asks to be granted
+    #: availableDecisions: names, or {variant: {...}} objects
+    RequestParams = TypedDict("RequestParams", {"threadId": str, "turnId": str, "itemId": str, "command": str,
+        "cwd": str, "reason": str | None, "grantRoot": str | None, "permissions": JsonObject | None,
+        "availableDecisions": list[Any], "questions": list[UserInputQuestion], "serverName": str, "message": str,
+        "_meta": ElicitationMeta}, total=False)
 
     # -- what the driver sends -----------------------------------------------------------
 
-    class ThreadParams(TypedDict, total=False):
-        """thread/start, thread/resume and thread/fork's params."""
+    #: thread/start, thread/resume and thread/fork's params.
+    #: config: dotted config keys (mapping.app_server_config)
+    ThreadParams = TypedDict("ThreadParams", {"cwd": str, "approvalPolicy": str, "model": str, "sandbox": str,
+        "config": dict[str, str | float], "developerInstructions": str, "threadId": str, "lastTurnId": str,
+        "ephemeral": bool}, total=False)
 
-        cwd: str
-        approvalPolicy: str
-        model: str
-        sandbox: str
-        config: dict[str, str | float]  # dotted config keys (mapping.app_server_config)
-        developerInstructions: str
-        threadId: str
-        lastTurnId: str
-        ephemeral: bool
+    #: type: text, localImage
+    InputItem = TypedDict("InputItem", {"type": str, "text": str, "text_elements": list[Any], "path": str}, total=False)
 
-    class InputItem(TypedDict, total=False):
-        type: str  # text, localImage
-        text: str
-        text_elements: list[Any]
-        path: str
+    CollaborationSettings = TypedDict("CollaborationSettings", {"model": str, "reasoning_effort": str | None,
+        "developer_instructions": str | None})
 
-    class CollaborationSettings(TypedDict):
-        model: str
-        reasoning_effort: str | None
-        developer_instructions: str | None
+    CollaborationMode = TypedDict("CollaborationMode", {"mode": str, "settings": CollaborationSettings})
 
-    class CollaborationMode(TypedDict):
-        mode: str
-        settings: CollaborationSettings
+    #: outputSchema: the app's JSON Schema, as it gave it
+    TurnStartParams = TypedDict("TurnStartParams", {"threadId": str | None, "input": list[InputItem], "model": str,
+        "effort": str, "sandboxPolicy": SandboxPolicy, "collaborationMode": CollaborationMode,
+        "outputSchema": Any}, total=False)
 
-    class TurnStartParams(TypedDict, total=False):
-        threadId: str | None
-        input: list[InputItem]
-        model: str
-        effort: str
-        sandboxPolicy: SandboxPolicy
-        collaborationMode: CollaborationMode
-        outputSchema: Any  # the app's JSON Schema, as it gave it
-
-    class QuestionAnswer(TypedDict):
-        answers: list[str]
+    QuestionAnswer = TypedDict("QuestionAnswer", {"answers": list[str]})
