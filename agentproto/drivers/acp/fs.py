@@ -41,7 +41,11 @@ import sys
 from typing import Any, Iterator
 
 from agentproto.core.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.loopio import private
+
+if TYPE_CHECKING:
+    from agentproto.drivers.acp.types import ReadTextFile
 
 #: ACP's own JSON-RPC error code (the others are JSON-RPC's, from jsonrpc.py).
 RESOURCE_NOT_FOUND = -32002
@@ -298,7 +302,7 @@ def _file(root: str, path: str, want: str) -> Iterator[int]:
         os.close(fd)
 
 
-def read_text_file(root: str, params: Any) -> dict[str, Any]:
+def read_text_file(root: str, params: Any) -> ReadTextFile:
     """``fs/read_text_file``: ``line`` is 1-based, ``limit`` a count of lines."""
     params = params_object(params)
     path = os_text(params.get("path"), "path")

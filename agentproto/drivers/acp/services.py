@@ -36,6 +36,7 @@ from agentproto.loopio import descriptors, proctree
 from agentproto.loopio.process_transport import start_tree
 
 if TYPE_CHECKING:
+    from agentproto.drivers.acp.types import CreatedTerminal, ExitStatus, TerminalOutput
     from agentproto.loopio.loop import Loop
 
 #: A terminal's kept output without ``outputByteLimit``, and the most any limit keeps.
@@ -45,7 +46,7 @@ MAX_OUTPUT_LIMIT = 16 << 20
 
 # -- terminal/* ---------------------------------------------------------------------------
 
-def exit_status(returncode: int) -> dict[str, Any]:
+def exit_status(returncode: int) -> ExitStatus:
     if returncode < 0:
         try:
             name = signal.Signals(-returncode).name
@@ -80,7 +81,7 @@ class Terminal:
         self.truncated = False
         self.returncode: int | None = None  # reported: the output before the exit is read
         self.reaped: int | None = None  # the child's status, maybe not reported yet
-        self.waiters: list[Callable[[dict[str, Any]], None]] = []
+        self.waiters: list[Callable[[ExitStatus], None]] = []
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.reading = True
         self.released = False
@@ -140,7 +141,7 @@ class Terminals:
             env[name] = os_text(entry.get("value"), f"env[{name}].value", empty=True)
         return env
 
-    def create(self, params: Any) -> dict[str, Any]:
+    def create(self, params: Any) -> CreatedTerminal:
         params = params_object(params)
         command = os_text(params.get("command"), "command")
         args = params.get("args")
@@ -288,9 +289,9 @@ class Terminals:
         if terminal.released:
             self._discard(terminal)
 
-    def output(self, params: Any) -> dict[str, Any]:
+    def output(self, params: Any) -> TerminalOutput:
         terminal = self._get(params)
-        result: dict[str, Any] = {
+        result: TerminalOutput = {
             "output": terminal.out.decode("utf-8", "replace"),
             "truncated": terminal.truncated,
         }
@@ -298,7 +299,7 @@ class Terminals:
             result["exitStatus"] = exit_status(terminal.returncode)
         return result
 
-    def wait_for_exit(self, params: Any, reply: Callable[[dict[str, Any]], None]) -> None:
+    def wait_for_exit(self, params: Any, reply: Callable[[ExitStatus], None]) -> None:
         terminal = self._get(params)
         if terminal.returncode is not None:
             reply(exit_status(terminal.returncode))

@@ -384,7 +384,7 @@ class AcpTurns:
             elif method == "terminal/wait_for_exit":
                 self._waiting_on_us += 1
 
-                def reply(status: dict[str, Any]) -> None:
+                def reply(status: ExitStatus) -> None:
                     self._waiting_on_us -= 1
                     self._last_seen = self.loop.time()
                     self._respond(rpc_id, status)

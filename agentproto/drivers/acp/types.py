@@ -8,8 +8,6 @@ Rules of this file:
 - What an agent writes is input we do not control: every member is optional
   (``total=False``) and typed as the spec says; the mappings still check each value they
   read (drivers/fields.py) before trusting that type.
-- One statement per message, TypedDict's functional form (member names as the agent spells
-  them, camelCase included); a message that extends another is a class (``class B(A)``).
 """
 
 from __future__ import annotations
@@ -18,6 +16,8 @@ from agentproto.core.typecheck import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any, TypedDict, Union
+
+    from typing_extensions import NotRequired
 
     from agentproto.core.wire_types import JsonObject, ToolUpdate
 
@@ -106,3 +106,16 @@ if TYPE_CHECKING:
     #: ``session/request_permission``'s params.
     PermissionParams = TypedDict("PermissionParams", {"sessionId": str, "toolCall": AcpToolCall,
         "options": list[PermissionOption]}, total=False)
+
+    # -- what the client serves: fs/* and terminal/* answers -------------------------------
+
+    ExitStatus = TypedDict("ExitStatus", {"exitCode": int | None, "signal": str | None})
+
+    CreatedTerminal = TypedDict("CreatedTerminal", {"terminalId": str})
+
+    #: exitStatus: once the command has exited
+    TerminalOutput = TypedDict(
+        "TerminalOutput", {"output": str, "truncated": bool, "exitStatus": NotRequired[ExitStatus]}
+    )
+
+    ReadTextFile = TypedDict("ReadTextFile", {"content": str})

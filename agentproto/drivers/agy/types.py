@@ -7,8 +7,6 @@ Rules of this file:
 - A line is ``{"event": E, E: {...}}``: its body sits under the key its event names, so the
   mappings take the body (``body_of``) and these types describe bodies. Every member is
   optional (``total=False``); the mappings still check each value they read.
-- One statement per message, TypedDict's functional form (member names as the agent spells
-  them, camelCase included); a message that extends another is a class (``class B(A)``).
 """
 
 from __future__ import annotations

@@ -7,8 +7,6 @@ Rules of this file:
 - What the CLI writes is input we do not control: every member is optional (``total=False``)
   and typed as the CLI documents it; the mappings still check each value they read
   (drivers/fields.py) before trusting that type.
-- One statement per message, TypedDict's functional form (member names as the agent spells
-  them, camelCase included); a message that extends another is a class (``class B(A)``).
 """
 
 from __future__ import annotations
