@@ -41,16 +41,12 @@ from agentproto.commands.chat_screen import (
     welcome,
 )
 from agentproto.core.errors import AgentError, log
-from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import encode, event_kind_name
 from agentproto.engine.runtime import Runtime, Scope
 from agentproto.engine.session import Session
 from agentproto.loopio.lifetime import abandon_when_stuck, stop_on_signals, when_drained
 from agentproto.loopio.loop import Loop
 from agentproto.loopio.streams import Reader
-
-if TYPE_CHECKING:
-    from agentproto.core.wire_types import ConfigOption
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

@@ -28,7 +28,16 @@ from agentproto.loopio.loop import Loop
 from agentproto.loopio.streams import Output
 
 if TYPE_CHECKING:
-    from agentproto.core.wire_types import Answer, FileDiff, LoginMethod, Question, ToolUpdate, TurnUsage
+    from agentproto.core.wire_types import (
+        Answer,
+        ConfigOption,
+        FileDiff,
+        LoginMethod,
+        Question,
+        SessionInfo,
+        ToolUpdate,
+        TurnUsage,
+    )
 
 
 def use_color(choice: str) -> bool:
@@ -374,12 +383,14 @@ def question_words(q: dict[str, Any]) -> tuple[str, str | None, str]:
 # -- /info and /set: the session's options, in words --------------------------------------
 
 
-def config_options(info: dict[str, Any] | None) -> list[dict[str, Any]]:
+def config_options(info: SessionInfo | None) -> list[ConfigOption]:
     """The agent's configuration options (its details' ``config_options``)."""
-    return list((info or {}).get("details", {}).get("config_options") or [])
+    if info is None:
+        return []
+    return list(info["details"].get("config_options") or [])
 
 
-def describe_option(info: dict[str, Any] | None, option: str) -> str:
+def describe_option(info: SessionInfo | None, option: str) -> str:
     """One option (``/set OPTION``, ``/model``): its value, its choices, how to set it;
     or which options there are (``info`` None: no session yet)."""
     options = config_options(info)
@@ -402,7 +413,7 @@ def describe_option(info: dict[str, Any] | None, option: str) -> str:
     return "\n".join(lines)
 
 
-def session_summary(info: dict[str, Any], cwd: str) -> str:
+def session_summary(info: SessionInfo, cwd: str) -> str:
     """``/info``: the agent, the session, its resume token, options and features."""
     details = info["details"]
     lines = [

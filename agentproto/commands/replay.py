@@ -74,9 +74,6 @@ from agentproto.loopio.loop import Loop
 from agentproto.loopio.record import Recorder
 from agentproto.loopio.streams import Output
 
-if TYPE_CHECKING:
-    from agentproto.core.wire_types import AgentInstallation
-
 EXIT_OK, EXIT_DRIFT, EXIT_INVALID = 0, 1, 2
 #: Seconds of a loop with nothing to do before replay stops waiting for a record.
 STALL = 3.0

@@ -22,6 +22,7 @@ from typing import Any
 from agentproto.commands.replay_checker import Checker
 from agentproto.core.errors import AgentError, Kind
 from agentproto.core.recording import Timeline, describe_agent
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.drivers import catalog
 from agentproto.drivers.base import Launch
 from agentproto.drivers.catalog import AgentSpec
@@ -31,6 +32,9 @@ from agentproto.loopio.loop import Loop
 from agentproto.loopio.record import Wire
 from agentproto.loopio.replay_transport import ReplayTransport
 from agentproto.loopio.transport import LineTransport, Spawn
+
+if TYPE_CHECKING:
+    from agentproto.core.wire_types import AgentInstallation
 
 #: What start_tree says while a replay runs.
 NO_PROCESS = "replay starts no process (a recording may come from anyone)"
@@ -49,7 +53,7 @@ class ReplayRuntime(Runtime):
         observer = Observer(loop, None)  # a replay adds no rows to anyone's database
         super().__init__(loop, transport_factory=self._transport, recorder=checker, observer=observer, **kwargs)
 
-    def resolve(self, agent: Any, session_id: str | None) -> tuple[AgentSpec, dict[str, Any]]:
+    def resolve(self, agent: Any, session_id: str | None) -> tuple[AgentSpec, AgentInstallation]:
         recorded = self.timeline.installations.get(session_id or "")
         if recorded is None or session_id not in self.timeline.wired:
             if not _is_mock_ref(agent):
@@ -66,7 +70,7 @@ class ReplayRuntime(Runtime):
         else:
             here = {"id": agent["id"] if isinstance(agent, dict) else agent, "path": sys.executable}
         spec, _ = catalog.resolve_ref(here)
-        return spec, dict(recorded)
+        return spec, {**recorded}
 
     def launch(
         self, args: dict[str, Any], throwaway: bool = False, tools_disabled: bool = False, session_id: str | None = None

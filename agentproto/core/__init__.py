@@ -9,7 +9,9 @@ jsonschema_lite.py), whether an answer fits its request (answers.py), SessionInf
 (session_info.py), the explain op's text (explain.py), secrets out of a record (redact.py) and
 the names that say a value is one (secret_keys.py), a recording read and normalized for replay
 (recording.py), protocol 1 as the Python client reads it (client_protocol.py), TYPE_CHECKING
-and Protocol without typing at run time (typecheck.py).
+and Protocol without typing at run time (typecheck.py), and the wire's values as TypedDicts for
+mypy only: protocol 1's (wire_types.py; the inspect op's views, inspect_types.py), MCP's and
+JSON-RPC's (mcp_types.py), imported under TYPE_CHECKING alone.
 
 May import: the package root (the version) and core/ itself. No I/O of its own.
 """

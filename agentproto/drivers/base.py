@@ -365,12 +365,7 @@ class LineDriver(Driver):
         self.line: bytes | None = None
 
     def spawn(
-        self,
-        argv: list[str],
-        env: dict[str, str],
-        *,
-        wait_group: bool = False,
-        pipe_size: int | None = None,
+        self, argv: list[str], env: dict[str, str], *, wait_group: bool = False, pipe_size: int | None = None
     ) -> "LineTransport":
         """Start the agent through the host; a start failure is ``SpawnFailed``."""
         from agentproto.loopio.transport import Spawn

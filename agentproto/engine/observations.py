@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     import sqlite3
     from typing import Any, Mapping
 
-    from agentproto.core.wire_types import SessionInfo, StopReason, TokenFigures, TurnRow, TurnUsage
+    from agentproto.core.inspect_types import TokenFigures, TurnRow
+    from agentproto.core.wire_types import SessionInfo, StopReason, TurnUsage
     from agentproto.drivers.base import Launch
     from agentproto.engine.turns import Turn
     from agentproto.loopio.loop import Loop, Timer

@@ -28,6 +28,7 @@ from agentproto.loopio.process_transport import run_capture
 if TYPE_CHECKING:
     from typing import Any, Callable, Protocol
 
+    from agentproto.core.wire_types import AgentInstallation, DiscoveryReport, Request
     from agentproto.drivers.base import Launch
     from agentproto.drivers.catalog import AgentSpec
     from agentproto.engine.session import Session, Sink
@@ -119,11 +120,11 @@ def discover(loop: Loop, mock_only: bool, factory: TransportFactory, done: Done)
     reports the mock alone), each found agent's version read with its ``--version``."""
     agents = [catalog.installation(catalog.MOCK, "mock", "Pinned")]
     agents[0]["version"] = "mock"
-    report: dict[str, Any] = {"agents": agents, "missing": [], "diagnostics": []}
+    report: DiscoveryReport = {"agents": agents, "missing": [], "diagnostics": []}
     if mock_only:
         done(report, None)
         return
-    pending: list[dict[str, Any]] = []
+    pending: list[AgentInstallation] = []
     for spec in catalog.CATALOG:
         found = catalog.locate(spec)
         if isinstance(found, list):
@@ -142,7 +143,7 @@ def discover(loop: Loop, mock_only: bool, factory: TransportFactory, done: Done)
         return
     remaining = [len(pending)]
 
-    def finish(entry: dict[str, Any], code: int | None, out: str, err: str) -> None:
+    def finish(entry: AgentInstallation, code: int | None, out: str, err: str) -> None:
         text = (out.strip() or err.strip()).splitlines()
         entry["version"] = catalog.clean_version(text[0]) if code == 0 and text else None
         if code == 0 and not text:
@@ -163,7 +164,7 @@ def discover(loop: Loop, mock_only: bool, factory: TransportFactory, done: Done)
         found_spec = catalog.spec_for(entry["id"])
         assert found_spec is not None
 
-        def version_read(code: int | None, out: str, err: str, entry: dict[str, Any] = entry) -> None:
+        def version_read(code: int | None, out: str, err: str, entry: AgentInstallation = entry) -> None:
             finish(entry, code, out, err)
 
         argv = [entry["executable_path"], *found_spec.version_args]
@@ -272,7 +273,7 @@ class _Generation:
         elif name == "RequestOpened":
             self.loop.call_soon(lambda: self.decline(body))
 
-    def decline(self, request: dict[str, Any]) -> None:
+    def decline(self, request: Request) -> None:
         session = self.session
         if self.outcome or session is None or session.state != "open":
             return

@@ -36,7 +36,7 @@ from agentproto.tools import apptools
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from agentproto.core.wire_types import AgentInstallation, DiscoveryReport, Request
+    from agentproto.core.wire_types import AgentInstallation
     from agentproto.engine.session import Done
     from agentproto.loopio.record import Sink as RecordSink
     from agentproto.loopio.transport import TransportFactory

@@ -44,6 +44,7 @@ from agentproto.loopio.loop import Loop, Timer
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from agentproto.core.wire_types import AgentDetails, SessionInfo, StopReason, TurnUsage
     from agentproto.drivers.base import Host
     from agentproto.engine.observations import Observer
     from agentproto.engine.turns import Done as Done

@@ -126,7 +126,7 @@ class Requests:
         session.send({"RequestClosed": {"request_id": pending.id}})
         if tracked:
             session.refresh_status()
-        if pending.kind == "Hook" and pending.outcome is not None and not session.driver_gone:
+        if "Hook" in pending.request and pending.outcome is not None and not session.driver_gone:
             # A hook the listener took never passed through the driver: tell it what its
             # agent was answered (agy's injected messages reach the stream without text).
             session.driver.hook_answered(pending.request["Hook"]["event"], pending.outcome)

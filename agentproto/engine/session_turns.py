@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from collections import deque
     from typing import Any, Protocol
 
+    from agentproto.core.wire_types import SessionInfo, StopReason, TurnUsage
     from agentproto.drivers.base import Driver, Launch
     from agentproto.engine.observations import Observer
     from agentproto.engine.session_requests import Requests
@@ -49,7 +50,7 @@ class SessionTurns:
         #: The session's Context (engine/session.py): only its observer is read here.
         context: Observed
         loop: Loop
-        info: dict[str, Any]
+        info: SessionInfo
         driver: Driver
         requests: Requests
         turn: Turn | None
@@ -89,7 +90,7 @@ class SessionTurns:
         turn = self._start_turn({"Prompt": prompt.id}, acked=False)
         self.driver.start_turn(turn.id, prompt.text, prompt.attachments)
 
-    def _finish_turn(self, stop: Any, usage: dict[str, int] | None, start_next: bool = True) -> None:
+    def _finish_turn(self, stop: StopReason, usage: TurnUsage | None, start_next: bool = True) -> None:
         turn = self.turn
         assert turn is not None
         turn.stop_timers()

@@ -35,7 +35,7 @@ from agentproto.loopio.sockets import Accepted, Exchange, UnixListener
 from agentproto.loopio.streams import LineReader
 
 if TYPE_CHECKING:
-    from agentproto.core.wire_types import InspectView
+    from agentproto.core.inspect_types import InspectView
     from agentproto.engine.runtime import Runtime
     from agentproto.loopio.loop import Loop
 

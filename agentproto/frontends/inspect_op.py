@@ -34,7 +34,7 @@ from agentproto.core.errors import AgentError, Kind
 from agentproto.engine import observations
 
 if TYPE_CHECKING:
-    from agentproto.core.wire_types import (
+    from agentproto.core.inspect_types import (
         AgentRow,
         CostFigures,
         CostGroup,
@@ -42,9 +42,9 @@ if TYPE_CHECKING:
         InspectArgs,
         InspectCost,
         InspectView,
-        JsonObject,
         TurnRow,
     )
+    from agentproto.core.wire_types import JsonObject
     from agentproto.engine.runtime import Runtime
 
 VIEWS = ("agents", "cost")

@@ -106,7 +106,7 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
         self._auth: Any = "Unknown"
         self._title: str | None = None
         self._instructed = bool(launch.resume or launch.fork)
-        self._reported: dict[str, Any] = {}
+        self._reported: AgentDetails | dict[str, Any] = {}
         self._turn: AcpTurn | None = None
         self._message: tuple[str, Any, str] | None = None  # (kind, acp messageId, our id)
         self._message_seq = 0

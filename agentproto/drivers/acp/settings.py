@@ -22,6 +22,7 @@ from agentproto.drivers.acp.mapping import map_config_options
 from agentproto.drivers.fields import obj, opt_text
 
 if TYPE_CHECKING:
+    from agentproto.core.wire_types import AgentDetails, ConfigOption, SlashCommand
     from agentproto.drivers.base import Host, Lifecycle
 
 
@@ -34,13 +35,13 @@ class AcpSettings:
     _session: str | None
     _init: dict[str, Any]
     _auth: Any
-    _options: list[tuple[dict[str, Any], str, str]]
-    _commands: list[dict[str, Any]]
+    _options: list[tuple[ConfigOption, str, str]]
+    _commands: list[SlashCommand]
     _features_seen: set[str]
-    _reported: dict[str, Any]
+    _reported: AgentDetails | dict[str, Any]
     # Methods of the driver's and its base's, as this half calls them: annotations only
     # (a stub here would hide Driver.validate_config, a later base of AcpDriver).
-    validate_config: "Callable[[dict[str, Any], Any], str | None]"
+    validate_config: "Callable[[ConfigOption, Any], str | None]"
     _request: "Callable[[str, dict[str, Any], OnResponse], int]"
     _caps: "Callable[[], dict[str, Any]]"
     _error: "Callable[[str, RpcError], AgentError]"
@@ -50,7 +51,7 @@ class AcpSettings:
 
     # -- what the engine is told -----------------------------------------------------
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> AgentDetails:
         caps = self._caps()
         session_caps = obj(caps.get("sessionCapabilities"))
         prompt_caps = obj(caps.get("promptCapabilities"))
@@ -70,7 +71,7 @@ class AcpSettings:
             "version": opt_text(obj(self._init.get("agentInfo")).get("version")),
             "auth": self._auth,
             "capabilities": {"features": features, "mcp_transports": transports},
-            "config_options": [dict(o) for o, _, _ in self._options],
+            "config_options": [{**o} for o, _, _ in self._options],
             "commands": list(self._commands),
         }
 
@@ -114,7 +115,7 @@ class AcpSettings:
             return
         self._set_option(entry, value, done)
 
-    def _option(self, option_id: str) -> tuple[dict[str, Any], str, str] | None:
+    def _option(self, option_id: str) -> tuple[ConfigOption, str, str] | None:
         for entry in self._options:
             if entry[0]["id"] == option_id:
                 return entry
@@ -139,7 +140,7 @@ class AcpSettings:
         self._set_option(entry, value, finished)
 
     def _set_option(
-        self, entry: tuple[dict[str, Any], str, str], value: Any, done: Callable[[AgentError | None], None]
+        self, entry: tuple[ConfigOption, str, str], value: Any, done: Callable[[AgentError | None], None]
     ) -> None:
         option, how, acp_id = entry
 

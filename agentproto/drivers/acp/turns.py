@@ -50,6 +50,20 @@ from agentproto.loopio import private
 if TYPE_CHECKING:
     from agentproto.core.wire_types import AgentRequest, ConfigOption, SlashCommand, StopReason, TurnUsage
     from agentproto.drivers.acp.services import Terminals
+    from agentproto.drivers.acp.types import (
+        AcpToolCall,
+        AcpToolSnapshot,
+        CommandsUpdate,
+        ConfigOptionsUpdate,
+        ContentChunk,
+        ExitStatus,
+        ModeUpdate,
+        PermissionOption,
+        PermissionParams,
+        PlanUpdate,
+        SessionInfoUpdate,
+        UsageUpdate,
+    )
     from agentproto.drivers.base import Host, Launch, Lifecycle
     from agentproto.loopio.loop import Alarm, Loop
     from agentproto.loopio.transport import LineTransport
@@ -211,7 +225,7 @@ class AcpTurns:
             self.host.diagnostic("Warning", warning)
         self._end_turn(turn, stop, map_usage(result.get("usage")))
 
-    def _end_turn(self, turn: AcpTurn, stop: Any, usage: dict[str, int] | None = None) -> None:
+    def _end_turn(self, turn: AcpTurn, stop: StopReason | None, usage: TurnUsage | None = None) -> None:
         """Finish the turn's bookkeeping and report ``stop`` (None: report nothing)."""
         self._end_message()
         if stop == "Cancelled" or isinstance(stop, dict) and "Failed" in stop:

@@ -206,7 +206,7 @@ class AgyDriver(LineDriver):
             self.host.fail(error)
         self.kill()
 
-    def _probed(self, version: str | None, auth: Any, choices: list[dict[str, str]]) -> None:
+    def _probed(self, version: str | None, auth: Any, choices: list[ConfigChoice]) -> None:
         if self.life.state != "opening":
             return
         self.life.move("probed")

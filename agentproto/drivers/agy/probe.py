@@ -16,11 +16,12 @@ from agentproto.drivers.agy.mapping import SIGNED_IN, login_methods, parse_model
 from agentproto.loopio.process_transport import run_capture
 
 if TYPE_CHECKING:
+    from agentproto.core.wire_types import ConfigChoice
     from agentproto.drivers.base import Host, Launch
 
     #: What the probe found: agy's version (None: unknown), its auth, its models' choices.
-    Found = tuple[str | None, Any, list[dict[str, str]]]
-    Probed = Callable[[str | None, Any, list[dict[str, str]]], None]
+    Found = tuple[str | None, Any, list[ConfigChoice]]
+    Probed = Callable[[str | None, Any, list[ConfigChoice]], None]
 
 
 def probe(host: "Host", launch: "Launch", done: Probed) -> None:
@@ -52,7 +53,7 @@ def _read(results: dict[str, tuple[int | None, str, str]], executable: str) -> F
     version = lines[0].strip() if lines else None
     code, out, err = results["models"]
     auth: Any = "Unknown"
-    choices: list[dict[str, str]] = []
+    choices: list[ConfigChoice] = []
     if code == 0:
         auth, choices = SIGNED_IN, parse_models(out)
     elif signed_out(out + err):

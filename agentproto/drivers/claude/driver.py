@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentproto.core.errors import AgentError, Kind
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.drivers.base import NOT_JSON, Host, Launch, Lifecycle, LineDriver
 from agentproto.drivers.claude.control import ControlChannel, OnControl
 from agentproto.drivers.claude.mapping import (
@@ -93,7 +94,7 @@ class ClaudeDriver(LineDriver):
         self.tools_disabled = launch.tools_disabled
         self.session_id: str | None = None
         self.life = Lifecycle("claude", LIFECYCLE, AGENT_EVENTS, "new")
-        self._init: dict[str, Any] | None = None
+        self._init: InitializeResponse | None = None
         self._version: Any = False  # False until get_binary_version answered
         self._handshake = Alarm(host.loop, self._handshake_expired)
         self.stream = MessageStream(host, launch.new_id)
@@ -181,7 +182,7 @@ class ClaudeDriver(LineDriver):
             )
             self.kill()
 
-    def _initialized(self, response: dict[str, Any] | None, error: str | None) -> None:
+    def _initialized(self, response: InitializeResponse | None, error: str | None) -> None:
         if self.life.state != "opening":
             return
         if error is not None or response is None:

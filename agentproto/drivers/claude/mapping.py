@@ -55,37 +55,19 @@ if TYPE_CHECKING:
 
 PERMISSION_OPTIONS = ["AllowOnce", "AllowAlways", "DenyOnce", "DenyAlways"]
 FEATURES = [
-    "Images",
-    "Resume",
-    "Permissions",
-    "Questions",
-    "Fork",
-    "SlashCommands",
-    "Plan",
-    "Subagents",
-    "ContextUsage",
+    "Images", "Resume", "Permissions", "Questions", "Fork", "SlashCommands", "Plan", "Subagents", "ContextUsage",
     "Compact",
-]
+]  # fmt: skip
 MCP_TRANSPORTS = ["Stdio", "Http", "Sse"]
 #: The hook events the CLI delivers over the control protocol (``initialize``'s hooks, then
 #: ``hook_callback``), as observed on 2.1.197. Not offered: SessionEnd runs after the CLI's
 #: input ended, when no callback can be answered any more; Notification never fired in
 #: stream-json mode (not for a permission left waiting, not for an idle session).
 #: SessionStart fires after a compaction (``source: "compact"``).
-HOOK_EVENTS = frozenset(
-    {
-        "PreToolUse",
-        "PostToolUse",
-        "PostToolUseFailure",
-        "UserPromptSubmit",
-        "Stop",
-        "SubagentStart",
-        "SubagentStop",
-        "PreCompact",
-        "PermissionRequest",
-        "SessionStart",
-    }
-)
+HOOK_EVENTS = frozenset({
+    "PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "Stop", "SubagentStart", "SubagentStop",
+    "PreCompact", "PermissionRequest", "SessionStart",
+})  # fmt: skip
 #: The model's name of one of the app's tools: mcp__agentproto__<name>.
 APP_TOOL_PREFIX = f"mcp__{APP_SERVER}__"
 MODES = [

@@ -35,6 +35,7 @@ from agentproto.core.jsonrpc import (
     Request,
     RpcError,
 )
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.drivers.base import NOT_JSON, Deltas, Host, Launch, Lifecycle, LineDriver
 from agentproto.drivers.codex.items import CodexItems
 from agentproto.drivers.codex.mapping import (
@@ -49,22 +50,14 @@ from agentproto.drivers.codex.mapping import (
     version_of,
 )
 from agentproto.drivers.codex.turns import CodexTurns
-from agentproto.drivers.fields import obj, text
+from agentproto.drivers.fields import obj, objects, text
 from agentproto.loopio import private
 from agentproto.loopio.loop import Alarm
 from agentproto.loopio.transport import LineTransport
 
 if TYPE_CHECKING:
-    from agentproto.core.wire_types import AgentDetails, StopReason, ToolUpdate, TurnUsage
-    from agentproto.drivers.codex.types import (
-        AccountReply,
-        InputItem,
-        Model,
-        NotificationParams,
-        RequestParams,
-        ThreadParams,
-        TurnStartParams,
-    )
+    from agentproto.core.wire_types import AgentDetails, ToolUpdate
+    from agentproto.drivers.codex.types import AccountReply, Model, NotificationParams, RequestParams, ThreadParams
 
 CLIENT_INFO = {"name": "agentproto", "title": "agentproto", "version": "0.1"}
 HANDSHAKE_TIMEOUT = 60.0

@@ -23,7 +23,9 @@ from agentproto.drivers.codex.mapping import sandbox_policy
 from agentproto.drivers.fields import obj, opt_text
 
 if TYPE_CHECKING:
+    from agentproto.core.wire_types import StopReason, ToolUpdate, TurnUsage
     from agentproto.drivers.base import Deltas, Host, Launch
+    from agentproto.drivers.codex.types import InputItem, RequestParams, TurnStartParams
     from agentproto.loopio.loop import Alarm, Loop
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
@@ -49,8 +51,8 @@ class CodexTurns:
     _turn_wanted: bool
     _cancel_wanted: bool
     _ended: set[str]
-    _tools: dict[str, dict[str, Any]]
-    _requests: dict[str, tuple[Any, str, dict[str, Any]]]
+    _tools: dict[str, ToolUpdate]
+    _requests: dict[str, tuple[Any, str, RequestParams]]  # by our id: Codex's id, method, params
     _usage_base: dict[str, int] | None
     _usage_total: dict[str, int]
     _stall_check: "Alarm"
@@ -59,8 +61,8 @@ class CodexTurns:
     def _request(self, method: str, params: Any, callback: OnResponse) -> None:
         raise NotImplementedError
 
-    def _input(self, text: str, attachments: list[str]) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = [{"type": "text", "text": text, "text_elements": []}]
+    def _input(self, text: str, attachments: list[str]) -> list[InputItem]:
+        items: list[InputItem] = [{"type": "text", "text": text, "text_elements": []}]
         others = []
         for path in attachments:
             if path.lower().endswith(IMAGE_SUFFIXES):
@@ -72,7 +74,7 @@ class CodexTurns:
         return items
 
     def start_turn(self, turn_id: str, text: str, attachments: list[str]) -> None:
-        params: dict[str, Any] = {"threadId": self.thread_id, "input": self._input(text, attachments)}
+        params: TurnStartParams = {"threadId": self.thread_id, "input": self._input(text, attachments)}
         if self.model:
             params["model"] = self.model
         if self.effort:
@@ -138,7 +140,7 @@ class CodexTurns:
 
         self._request("thread/compact/start", {"threadId": self.thread_id}, started)
 
-    def _end_turn(self, stop: Any, usage: dict[str, int] | None = None) -> None:
+    def _end_turn(self, stop: StopReason, usage: TurnUsage | None = None) -> None:
         self.deltas.flush()
         if self.turn_id:
             self._ended.add(self.turn_id)
@@ -149,7 +151,7 @@ class CodexTurns:
         self._stall_check.cancel()
         self.host.end_turn(stop, usage)
 
-    def _turn_usage(self) -> dict[str, int] | None:
+    def _turn_usage(self) -> TurnUsage | None:
         if not self._usage_total or self._usage_base is None:
             return None
         base = self._usage_base
