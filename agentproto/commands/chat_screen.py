@@ -5,7 +5,9 @@ Rules of this file:
   everything else (prompts, questions, tool lines, notes) goes to stderr, so
   ``chat < q > answer.txt`` leaves only the answer in the file.
 - stdout is written through ``streams.Output``: never blocking the loop, and a reader
-  that goes away (``| head``) ends the chat through its ``on_error``, quietly.
+  that goes away (``| head``) ends the chat through its ``on_error``, quietly. Each part
+  of the answer is written at once, unless stdout is full: then the loop writes it when
+  stdout takes more (a retry per part would copy what is queued: a flood's cost squared).
 - Colour only when asked for or on a terminal that takes it (``--color auto``: not
   ``TERM=dumb``), never under ``NO_COLOR``. A spinner, elapsed time and the one updating
   tool line only on a live terminal (``listing.live_terminal``): never into a pipe.
@@ -75,7 +77,11 @@ class Screen:
             return
         self._take_line("out")
         self.out.send(text.encode("utf-8", "surrogateescape"))
-        self.out.flush()  # a terminal shows it now, in order with what stderr shows
+        if not self.out.waiting:
+            # A terminal shows it now, in order with what stderr shows. A full pipe is not
+            # tried again per delta (each try copies what is queued): the loop writes it
+            # when it takes more.
+            self.out.flush()
         self.open = None if text.endswith("\n") else "out"
         self.last_write = self.loop.time()
 

@@ -544,3 +544,55 @@ def test_the_terminal_hanging_up_mid_turn_ends_the_chat_with_129_and_nothing_lef
     term.master = os.open(os.devnull, os.O_RDONLY)  # what Terminal.close closes
     assert term.proc.wait(GUARD) == 128 + signal.SIGHUP
     assert_all_gone(started + sorted(term.descendants))
+
+
+def test_an_answer_into_a_full_stdout_is_not_tried_again_per_delta(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (test_cli's ``test_sigterm_ends_a_command_whose_reader_stopped_reading[chat]``
+    was flaky): each delta retried the write of a full stdout, and each try copied up to
+    WRITE_CHUNK of what was queued. A flood into a pipe nobody read cost the square of its
+    size (seconds for 5000 deltas on a loaded machine), and SIGTERM waited for all of it.
+    Now the first try finds the pipe full, and the loop writes the rest when it takes more."""
+    from agentproto.commands.chat_screen import Screen
+    from agentproto.loopio.loop import Loop, SystemIO
+    from agentproto.loopio.streams import WRITE_CHUNK
+
+    class Counting(SystemIO):
+        offered = 0  # bytes handed to write(), taken or not
+
+        def write(self, fd: int, data: bytes | memoryview) -> int:
+            self.offered += len(data)
+            return super().write(fd, data)
+
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        while True:
+            os.write(w, b"f" * 4096)  # nobody reads: the pipe fills
+    except BlockingIOError:
+        pass
+    io = Counting()
+    loop = Loop(io)
+    with os.fdopen(w, "w", closefd=False) as stdout:
+        monkeypatch.setattr(sys, "stdout", stdout)
+        screen = Screen(loop, "never", lambda _exc: None)
+    deltas = 3000
+    for _ in range(deltas):
+        screen.answer("y" * 100)
+    assert io.offered <= WRITE_CHUNK, io.offered  # unfixed: 443 MB, one try per delta
+    # Nothing is lost: once the reader reads, the loop writes every delta.
+    os.set_blocking(r, False)
+    got = bytearray()
+
+    def read_all() -> bool:
+        try:
+            got.extend(os.read(r, 1 << 20))
+        except BlockingIOError:
+            pass
+        return got.count(b"y") == deltas * 100
+
+    loop.run(until=read_all)
+    assert got.count(b"y") == deltas * 100
+    screen.out.close()
+    loop.close()
+    os.close(r)
+    os.close(w)
