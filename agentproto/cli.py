@@ -33,7 +33,7 @@ from agentproto.loopio import private
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from agentproto.engine.runtime import Runtime
+    from agentproto.engine.runtime import Engine
     from agentproto.frontends.serve import P1Connection
     from agentproto.loopio.record import Recorder
     from agentproto.loopio.streams import Output
@@ -91,7 +91,7 @@ class _Sidecar:
 
     def __init__(self, args: argparse.Namespace, frontend: str) -> None:
         from agentproto.engine.observations import Observer, db_path
-        from agentproto.engine.runtime import Runtime
+        from agentproto.engine.runtime import Engine
         from agentproto.loopio.loop import Loop
 
         loop = Loop(adopt_orphans=True)  # nothing an agent detaches outlives its session
@@ -103,7 +103,7 @@ class _Sidecar:
 
             mock = None if script is None else mock_facts(args.mock, raw)
             self.recorder = Recorder(args.record, loop=loop, frontend=frontend, mock=mock)
-        self.runtime = Runtime(
+        self.runtime = Engine(
             loop,
             mock_script=script,
             stall_timeout=args.stall_timeout,
@@ -226,7 +226,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
         sidecar.close()
 
 
-def _run_stdio_frontend(runtime: Runtime, server: Any, recorder: "Recorder | None") -> int:
+def _run_stdio_frontend(runtime: Engine, server: Any, recorder: "Recorder | None") -> int:
     """One of the ops frontends on stdin/stdout: ``server(runtime, in_fd, output, finished, recorder)``."""
     from agentproto.loopio.lifetime import run_stdio
 

@@ -1,8 +1,9 @@
 """The package's layering, read from its source: the import rule (one folder per layer, no
 import goes up: scripts/import_graph.py's LAYERS table), no import cycle, no module past the
 size limit (500 lines), no module touching another's underscore members, each layer's ``__init__.py`` a docstring and nothing else,
-docs/architecture.md's layer list generated from the table, and the engine and runtime call
-their seams' documented members (no probing).
+docs/architecture.md's layer list generated from the table, the engine and runtime call
+their seams' documented members (no probing), and ``Session``, ``Runtime``, ``Sink`` and
+``Frontend`` each name one class at most (the public client's).
 
 The import graph is every ``import agentproto...`` and ``from agentproto... import``
 anywhere in a module: in function bodies (a lazy import still ties two layers) and under
@@ -243,6 +244,31 @@ def test_the_engine_and_runtime_do_not_probe_for_members(name: str) -> None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
     ]
     assert not probes, probes
+
+
+#: Names each defined by at most one class in the package: the public client's (anyagent's
+#: ``Runtime`` and ``Session``); the internal ones have their own names (CHANGELOG: renames).
+ONE_CLASS_NAMES = {"Session": "agentproto.client", "Runtime": "agentproto.client", "Sink": None, "Frontend": None}
+
+
+def classes_named(sources: dict[str, str], name: str) -> list[str]:
+    """The modules that define a class ``name`` (at any depth), in order."""
+    return sorted(
+        module
+        for module, source in sources.items()
+        if any(isinstance(node, ast.ClassDef) and node.name == name for node in ast.walk(ast.parse(source)))
+    )
+
+
+@pytest.mark.parametrize("name", sorted(ONE_CLASS_NAMES))
+def test_session_runtime_sink_and_frontend_each_name_one_class_at_most(name: str) -> None:
+    sources = {module: path.read_text(encoding="utf-8") for module, path in MODULES.items()}
+    owners = classes_named(sources, name)
+    assert len(owners) <= 1, f"class {name} is defined by {owners}: give the internal ones their own names"
+    assert owners == ([] if ONE_CLASS_NAMES[name] is None else [ONE_CLASS_NAMES[name]])
+    # The check sees a second definition, nested or not.
+    clash = {**sources, "agentproto.elsewhere": f"def f() -> None:\n    class {name}:\n        pass\n"}
+    assert classes_named(clash, name) == sorted([*owners, "agentproto.elsewhere"])
 
 
 def test_no_import_goes_up_a_layer() -> None:

@@ -1,7 +1,7 @@
 """``agentproto chat``: one session in a terminal, or one turn from a pipe.
 
 Rules of this file:
-- The chat is a ``Sink`` of one session on its own loop; stdin is read through
+- The chat is the ``EventSink`` of one session on its own loop; stdin is read through
   ``streams.Reader`` like every other descriptor. What goes where is chat_view's: the
   agent's answer (or, with ``--json``, the raw events) on stdout, the rest on stderr.
 - Nothing is answered from inside an engine callback: a denial, a cancelled question or
@@ -42,8 +42,8 @@ from agentproto.commands.chat_screen import (
 )
 from agentproto.core.errors import AgentError, log
 from agentproto.core.wire import encode, event_kind_name
-from agentproto.engine.runtime import Runtime, Scope
-from agentproto.engine.session import Session
+from agentproto.engine.runtime import Engine, Scope
+from agentproto.engine.session import EngineSession
 from agentproto.loopio.lifetime import abandon_when_stuck, stop_on_signals, when_drained
 from agentproto.loopio.loop import Loop
 from agentproto.loopio.streams import Reader
@@ -65,14 +65,14 @@ class Chat:
         color: str = "auto",
     ) -> None:
         self.loop = Loop(adopt_orphans=True)  # nothing an agent detaches outlives the chat
-        self.runtime = Runtime(self.loop, mock_script=mock_script)
+        self.runtime = Engine(self.loop, mock_script=mock_script)
         self.scope = Scope(self.runtime)
         self.agent = agent
         self.tools = tools
         self.interactive = interactive
         self.json_events = json_events
         self.screen = Screen(self.loop, color, self._stdout_gone)
-        self.session: Session | None = None
+        self.session: EngineSession | None = None
         self.status = EXIT_OK
         self.signalled: int | None = None
         self.pending: list[dict[str, Any]] = []
@@ -93,8 +93,8 @@ class Chat:
             self.turns_left = len(mock_script.get("turns") or [])
         self.drain_grace = abandon_when_stuck(self.loop, self.screen.out)
 
-    # -- Sink --------------------------------------------------------------------------
-    def event(self, session: Session, event: dict[str, Any]) -> None:
+    # -- EventSink ---------------------------------------------------------------------
+    def event(self, session: EngineSession, event: dict[str, Any]) -> None:
         session.delivered(1)
         kind = event["kind"]
         name = event_kind_name(kind)
@@ -161,10 +161,10 @@ class Chat:
             # Next tick: a queued prompt's turn starts right after this one ends.
             self.loop.call_soon(lambda: None if self.turn_running else self._show_prompt())
 
-    def session_error(self, session: Session, error: AgentError) -> None:
+    def session_error(self, session: EngineSession, error: AgentError) -> None:
         self._failed(error)
 
-    def session_closed(self, session: Session) -> None:
+    def session_closed(self, session: EngineSession) -> None:
         self.session = None
         self._finish()
 

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from agentproto import __version__
 from agentproto.core.errors import write_stderr
 from agentproto.core.typecheck import TYPE_CHECKING
-from agentproto.engine.runtime import Runtime
+from agentproto.engine.runtime import Engine
 from agentproto.loopio.loop import Loop
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def discover(progress: bool) -> DiscoveryReport:
     is closed, and closing it kills every ``--version`` still running (the loop adopts
     them): none outlives ``list``, not even one that hangs or detaches."""
     loop = Loop(adopt_orphans=True)
-    runtime = Runtime(loop)
+    runtime = Engine(loop)
     result: list[DiscoveryReport] = []
     signalled: list[int] = []
 

@@ -55,7 +55,7 @@ from typing import Any
 
 from agentproto import __version__
 from agentproto.commands.replay_checker import Checker
-from agentproto.commands.replay_runtime import NO_PROCESS, ReplayRuntime
+from agentproto.commands.replay_runtime import NO_PROCESS, ReplayEngine
 from agentproto.core.errors import log
 from agentproto.core.recording import (
     Input,
@@ -67,7 +67,7 @@ from agentproto.core.recording import (
     read_runs,
     unwired_agents,
 )
-from agentproto.engine.runtime import Runtime
+from agentproto.engine.runtime import Engine
 from agentproto.loopio import private
 from agentproto.loopio import process_transport as process
 from agentproto.loopio.loop import Loop
@@ -136,10 +136,10 @@ class _Request:
         self.body = body
 
 
-class Frontend:
+class ReplayFrontend:
     """The run's frontend, in-process: its own class over socket pairs (or HTTP's handler)."""
 
-    def __init__(self, name: str, runtime: Runtime, checker: Checker) -> None:
+    def __init__(self, name: str, runtime: Engine, checker: Checker) -> None:
         self.name = name
         self.runtime = runtime
         self.loop = runtime.loop
@@ -275,9 +275,9 @@ def replay_run(run: Run, label: str, drifts: list[str], update: Recorder | None)
         private.confine(root)
         loop = Loop()
         checker = Checker(timeline, normalizer, drifts, label, update)
-        runtime = ReplayRuntime(loop, timeline, checker, mock_script=_mock_script(run.header),
+        runtime = ReplayEngine(loop, timeline, checker, mock_script=_mock_script(run.header),
                                 stall_timeout=float(header.get("stall_timeout") or 60.0))  # fmt: skip
-        frontend = Frontend(run.frontend, runtime, checker)
+        frontend = ReplayFrontend(run.frontend, runtime, checker)
         try:
             _drive(loop, timeline, checker, frontend, runtime)
         finally:
@@ -324,7 +324,7 @@ def _dirs(value: Any) -> list[str]:
     return []
 
 
-def _drive(loop: Loop, timeline: Timeline, checker: Checker, frontend: Frontend, runtime: ReplayRuntime) -> None:
+def _drive(loop: Loop, timeline: Timeline, checker: Checker, frontend: ReplayFrontend, runtime: ReplayEngine) -> None:
     pending = list(timeline.inputs)
     quiet_since = loop.time()
     seen = -1
@@ -360,7 +360,7 @@ def _run_slice(loop: Loop, checker: Checker, seen: int) -> None:
     loop.run(until=lambda: checker.progress != seen or loop.time() >= end)
 
 
-def _give(item: Input, frontend: Frontend, runtime: ReplayRuntime) -> None:
+def _give(item: Input, frontend: ReplayFrontend, runtime: ReplayEngine) -> None:
     if item.kind in ("read", "exit"):
         transport = runtime.transports.get(item.body["session"])
         if transport is None:

@@ -1,7 +1,7 @@
 """The checker of a replay (replay.py): what the live run records, compared with what the
 recording holds.
 
-It is the live run's recorder (``record.Sink``): each record it is given goes to the next
+It is the live run's recorder (``record.RecordSink``): each record it is given goes to the next
 expectation of its stream (a connection's lines out, a session's agent wire, the HTTP pairs)
 and is compared with it, normalized (core/recording.py's ``Normalizer``). Every difference
 is a drift, reported as text naming the request and its first differing line, recorded vs
@@ -23,7 +23,7 @@ from agentproto.loopio.record import Recorder
 
 
 class Checker:
-    """The recorder of the live run (record.Sink): each record is compared with the next
+    """The recorder of the live run (record.RecordSink): each record is compared with the next
     expectation of its stream; with ``update``, every record also goes to the new file."""
 
     def __init__(self, timeline: Timeline, normalizer: Normalizer, drifts: list[str], label: str,
@@ -37,7 +37,7 @@ class Checker:
         self.drifted: set[tuple[Any, ...]] = set()
         self.progress = 0
 
-    # record.Sink
+    # record.RecordSink
     def pair(self, request: bytes | str, response: bytes | str, dropped: int = 0) -> None:
         if self.update is not None:
             self.update.pair(request, response, dropped)

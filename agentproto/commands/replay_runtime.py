@@ -27,7 +27,7 @@ from agentproto.drivers import catalog
 from agentproto.drivers.base import Launch
 from agentproto.drivers.catalog import AgentSpec
 from agentproto.engine.observations import Observer
-from agentproto.engine.runtime import Runtime
+from agentproto.engine.runtime import Engine
 from agentproto.loopio.loop import Loop
 from agentproto.loopio.record import Wire
 from agentproto.loopio.replay_transport import ReplayTransport
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 NO_PROCESS = "replay starts no process (a recording may come from anyone)"
 
 
-class ReplayRuntime(Runtime):
+class ReplayEngine(Engine):
     """A runtime whose agents are the recording's: sessions with a recorded wire resolve to
     the recorded installation (nothing needs to be installed) and get the recorded ids;
     any other session may only be the built-in mock's (see the module's rules)."""

@@ -84,7 +84,7 @@ def encode(obj: Any) -> bytes:
 
 
 #: An event line as ``encode({"event": event})`` writes it, with the event's members in the
-#: order the engine builds them (engine.Session._send).
+#: order the engine builds them (EngineSession._send).
 _EVENT_LINE = (
     '{"event":{"sequence":%d,"occurred_at":{"secs_since_epoch":%d,"nanos_since_epoch":%d},'
     '"session_id":%s,"turn_info":%s,"kind":%s,"extensions":%s}}\n'

@@ -52,8 +52,8 @@ if TYPE_CHECKING:
     from agentproto.loopio.loop import Loop, Timer
 
 
-class Session(Protocol):
-    """What of a session (engine.Session) the observer reads: the engine calls it, so it
+class ObservedSession(Protocol):
+    """What of a session (an ``EngineSession``) the observer reads: the engine calls it, so it
     cannot import the engine."""
 
     id: str
@@ -207,7 +207,7 @@ class Observer:
         self.path = path
         #: This process in the rows: session ids repeat from one sidecar to the next.
         self.run = os.urandom(6).hex()
-        self.figures: weakref.WeakKeyDictionary[Session, SessionFigures] = weakref.WeakKeyDictionary()
+        self.figures: weakref.WeakKeyDictionary[ObservedSession, SessionFigures] = weakref.WeakKeyDictionary()
         self.pending: list[tuple[Any, ...]] = []
         self._db: "sqlite3.Connection | None" = None
         self._timer: Timer | None = None
@@ -216,19 +216,19 @@ class Observer:
         self.given_up = False
         self.closed = False
 
-    def of(self, session: "Session") -> SessionFigures:
+    def of(self, session: "ObservedSession") -> SessionFigures:
         figures = self.figures.get(session)
         if figures is None:
             figures = self.figures[session] = SessionFigures()
         return figures
 
     # -- what the engine calls -------------------------------------------------------------
-    def context_usage(self, session: "Session", body: Any) -> None:
+    def context_usage(self, session: "ObservedSession", body: Any) -> None:
         cost = body.get("cost_usd") if isinstance(body, dict) else None
         if isinstance(cost, (int, float)) and not isinstance(cost, bool):
             self.of(session).cost_usd = float(cost)
 
-    def turn_ended(self, session: "Session", turn: "Turn", stop: StopReason, usage: TurnUsage | None) -> None:
+    def turn_ended(self, session: "ObservedSession", turn: "Turn", stop: StopReason, usage: TurnUsage | None) -> None:
         figures = self.of(session)
         spent = [0, 0, 0]
         if usage:
@@ -323,7 +323,7 @@ class Observer:
         self._close_db()
 
 
-def model_of(session: "Session") -> str | None:
+def model_of(session: "ObservedSession") -> str | None:
     """The session's model: its ``model`` option's current value, when it has one."""
     value = session.info["configuration"]["options"].get("model")
     return value if isinstance(value, str) else None

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from agentproto.core.wire_types import AgentInstallation, DiscoveryReport, Request
     from agentproto.drivers.base import Launch
     from agentproto.drivers.catalog import AgentSpec
-    from agentproto.engine.session import Session, Sink
+    from agentproto.engine.session import EngineSession, EventSink
     from agentproto.engine.turns import Done
     from agentproto.loopio.loop import Loop
     from agentproto.loopio.transport import TransportFactory
@@ -44,8 +44,13 @@ if TYPE_CHECKING:
         the open was refused at once: ``done`` has its error)."""
 
         def __call__(
-            self, args: dict[str, Any], sink: Sink, done: Done, throwaway: bool = False, tools_disabled: bool = False
-        ) -> Session | None: ...
+            self,
+            args: dict[str, Any],
+            sink: EventSink,
+            done: Done,
+            throwaway: bool = False,
+            tools_disabled: bool = False,
+        ) -> EngineSession | None: ...
 
 #: The longest answer generate collects, in characters (16 MiB of ASCII): past it generate
 #: fails ProtocolFailed rather than keep an agent's flood.
@@ -61,7 +66,7 @@ class Collector:
     ``on_overflow`` is called, once."""
 
     def __init__(
-        self, on_event: Callable[[Session, dict[str, Any]], None] | None = None, limit: int | None = None
+        self, on_event: Callable[[EngineSession, dict[str, Any]], None] | None = None, limit: int | None = None
     ) -> None:
         self.pieces: dict[str, list[str]] = {}
         self.size = 0
@@ -79,7 +84,7 @@ class Collector:
         """Every message's text, joined (once per call: call it at the end)."""
         return "".join("".join(pieces) for pieces in self.pieces.values())
 
-    def event(self, session: Session, event: dict[str, Any]) -> None:
+    def event(self, session: EngineSession, event: dict[str, Any]) -> None:
         session.delivered(1)
         if self.on_event is not None:
             self.on_event(session, event)
@@ -106,10 +111,10 @@ class Collector:
                 if self.on_turn_end is not None:
                     self.on_turn_end()
 
-    def session_error(self, session: Session, error: AgentError) -> None:
+    def session_error(self, session: EngineSession, error: AgentError) -> None:
         self.error = error
 
-    def session_closed(self, session: Session) -> None:
+    def session_closed(self, session: EngineSession) -> None:
         self.closed = True
         if self.on_closed is not None:
             self.on_closed()
@@ -171,7 +176,7 @@ def discover(loop: Loop, mock_only: bool, factory: TransportFactory, done: Done)
         run_capture(loop, argv, version_read, timeout=10.0, factory=factory)
 
 
-def probe(loop: Loop, open: Opener, args: dict[str, Any], done: Done) -> Session | None:
+def probe(loop: Loop, open: Opener, args: dict[str, Any], done: Done) -> EngineSession | None:
     """Open a throwaway session, close it once open, and answer its details."""
     if args.get("resume") or args.get("fork"):
         done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "probe does not take resume or fork"))
@@ -208,8 +213,8 @@ def generate(
     open: Opener,
     args: dict[str, Any],
     done: Done,
-    on_event: Callable[[Session, dict[str, Any]], None] | None = None,
-) -> Session | None:
+    on_event: Callable[[EngineSession, dict[str, Any]], None] | None = None,
+) -> EngineSession | None:
     """One hands-off turn in a throwaway session: its text (checked against
     ``output_schema`` when given), or why there is none. ``on_event`` sees every event of
     the session (the ops framing streams them)."""
@@ -251,7 +256,7 @@ class _Generation:
         self.collector = collector
         collector.on_overflow = self.overflowed
         #: Bound once open() returns (it may answer synchronously, before).
-        self.session: Session | None = None
+        self.session: EngineSession | None = None
         self.outcome: list[Any] = []
 
     def finish(self, value: Any, error: AgentError | None) -> None:

@@ -1,15 +1,15 @@
 """The runtime: every session of one sidecar, the runtime-level commands, and the one
 dispatcher that every framing and transport calls.
 
-``Runtime.execute(name, args, sink, scope, done)`` runs one validated command (see
+``Engine.execute(name, args, sink, scope, done)`` runs one validated command (see
 ``commands.COMMANDS``). ``discover``, ``probe``, ``plan_usage`` and ``generate`` live in
 oneshots.py (which never imports this file: the runtime hands them its loop and its ``open``
-and ``launch``); session commands go to ``engine.Session``. A ``Scope`` is what one frontend may touch:
-its own sessions (a stdio or socket connection), or all of them (HTTP, where sessions
-outlive connections).
+and ``launch``); session commands go to ``EngineSession``. A ``Scope`` is what one frontend
+may touch: its own sessions (a stdio or socket connection), or all of them (HTTP, where
+sessions outlive connections).
 
 Rules of this file:
-- The runtime imports the engine, never the reverse: each Session gets the runtime's
+- The runtime imports the engine, never the reverse: each EngineSession gets the runtime's
   ``engine.Context`` (loop, stall timeout, a forget callback) and nothing else of it.
 - It calls drivers only through the members ``drivers/base.Driver`` defines
   (``plan_usage``, ``deterministic``, ``tools_disabled``) and gives them what they need in
@@ -27,7 +27,7 @@ from agentproto.drivers import catalog
 from agentproto.drivers.base import Launch
 from agentproto.drivers.catalog import AgentSpec
 from agentproto.engine.observations import Observer
-from agentproto.engine.session import Context, Session, Sink
+from agentproto.engine.session import Context, EngineSession, EventSink
 from agentproto.loopio import descriptors
 from agentproto.loopio.loop import Loop
 from agentproto.loopio.process_transport import process_transport
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from agentproto.core.wire_types import AgentInstallation
     from agentproto.engine.session import Done
-    from agentproto.loopio.record import Sink as RecordSink
+    from agentproto.loopio.record import RecordSink
     from agentproto.loopio.transport import TransportFactory
     from agentproto.tools.listener import Listener
 
@@ -59,7 +59,7 @@ def _open_error(exc: Exception, launch: Launch) -> AgentError:
     return AgentError.internal(f"open {launch.agent_id}")
 
 
-class Runtime:
+class Engine:
     """Every session of one sidecar process, shared by all of its frontends."""
 
     def __init__(
@@ -81,7 +81,7 @@ class Runtime:
         self.mock_script = mock_script
         #: Live terminals one ACP session may hold (``serve --max-terminals``).
         self.max_terminals = max_terminals
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, EngineSession] = {}
         #: Session ids are issued in order (s1, s2, …): an id up to this one that is not live
         #: is closed. Nothing is kept per closed session (a sidecar may see millions).
         self._last_id = 0
@@ -98,9 +98,9 @@ class Runtime:
         self.context = Context(loop, stall_timeout, self._forget, transport_factory, self._listen, self.observer)
         #: Commands sent to a session while it was opening, by session id, in order: run once
         #: its open is answered (an entry exists only while there is something to hold).
-        self._held: dict[str, list[tuple[str, dict[str, Any], Sink, Scope, Done]]] = {}
+        self._held: dict[str, list[tuple[str, dict[str, Any], EventSink, Scope, Done]]] = {}
 
-    def _forget(self, session: Session) -> None:
+    def _forget(self, session: EngineSession) -> None:
         self.sessions.pop(session.id, None)
         if session.launch.wire is not None:
             session.launch.wire.close()
@@ -196,8 +196,8 @@ class Runtime:
         return spec, launch
 
     def open(
-        self, args: dict[str, Any], sink: Sink, done: Done, throwaway: bool = False, tools_disabled: bool = False
-    ) -> Session | None:
+        self, args: dict[str, Any], sink: EventSink, done: Done, throwaway: bool = False, tools_disabled: bool = False
+    ) -> EngineSession | None:
         session_id = f"s{self._last_id + 1}"
         try:
             spec, launch = self.launch(args, throwaway, tools_disabled, session_id)
@@ -214,7 +214,7 @@ class Runtime:
         try:
             # The session builds its driver (it is the driver's Host): a driver that cannot
             # take this launch refuses the open before there is a session to forget.
-            session = Session(self.context, session_id, launch, sink, driver_class)
+            session = EngineSession(self.context, session_id, launch, sink, driver_class)
         except Exception as exc:
             if launch.wire is not None:
                 launch.wire.close()
@@ -276,7 +276,7 @@ class Runtime:
 
         oneshots.discover(self.loop, self.mock_script is not None, self.context.transport_factory, done)
 
-    def probe(self, args: dict[str, Any], done: Done) -> Session | None:
+    def probe(self, args: dict[str, Any], done: Done) -> EngineSession | None:
         from agentproto.engine import oneshots
 
         return oneshots.probe(self.loop, self.open, args, done)
@@ -290,13 +290,13 @@ class Runtime:
         self,
         args: dict[str, Any],
         done: Done,
-        on_event: Callable[[Session, dict[str, Any]], None] | None = None,
-    ) -> Session | None:
+        on_event: Callable[[EngineSession, dict[str, Any]], None] | None = None,
+    ) -> EngineSession | None:
         from agentproto.engine import oneshots
 
         return oneshots.generate(self.loop, self.open, args, done, on_event)
 
-    def close_all(self, sessions: list[Session] | None = None) -> None:
+    def close_all(self, sessions: list[EngineSession] | None = None) -> None:
         for session in list(self.sessions.values() if sessions is None else sessions):
             session.abandon()
 
@@ -317,10 +317,10 @@ class Runtime:
         self,
         name: str,
         args: dict[str, Any],
-        sink: Sink,
+        sink: EventSink,
         scope: "Scope",
         done: Done,
-        on_event: Callable[[Session, dict[str, Any]], None] | None = None,
+        on_event: Callable[[EngineSession, dict[str, Any]], None] | None = None,
     ) -> None:
         """Run one validated command (see commands.COMMANDS) for a frontend.
 
@@ -367,8 +367,8 @@ class Runtime:
             self.execute(name, args, sink, scope, done)
 
 
-#: The commands an open session runs: each calls its Session method with the command's fields.
-SESSION_COMMANDS: dict[str, Callable[[Session, dict[str, Any], Done], None]] = {
+#: The commands an open session runs: each calls its EngineSession method with the command's fields.
+SESSION_COMMANDS: dict[str, Callable[[EngineSession, dict[str, Any], Done], None]] = {
     "prompt": lambda session, args, done: session.prompt(args["text"], list(args.get("attachments") or []), done),
     "answer": lambda session, args, done: session.answer(args["request"], args["answer"], done),
     "configure": lambda session, args, done: session.configure(args["option"], args["value"], done),
@@ -388,31 +388,31 @@ class Scope:
     can name but which must close with the frontend all the same.
     """
 
-    def __init__(self, runtime: Runtime, shared: bool = False) -> None:
+    def __init__(self, runtime: Engine, shared: bool = False) -> None:
         self.runtime = runtime
         self.shared = shared
-        self.live: dict[str, Session] = {}
-        self.hidden: dict[str, Session] = {}
+        self.live: dict[str, EngineSession] = {}
+        self.hidden: dict[str, EngineSession] = {}
         #: Called when the last session of this scope has closed.
         self.on_empty: Callable[[], None] | None = None
 
-    def add(self, session: Session | None, visible: bool = True) -> None:
+    def add(self, session: EngineSession | None, visible: bool = True) -> None:
         """Hold the session a command opened (none, or one closed already: nothing to hold)."""
         if session is None or session.state == "closed":
             return
         (self.live if visible else self.hidden)[session.id] = session
         session.scopes.append(self)
 
-    def discard(self, session: Session) -> None:
+    def discard(self, session: EngineSession) -> None:
         if self.live.pop(session.id, None) is None and self.hidden.pop(session.id, None) is None:
             return
         if self.on_empty is not None and not self.live and not self.hidden:
             self.on_empty()
 
-    def sessions(self) -> list[Session]:
+    def sessions(self) -> list[EngineSession]:
         return [*self.live.values(), *self.hidden.values()]
 
-    def lookup(self, session_id: str) -> Session:
+    def lookup(self, session_id: str) -> EngineSession:
         live = self.runtime.sessions if self.shared else self.live
         session = live.get(session_id)
         if session is not None:

@@ -17,10 +17,10 @@ Rules of this file:
 - The app's own tools and hooks (apptools.py) open ToolCall and Hook requests here, in the
   running turn (closed with it) or, outside any turn, at the session's level (turn_info
   null; closed by their answer, their timeout or the session's close).
-- A turn's start and end, and the commands, are session_turns.py's (the base of Session);
+- A turn's start and end, and the commands, are session_turns.py's (the base of EngineSession);
   the open requests are session_requests.py's, which reaches the session only through its
   documented members (``send``, ``refresh_status``).
-- The Session builds its driver, last in its constructor (it is the driver's Host): what
+- The EngineSession builds its driver, last in its constructor (it is the driver's Host): what
   the driver's constructor raises refuses the open.
 """
 
@@ -55,7 +55,7 @@ ENGINE_OWNED = frozenset({"TurnStarted", "TurnEnded", "RequestClosed", "SessionU
 _NOW = object()  # send's default turn: the one running as it is sent (held events keep theirs)
 
 #: The session lifecycle, as a table (h11's shape): each state, the states it may become.
-#: ``Session._move`` is the one writer of ``state``; any other move is a bug and raises.
+#: ``EngineSession._move`` is the one writer of ``state``; any other move is a bug and raises.
 LIFECYCLE: dict[str, frozenset[str]] = {
     "opening": frozenset({"open", "closed"}),  # the agent is ready; or the open failed / was abandoned
     "open": frozenset({"closing"}),  # close, or a session error
@@ -64,20 +64,20 @@ LIFECYCLE: dict[str, frozenset[str]] = {
 }
 
 
-class Sink(Protocol):
+class EventSink(Protocol):
     """Where a session's output goes: a frontend connection, or an internal collector."""
 
-    def event(self, session: "Session", event: dict[str, Any]) -> None: ...
+    def event(self, session: "EngineSession", event: dict[str, Any]) -> None: ...
 
-    def session_error(self, session: "Session", error: AgentError) -> None: ...
+    def session_error(self, session: "EngineSession", error: AgentError) -> None: ...
 
-    def session_closed(self, session: "Session") -> None: ...
+    def session_closed(self, session: "EngineSession") -> None: ...
 
 
 class Holder(Protocol):
     """Something that holds a session until it closes (a frontend's scope)."""
 
-    def discard(self, session: "Session") -> None: ...
+    def discard(self, session: "EngineSession") -> None: ...
 
 
 class Context:
@@ -90,7 +90,7 @@ class Context:
         self,
         loop: Loop,
         stall_timeout: float,
-        forget: Callable[[Session], None],
+        forget: Callable[[EngineSession], None],
         transport_factory: TransportFactory,
         listen: Listen | None = None,
         observer: Observer | None = None,
@@ -109,7 +109,7 @@ class Context:
         self.observer = observer
 
 
-class Session(SessionTurns):
+class EngineSession(SessionTurns):
     """One agent session. Also the ``Host`` its driver reports to."""
 
     CLOSE_GRACE = 5.0
@@ -123,7 +123,7 @@ class Session(SessionTurns):
         context: Context,
         session_id: str,
         launch: Launch,
-        sink: Sink,
+        sink: EventSink,
         driver_class: Callable[[Host, Launch], Driver],
     ) -> None:
         self.context: Context = context

@@ -1,5 +1,5 @@
 """A session's open requests: the agent's permissions and questions, and the app's own
-tool calls and hooks (apptools.py). The engine's bookkeeping of them, one per Session.
+tool calls and hooks (apptools.py). The engine's bookkeeping of them, one per EngineSession.
 
 Rules of this file:
 - A request the app must answer sits in its turn's ``requests`` while it is open (the
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 class Owner(Protocol):
-    """What of its Session (engine/session.py) the bookkeeping uses."""
+    """What of its EngineSession (engine/session.py) the bookkeeping uses."""
 
     loop: "Loop"
     turn: "Turn | None"

@@ -1,6 +1,6 @@
 """A session's turns: how each starts and ends, and the commands an open session runs
 (runtime.SESSION_COMMANDS): prompt, dequeue, cancel, answer, configure, rollback and compact.
-``SessionTurns`` is the base of ``engine.session.Session`` and is nothing on its own: it reads
+``SessionTurns`` is the base of ``engine.session.EngineSession`` and is nothing on its own: it reads
 and writes the session's own state, through ``self``.
 
 Rules of this file:
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 
 class SessionTurns:
-    """A session's turns and commands, as the base of ``Session`` (which defines what is
+    """A session's turns and commands, as the base of ``EngineSession`` (which defines what is
     declared here)."""
 
     if TYPE_CHECKING:

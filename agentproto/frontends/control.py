@@ -36,7 +36,7 @@ from agentproto.loopio.streams import LineReader
 
 if TYPE_CHECKING:
     from agentproto.core.inspect_types import InspectView
-    from agentproto.engine.runtime import Runtime
+    from agentproto.engine.runtime import Engine
     from agentproto.loopio.loop import Loop
 
 ASK_TIMEOUT = 10.0
@@ -51,7 +51,7 @@ Done = Callable[[Any, "AgentError | None"], None]
 # -- the inspect op ---------------------------------------------------------------------------
 
 
-def run_inspect(runtime: "Runtime", args: dict[str, Any], done: Done, follow_sock: bool = True) -> None:
+def run_inspect(runtime: "Engine", args: dict[str, Any], done: Done, follow_sock: bool = True) -> None:
     """Answer one ``inspect`` request: ``done(view, None)`` or ``done(None, error)``."""
     try:
         checked = inspect.check_args(args)
@@ -174,7 +174,7 @@ class _Ask(Exchange):
 class ControlServer:
     """The control socket of one runtime."""
 
-    def __init__(self, runtime: "Runtime", path: str) -> None:
+    def __init__(self, runtime: "Engine", path: str) -> None:
         self.runtime = runtime
         self.loop = runtime.loop
         self.path = path
@@ -249,7 +249,7 @@ class _ControlConn(Accepted):
         self.server.conns.pop(self.fd, None)
 
 
-def start_control(runtime: "Runtime", path: str | None) -> ControlServer | None:
+def start_control(runtime: "Engine", path: str | None) -> ControlServer | None:
     """The control socket at ``path`` (None: none); OSError when it cannot listen."""
     if not path:
         return None
@@ -264,11 +264,11 @@ def main(request: dict[str, Any], fmt: str) -> int:
     import sys
 
     from agentproto.engine.observations import Observer, db_path
-    from agentproto.engine.runtime import Runtime
+    from agentproto.engine.runtime import Engine
     from agentproto.loopio.loop import Loop
 
     loop = Loop()
-    runtime = Runtime(loop, observer=Observer(loop, db_path(request.get("db"))))
+    runtime = Engine(loop, observer=Observer(loop, db_path(request.get("db"))))
     answers: list[tuple[Any, AgentError | None]] = []
     try:
         run_inspect(runtime, {k: v for k, v in request.items() if v is not None}, lambda v, e: answers.append((v, e)))

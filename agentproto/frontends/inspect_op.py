@@ -45,7 +45,7 @@ if TYPE_CHECKING:
         TurnRow,
     )
     from agentproto.core.wire_types import JsonObject
-    from agentproto.engine.runtime import Runtime
+    from agentproto.engine.runtime import Engine
 
 VIEWS = ("agents", "cost")
 BYS = ("agent", "model", "day", "session")
@@ -113,7 +113,7 @@ def iso(seconds: float) -> str:
 # -- view agents ------------------------------------------------------------------------------
 
 
-def session_row(runtime: "Runtime", session: Any) -> AgentRow:
+def session_row(runtime: "Engine", session: Any) -> AgentRow:
     figures = runtime.observer.of(session)
     turn = session.turn
     open_requests = len(turn.requests if turn is not None else ()) + sum(
@@ -134,7 +134,7 @@ def session_row(runtime: "Runtime", session: Any) -> AgentRow:
     }
 
 
-def agents_view(runtime: "Runtime", agent: str | None = None) -> InspectAgents:
+def agents_view(runtime: "Engine", agent: str | None = None) -> InspectAgents:
     sessions = [s for s in runtime.sessions.values() if not s.launch.throwaway]
     if agent is None:
         return {"view": "agents", "pid": os.getpid(), "agents": [session_row(runtime, s) for s in sessions]}

@@ -33,7 +33,7 @@ from agentproto.core.jsonrpc import (
 )
 from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import encode
-from agentproto.engine.session import Session
+from agentproto.engine.session import EngineSession
 from agentproto.frontends.ops_framing import OPERATIONS, OpsError, parse_request
 from agentproto.frontends.ops_stdio import LineServer, ResultOut
 from agentproto.loopio.lifetime import Job
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from agentproto.core.mcp_types import RpcMessage
 
 Respond = Callable[["RpcMessage | None"], None]
-Write = Callable[[bytes, "Session | None"], None]
+Write = Callable[[bytes, "EngineSession | None"], None]
 
 
 def ops_object(method: str, params: Any) -> dict[str, Any]:
@@ -68,7 +68,7 @@ class _RpcOut(ResultOut):
         self.write = write
         self.respond = respond
 
-    def line(self, obj: dict[str, Any], session: Session | None = None) -> None:
+    def line(self, obj: dict[str, Any], session: EngineSession | None = None) -> None:
         if obj.get("kind") == "event" and not self.notification:  # the hot path: a turn's events
             self.write(encode(self.peer.notification("event", obj["event"])), session)
             return
@@ -103,7 +103,7 @@ class JsonRpcServer(LineServer):
         self.submit_lines(raw, encode(self.peer.error(None, RpcError(PARSE_ERROR, f"Parse error: {problem}"))))
 
     def _run(self, msg: Any, job: Job) -> None:
-        def write(data: bytes, session: Session | None = None) -> None:
+        def write(data: bytes, session: EngineSession | None = None) -> None:
             self.pipeline.write(job, data, None if session is None else session.delivered)
 
         if not isinstance(msg, list):

@@ -25,7 +25,7 @@ from agentproto.core.jsonrpc import INVALID_PARAMS, RpcError
 from agentproto.core.mcp import McpEndpoint, ToolCall
 from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import encode, event_kind_name
-from agentproto.engine.session import Session
+from agentproto.engine.session import EngineSession
 from agentproto.frontends.ops_framing import OpsContext, OpsError, parse_request
 from agentproto.frontends.ops_stdio import LineServer, ResultOut
 from agentproto.loopio.lifetime import capture
@@ -171,7 +171,7 @@ class _ToolOut(ResultOut):
     def __init__(self, call: ToolCall) -> None:
         self.call = call
 
-    def line(self, obj: dict[str, Any], session: Session | None = None) -> None:
+    def line(self, obj: dict[str, Any], session: EngineSession | None = None) -> None:
         if session is not None:
             session.delivered(1)
         if obj.get("kind") != "event":

@@ -1,7 +1,7 @@
 """The ops framing: ``{"op": NAME, ...}`` requests, answered by ``kind`` lines ending in ``done``.
 
 Shared by the ``agent`` loop, ``--single-shot``, HTTP (one POST or a batch), JSON-RPC and
-MCP. Every op runs through ``Runtime.execute``, the one dispatcher; this file only frames.
+MCP. Every op runs through ``Engine.execute``, the one dispatcher; this file only frames.
 
 Rules of this file:
 - A request's fields are the protocol 1 command's fields (``op`` in place of ``cmd``, no
@@ -40,7 +40,7 @@ from agentproto.core.wire import (
     json_type_name,
 )
 from agentproto.drivers import catalog
-from agentproto.engine.session import Session
+from agentproto.engine.session import EngineSession
 from agentproto.frontends.ops_hub import OpsHub as OpsHub
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ class Out(Protocol):
     """Where one request's lines go. A line passed with a session must be followed by
     ``session.delivered(1)`` once written (or dropped): that is the flow control."""
 
-    def line(self, obj: dict[str, Any], session: Session | None = None) -> None: ...
+    def line(self, obj: dict[str, Any], session: EngineSession | None = None) -> None: ...
 
     def done(self, exit_code: int) -> None: ...
 
@@ -191,7 +191,7 @@ class _Run:
         self.finished = False
         self.follower: _Follower | None = None
 
-    def line(self, obj: dict[str, Any], session: Session | None = None) -> None:
+    def line(self, obj: dict[str, Any], session: EngineSession | None = None) -> None:
         if self.finished:
             if session is not None:
                 session.delivered(1)
@@ -214,7 +214,7 @@ class _Run:
         self.result(False, **fields, error=error.body())
 
     # Only generate's throwaway session reaches here (its collector already counted it).
-    def generate_event(self, session: Session, event: dict[str, Any]) -> None:
+    def generate_event(self, session: EngineSession, event: dict[str, Any]) -> None:
         self.line({"kind": "event", "event": event})
 
     def start(self) -> None:
@@ -286,7 +286,7 @@ class _Follower:
     running when it was sent, a prompt's the one its Delivery names (or the turn its
     queued prompt starts later)."""
 
-    def __init__(self, run: _Run, session: Session, mode: str) -> None:
+    def __init__(self, run: _Run, session: EngineSession, mode: str) -> None:
         self.run = run
         self.session = session
         self.mode = mode

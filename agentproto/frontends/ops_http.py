@@ -29,12 +29,12 @@ from agentproto import CONTRACT, PROTOCOL, __version__
 from agentproto.core.errors import log
 from agentproto.core.http1 import Request, authorized, is_loopback
 from agentproto.core.wire import encode
-from agentproto.engine.runtime import Runtime
-from agentproto.engine.session import Session
+from agentproto.engine.runtime import Engine
+from agentproto.engine.session import EngineSession
 from agentproto.frontends.ops_framing import EXIT_FAILED, EXIT_OK, OpsContext, OpsHub, protocol_error
 from agentproto.loopio.httpserver import HttpServer, Refusal, Response
 from agentproto.loopio.lifetime import capture, watch_lifetime, when_drained
-from agentproto.loopio.record import Sink as Recorder
+from agentproto.loopio.record import RecordSink
 from agentproto.loopio.sockets import bind_tcp, tcp_address
 
 REQUEST_TIMEOUT = 30.0
@@ -71,7 +71,7 @@ class _PostOut:
         self.then = then
         self.captured = capture(recording)
 
-    def line(self, obj: dict[str, Any], session: Session | None = None) -> None:
+    def line(self, obj: dict[str, Any], session: EngineSession | None = None) -> None:
         data = encode(obj)
         self.captured.add(data)
         self.response.write(data, None if session is None else session.delivered)
@@ -86,7 +86,7 @@ class OpsHttp:
     sessions (the server's, not a connection's)."""
 
     def __init__(
-        self, runtime: Runtime, auth_token: str | None, recorder: Recorder | None, idle_timeout: float = 0.0
+        self, runtime: Engine, auth_token: str | None, recorder: RecordSink | None, idle_timeout: float = 0.0
     ) -> None:
         self.loop = runtime.loop
         self.auth_token = auth_token
@@ -180,10 +180,10 @@ class OpsHttp:
 
 
 def run_http(
-    runtime: Runtime,
+    runtime: Engine,
     address: tuple[str, int],
     auth_token: str | None,
-    recorder: Recorder | None,
+    recorder: RecordSink | None,
     idle_timeout: float = IDLE_TIMEOUT,
 ) -> int:
     """``serve --transport http``: the ops handler on an HTTP server until a signal or EOF."""

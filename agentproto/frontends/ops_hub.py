@@ -1,4 +1,4 @@
-"""The ops servers' sessions: the hub (the engine's ``Sink`` for the sessions an ops server
+"""The ops servers' sessions: the hub (the engine's ``EventSink`` for the sessions an ops server
 opened) and each session's mailbox, which keeps its events until a request streams them.
 
 Rules of this file:
@@ -19,15 +19,15 @@ from collections import deque
 
 from agentproto.core.errors import AgentError, log
 from agentproto.core.typecheck import TYPE_CHECKING
-from agentproto.engine.runtime import Runtime, Scope
-from agentproto.engine.session import Session
+from agentproto.engine.runtime import Engine, Scope
+from agentproto.engine.session import EngineSession
 from agentproto.loopio.loop import Alarm
 
 if TYPE_CHECKING:
     from typing import Any, Callable, Protocol
 
     class Lines(Protocol):
-        def line(self, obj: dict[str, Any], session: Session | None = None) -> None: ...
+        def line(self, obj: dict[str, Any], session: EngineSession | None = None) -> None: ...
 
     class Follower(Protocol):
         """A request streaming a session's lines (ops_framing.py): ``run`` writes them."""
@@ -44,7 +44,7 @@ class Mailbox:
     """One session's lines (its events, its error) until a request streams them: the
     first follower writes each line, every follower observes it."""
 
-    def __init__(self, hub: "OpsHub", session: Session) -> None:
+    def __init__(self, hub: "OpsHub", session: EngineSession) -> None:
         self.hub = hub
         self.session = session
         self.items: deque[tuple[dict[str, Any], bool]] = deque()  # (line, still owed to the engine)
@@ -157,11 +157,11 @@ class Expiry:
 
 class OpsHub:
     """The sessions of one ops server (a loop, a connection, or HTTP's shared state): the
-    engine's ``Sink`` for them, and their mailboxes."""
+    engine's ``EventSink`` for them, and their mailboxes."""
 
     MAILBOX_FREE = 4096
 
-    def __init__(self, runtime: Runtime, shared: bool = False, idle_timeout: float = 0.0) -> None:
+    def __init__(self, runtime: Engine, shared: bool = False, idle_timeout: float = 0.0) -> None:
         self.runtime = runtime
         self.loop = runtime.loop
         #: Seconds a session it opened may stay idle before it is closed (0: for ever).
@@ -172,22 +172,22 @@ class OpsHub:
         self._idle_waiters: list[Callable[[], None]] = []
         self.scope.on_empty = self._empty
 
-    def box(self, session: Session) -> Mailbox:
+    def box(self, session: EngineSession) -> Mailbox:
         box = self.boxes.get(session.id)
         if box is None:
             box = self.boxes[session.id] = Mailbox(self, session)
         return box
 
-    # Sink
-    def event(self, session: Session, event: dict[str, Any]) -> None:
+    # EventSink
+    def event(self, session: EngineSession, event: dict[str, Any]) -> None:
         self.box(session).push({"kind": "event", "event": event}, True)
 
-    def session_error(self, session: Session, error: AgentError) -> None:
+    def session_error(self, session: EngineSession, error: AgentError) -> None:
         self.errors[session.id] = error
         text = f"session {session.id} failed: {error.kind}: {error.message}"
         self.box(session).push({"kind": "log", "stream": "stderr", "text": text}, False)
 
-    def session_closed(self, session: Session) -> None:
+    def session_closed(self, session: EngineSession) -> None:
         self.box(session).close()  # the engine then takes it out of the scope
 
     def opened(self, session_id: str) -> None:

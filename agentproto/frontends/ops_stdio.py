@@ -16,17 +16,17 @@ import json
 
 from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import DEFAULT_MAX_LINE, TooLong, decode_json_line, encode
-from agentproto.engine.runtime import Runtime
-from agentproto.engine.session import Session
+from agentproto.engine.runtime import Engine
+from agentproto.engine.session import EngineSession
+from agentproto.frontends.base import StreamFrontend
 from agentproto.frontends.ops_framing import EXIT_PROTOCOL, OpsContext, OpsHub
-from agentproto.frontends.serve import Frontend
 from agentproto.loopio.lifetime import Capture, Job, Pipeline, capture
 from agentproto.loopio.streams import LineReader, Output, Reader
 
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from agentproto.loopio.record import Sink as Recorder
+    from agentproto.loopio.record import RecordSink
 
 
 class JobOut:
@@ -36,7 +36,7 @@ class JobOut:
         self.pipeline = pipeline
         self.job = job
 
-    def line(self, obj: dict[str, Any], session: Session | None = None) -> None:
+    def line(self, obj: dict[str, Any], session: EngineSession | None = None) -> None:
         self.pipeline.write(self.job, encode(obj), None if session is None else session.delivered)
 
     def done(self, exit_code: int) -> None:
@@ -68,7 +68,7 @@ def _too_long() -> str:
     return f"request too long: more than {DEFAULT_MAX_LINE} bytes; discarded"
 
 
-class LineServer(Frontend):
+class LineServer(StreamFrontend):
     """An ops frontend reading JSON lines from one descriptor and writing to one ``Output``:
     the agent loop, JSON-RPC and MCP. It owns the hub of the sessions it opens, and reads
     while its requests and output keep up."""
@@ -78,11 +78,11 @@ class LineServer(Frontend):
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: Engine,
         in_fd: int,
         output: Output,
         on_finished: Callable[[], None],
-        recorder: Recorder | None = None,
+        recorder: RecordSink | None = None,
     ) -> None:
         super().__init__(runtime, output, recorder)
         self.on_finished = on_finished
@@ -209,7 +209,7 @@ class _SingleShotOut:
         self.shot = shot
         self.extras = extras
 
-    def line(self, obj: dict[str, Any], session: Session | None = None) -> None:
+    def line(self, obj: dict[str, Any], session: EngineSession | None = None) -> None:
         self.shot.send(obj, session)
 
     def done(self, exit_code: int) -> None:
@@ -239,7 +239,7 @@ class SingleShot(LineServer):
                 self.too_long = True  # read on to the end, keeping nothing
                 self.raw = bytearray()
 
-    def send(self, obj: dict[str, Any], session: Session | None) -> None:
+    def send(self, obj: dict[str, Any], session: EngineSession | None) -> None:
         data = encode(obj)
         self.captured.add(data)
         self.output.send(data, None if session is None else session.delivered)

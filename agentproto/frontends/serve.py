@@ -15,74 +15,38 @@ from __future__ import annotations
 from agentproto import PROTOCOL, __version__
 from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import DEFAULT_MAX_LINE, AgentError, FrameError, TooLong, encode, encode_event, parse_command
-from agentproto.engine.runtime import Runtime, Scope
-from agentproto.engine.session import Session
-from agentproto.loopio.streams import LineReader, Output, Reader
+from agentproto.engine.runtime import Engine, Scope
+from agentproto.engine.session import EngineSession
+from agentproto.frontends.base import StreamFrontend
+from agentproto.loopio.streams import LineReader, Output
 
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from agentproto.loopio.record import Sink as Recorder
+    from agentproto.loopio.record import RecordSink
     from agentproto.loopio.streams import Delivered
 
 #: anyagent's clients check the hello's ``anyagent`` member; this is the anyagent release
 #: whose protocol 1 agentproto speaks.
 ANYAGENT_COMPAT = "0.0.5"
 
-#: Stop reading commands while this many lines wait unwritten (an app that writes
-#: commands but never reads replies must not grow our memory without bound).
-INPUT_PAUSE_LINES = 8192
-
 
 def hello_line() -> bytes:
     return encode({"hello": {"protocol": PROTOCOL, "agentproto": __version__, "anyagent": ANYAGENT_COMPAT}})
 
 
-class Frontend:
-    """What a framing on a byte stream shares (protocol 1's connection, the ops framings on
-    stdio): one runtime, one ``Output``, an optional recorder, and the reader its subclass
-    makes, which it pauses while too much waits unwritten (``busy``). Reading starts with
-    ``start``; ``end`` winds it down once: the reader closes, then ``wind_down``."""
-
-    reader: "LineReader | Reader"
-
-    def __init__(self, runtime: Runtime, output: Output, recorder: "Recorder | None") -> None:
-        self.runtime = runtime
-        self.loop = runtime.loop
-        self.output = output
-        self.recorder = recorder
-        self.ending = False
-
-    def start(self) -> None:
-        self.reader.start()
-
-    def busy(self) -> bool:
-        return len(self.output) > INPUT_PAUSE_LINES
-
-    def end(self) -> None:
-        """EOF, a signal, or the output gone: wind down, once."""
-        if self.ending:
-            return
-        self.ending = True
-        self.reader.close()
-        self.wind_down()
-
-    def wind_down(self) -> None:
-        raise NotImplementedError
-
-
-class P1Connection(Frontend):
+class P1Connection(StreamFrontend):
     """One protocol 1 conversation: commands in, frames out."""
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: Engine,
         in_fd: int,
         output: Output,
         on_finished: Callable[["P1Connection"], None],
         *,
         max_line: int = DEFAULT_MAX_LINE,
-        recorder: "Recorder | None" = None,
+        recorder: "RecordSink | None" = None,
         record_tags: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(runtime, output, recorder)
@@ -145,12 +109,12 @@ class P1Connection(Frontend):
             self.finished = True
             self.on_finished(self)
 
-    # -- Sink ---------------------------------------------------------------------------
-    def event(self, session: Session, event: dict[str, Any]) -> None:
+    # -- EventSink ---------------------------------------------------------------------
+    def event(self, session: EngineSession, event: dict[str, Any]) -> None:
         self.send(encode_event(event), session.delivered)
 
-    def session_error(self, session: Session, error: AgentError) -> None:
+    def session_error(self, session: EngineSession, error: AgentError) -> None:
         self.send(encode({"session": session.id, "error": error.body()}), None)
 
-    def session_closed(self, session: Session) -> None:
+    def session_closed(self, session: EngineSession) -> None:
         self.send(encode({"closed": session.id}), None)

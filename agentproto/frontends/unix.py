@@ -21,7 +21,7 @@ import socket
 import sys
 
 from agentproto.core.errors import log
-from agentproto.engine.runtime import Runtime
+from agentproto.engine.runtime import Engine
 from agentproto.frontends.serve import P1Connection
 from agentproto.loopio import record
 from agentproto.loopio.lifetime import watch_lifetime, when_drained
@@ -37,9 +37,9 @@ class UnixServer:
 
     def __init__(
         self,
-        runtime: Runtime,
+        runtime: Engine,
         path: str,
-        recorder: "record.Sink | None" = None,
+        recorder: "record.RecordSink | None" = None,
         max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self.runtime = runtime
@@ -114,7 +114,7 @@ class UnixServer:
             self.listener = None
 
 
-def run_unix(runtime: Runtime, path: str, recorder: "record.Sink | None" = None) -> int:
+def run_unix(runtime: Engine, path: str, recorder: "record.RecordSink | None" = None) -> int:
     if not hasattr(socket, "AF_UNIX"):
         refusal = {"kind": "error", "message": "Unix sockets are not supported on this platform"}
         sys.stdout.write(json.dumps(refusal) + "\n")

@@ -3,7 +3,7 @@ agent asks for never takes, so that it cannot make another session's open fail w
 ``Too many open files``.
 
 Rules of this file:
-- ``raise_limit()`` (every ``Runtime`` calls it: every command that runs sessions) raises
+- ``raise_limit()`` (every ``Engine`` calls it: every command that runs sessions) raises
   the soft ``RLIMIT_NOFILE`` to the hard limit, once per process. Without the ``resource``
   module (not POSIX), or where the system refuses (macOS caps it at ``OPEN_MAX``, tried
   next), the limit stays as it was. Children inherit the raised limit.

@@ -88,7 +88,7 @@ def _record(record: dict[str, Any]) -> str:
     return "{" + ", ".join(f"{_escape(key)}: {_json(value)}" for key, value in record.items()) + "}"
 
 
-class Sink(Protocol):
+class RecordSink(Protocol):
     """What frontends and transports record through: a Recorder, or replay's checker."""
 
     def pair(self, request: bytes | str, response: bytes | str, dropped: int = 0) -> None: ...
@@ -246,7 +246,7 @@ class Wire:
     """One session's agent wire, recorded into the frontend's file and/or the session's
     ``record_wire`` file (which it owns and closes), tagged with the session's id."""
 
-    def __init__(self, session: str, sinks: list[Sink], owned: list[Recorder] | None = None) -> None:
+    def __init__(self, session: str, sinks: list[RecordSink], owned: list[Recorder] | None = None) -> None:
         self.session = session
         self.sinks = sinks
         self.owned = owned or []
@@ -294,11 +294,11 @@ class Wire:
 
 
 def session_wire(
-    loop: "Loop", session: str, recorder: Sink | None, record_wire: str | None
+    loop: "Loop", session: str, recorder: RecordSink | None, record_wire: str | None
 ) -> Wire | None:
     """The wire of a new session: into the frontend's record (``--record``) and its own
     ``record_wire`` file, opened now (OSError, UnsafePath: the open fails, nothing starts)."""
-    sinks: list[Sink] = [] if recorder is None else [recorder]
+    sinks: list[RecordSink] = [] if recorder is None else [recorder]
     owned: list[Recorder] = []
     if record_wire:
         own = Recorder(record_wire, loop=loop, frontend="record_wire")

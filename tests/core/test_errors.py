@@ -115,15 +115,15 @@ def test_internal_logs_the_traceback_and_answers_internal(capsys: pytest.Capture
 
 # -- through real sidecars, with a bug injected into the runtime ----------------------------
 
-#: Runs agentproto's own entry point with Runtime.discover replaced by a bug.
+#: Runs agentproto's own entry point with Engine.discover replaced by a bug.
 BUGGY = """
 import sys
-from agentproto.engine.runtime import Runtime
+from agentproto.engine.runtime import Engine
 
 def discover(self, done):
     raise RuntimeError("injected bug")
 
-Runtime.discover = discover
+Engine.discover = discover
 from agentproto.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -170,7 +170,7 @@ def test_a_bug_in_a_driver_open_fails_that_open_and_leaves_no_session(
 ) -> None:
     from agentproto.drivers.mock import MockDriver
     from agentproto.loopio.loop import Loop
-    from agentproto.engine.runtime import Runtime, Scope
+    from agentproto.engine.runtime import Engine, Scope
 
     def broken_open(self: MockDriver) -> None:
         raise RuntimeError("injected bug")
@@ -178,7 +178,7 @@ def test_a_bug_in_a_driver_open_fails_that_open_and_leaves_no_session(
     monkeypatch.setattr(MockDriver, "open", broken_open)
     loop = Loop()
     try:
-        runtime = Runtime(loop)
+        runtime = Engine(loop)
         scope = Scope(runtime, shared=True)
         answers: list[Any] = []
 

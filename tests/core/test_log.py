@@ -16,12 +16,12 @@ from sidecar import ROOT, base_env
 #: agentproto's own entry point with a bug in discover: each discover logs a traceback.
 BUGGY = """
 import sys
-from agentproto.engine.runtime import Runtime
+from agentproto.engine.runtime import Engine
 
 def discover(self, done):
     raise RuntimeError("injected bug " + "x" * 2000)
 
-Runtime.discover = discover
+Engine.discover = discover
 from agentproto.cli import main
 sys.exit(main(sys.argv[1:]))
 """

@@ -25,7 +25,7 @@ NUMBERS = [0, -1, 2**70, 1.5, -0.0, 1e308, math.nan, math.inf, -math.inf, True, 
 
 
 def engine_event(rng: random.Random) -> dict[str, Any]:
-    """An event as engine.Session._send builds it, with varied content."""
+    """An event as EngineSession._send builds it, with varied content."""
     ns = time.time_ns() + rng.randrange(10**12)
     kind: Any = rng.choice([
         {"TextDelta": {"message_id": rng.choice(TEXTS), "text": rng.choice(TEXTS)}},

@@ -31,7 +31,7 @@ import pytest
 
 from agentproto.drivers.mock import load_script
 from agentproto.loopio.transport import Spawn
-from agentproto.engine.session import Session
+from agentproto.engine.session import EngineSession
 from agentproto.core.errors import Kind
 from agentproto.engine.flow import HIGH_WATER
 from agentproto.loopio.loop import Loop
@@ -56,10 +56,10 @@ class FaultConversation(Conversation):
         self.close_sent = False
         #: While False the app reads nothing: its events wait unwritten (flow control).
         self.reading = True
-        self.owed: dict[Session, int] = {}
+        self.owed: dict[EngineSession, int] = {}
         self.most_owed = 0
 
-    def event(self, session: Session, event: dict[str, Any]) -> None:
+    def event(self, session: EngineSession, event: dict[str, Any]) -> None:
         if self.reading:
             super().event(session, event)
             return

@@ -2,7 +2,7 @@
 
 These tests reach what a subprocess sidecar cannot show: the loop's clock (a Loop whose
 ``time()`` runs ahead stands in for minutes passing), and the seams between the runtime,
-the Session and its driver.
+the EngineSession and its driver.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any, Callable
 
 from sidecar import ROOT, kind_name
 
-from agentproto.engine.session import Session
+from agentproto.engine.session import EngineSession
 from agentproto.core.errors import AgentError
 from agentproto.loopio.loop import Loop
-from agentproto.engine.runtime import Runtime, Scope
+from agentproto.engine.runtime import Engine, Scope
 
 
 class SkewedLoop(Loop):
@@ -38,15 +38,15 @@ class Recorder:
         self.errors: list[AgentError] = []
         self.closed: list[str] = []
 
-    def event(self, session: Session, event: dict[str, Any]) -> None:
+    def event(self, session: EngineSession, event: dict[str, Any]) -> None:
         self.events.append(event)
         if self.writes:
             session.delivered(1)
 
-    def session_error(self, session: Session, error: AgentError) -> None:
+    def session_error(self, session: EngineSession, error: AgentError) -> None:
         self.errors.append(error)
 
-    def session_closed(self, session: Session) -> None:
+    def session_closed(self, session: EngineSession) -> None:
         self.closed.append(session.id)
 
 
@@ -63,7 +63,7 @@ def run_until(loop: Loop, done: Callable[[], bool], timeout: float = 10.0) -> No
     assert done(), "timed out"
 
 
-def execute(runtime: Runtime, scope: Scope, sink: Recorder, name: str, **args: Any) -> list[tuple[Any, Any]]:
+def execute(runtime: Engine, scope: Scope, sink: Recorder, name: str, **args: Any) -> list[tuple[Any, Any]]:
     replies: list[tuple[Any, Any]] = []
     runtime.execute(name, args, sink, scope, lambda value, error: replies.append((value, error)))
     return replies
@@ -74,7 +74,7 @@ def test_the_stall_timeout_is_counted_on_the_loops_clock() -> None:
     (no real minute passes) the session fails ConsumerLagged and closes."""
     loop = SkewedLoop()
     try:
-        runtime = Runtime(loop, stall_timeout=60.0)
+        runtime = Engine(loop, stall_timeout=60.0)
         scope = Scope(runtime)
         stalled = Recorder()
         [(info, error)] = execute(runtime, scope, stalled, "open", agent="mock", dir=str(ROOT))
@@ -109,7 +109,7 @@ def test_the_lifecycle_table_leads_every_state_to_closed() -> None:
 def test_a_session_walks_the_lifecycle_and_a_closed_one_ignores_its_driver() -> None:
     loop = Loop()
     try:
-        runtime = Runtime(loop)
+        runtime = Engine(loop)
         scope = Scope(runtime)
         sink = Recorder(writes=True)
         [(info, _)] = execute(runtime, scope, sink, "open", agent="mock", dir=str(ROOT))

@@ -16,7 +16,7 @@ from typing import Any
 from ops_support import result_of, single_shot, write_script
 
 from agentproto.loopio.loop import Loop
-from agentproto.engine.runtime import Runtime
+from agentproto.engine.runtime import Engine
 
 
 class Piece(str):
@@ -59,7 +59,7 @@ def test_generate_keeps_the_answers_pieces_and_joins_them_once() -> None:
 
     loop = Loop()
     try:
-        runtime = Runtime(loop, mock_script=script)
+        runtime = Engine(loop, mock_script=script)
         outcome: list[Any] = []
         runtime.generate({"agent": "mock", "dir": "/tmp", "prompt": "go"}, lambda v, e: outcome.append((v, e)), spy)
         loop.run(until=lambda: bool(outcome))

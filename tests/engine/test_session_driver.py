@@ -1,8 +1,8 @@
 """A session builds its driver itself (it is the driver's Host): what the driver's constructor
 raises refuses that open, before there is a session to forget, and costs nothing else.
 
-Before, the runtime made a Session without a driver and set ``session.driver`` from outside
-(a ``# type: ignore`` hid the gap); now the driver class is the Session's to call.
+Before, the runtime made an EngineSession without a driver and set ``session.driver`` from outside
+(a ``# type: ignore`` hid the gap); now the driver class is the EngineSession's to call.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from agentproto.core.errors import AgentError, InternalError, Kind
 from agentproto.drivers.mock import MockDriver
-from agentproto.engine.runtime import Runtime, Scope
+from agentproto.engine.runtime import Engine, Scope
 from agentproto.loopio.loop import Loop
 
 
@@ -26,9 +26,9 @@ class Sink:
     def session_closed(self, session: Any) -> None: ...
 
 
-def _open_twice(tmp_path: Path) -> tuple[list[Any], Runtime, Scope]:
+def _open_twice(tmp_path: Path) -> tuple[list[Any], Engine, Scope]:
     loop = Loop()
-    runtime = Runtime(loop)
+    runtime = Engine(loop)
     scope = Scope(runtime, shared=True)
     answers: list[Any] = []
     for _ in range(2):

@@ -12,10 +12,10 @@ from typing import Any
 
 from sidecar import Sidecar
 
-from agentproto.engine.session import Session
+from agentproto.engine.session import EngineSession
 from agentproto.core.errors import AgentError
 from agentproto.loopio.loop import Loop
-from agentproto.engine.runtime import Runtime, Scope
+from agentproto.engine.runtime import Engine, Scope
 
 
 class Counting:
@@ -24,18 +24,18 @@ class Counting:
     def __init__(self) -> None:
         self.events = self.closed = 0
 
-    def event(self, session: Session, event: dict[str, Any]) -> None:
+    def event(self, session: EngineSession, event: dict[str, Any]) -> None:
         self.events += 1
         session.delivered(1)
 
-    def session_error(self, session: Session, error: AgentError) -> None:
+    def session_error(self, session: EngineSession, error: AgentError) -> None:
         pass
 
-    def session_closed(self, session: Session) -> None:
+    def session_closed(self, session: EngineSession) -> None:
         self.closed += 1
 
 
-def run(loop: Loop, runtime: Runtime, scope: Scope, sink: Counting, name: str, **args: Any) -> tuple[Any, Any]:
+def run(loop: Loop, runtime: Engine, scope: Scope, sink: Counting, name: str, **args: Any) -> tuple[Any, Any]:
     replies: list[tuple[Any, Any]] = []
     runtime.execute(name, args, sink, scope, lambda value, error: replies.append((value, error)))
     if not replies:
@@ -58,10 +58,10 @@ def containers(*objects: object) -> dict[str, int]:
 def test_ten_thousand_closed_sessions_leave_nothing_behind() -> None:
     loop = Loop()
     try:
-        runtime = Runtime(loop)
+        runtime = Engine(loop)
         own, shared = Scope(runtime), Scope(runtime, shared=True)
         sink = Counting()
-        alive: list[weakref.ref[Session]] = []
+        alive: list[weakref.ref[EngineSession]] = []
         for index in range(10_000):
             scope = own if index % 2 else shared
             info, error = run(loop, runtime, scope, sink, "open", agent="mock", dir="/tmp")
@@ -73,7 +73,7 @@ def test_ten_thousand_closed_sessions_leave_nothing_behind() -> None:
         grown = {name: size for name, size in containers(runtime, own, shared).items() if size > 5}
         assert not grown, grown
         gc.collect()
-        # Not one closed Session is still reachable (a cancelled close timer held each one,
+        # Not one closed EngineSession is still reachable (a cancelled close timer held each one,
         # whole, until its grace would have run out).
         assert sum(ref() is not None for ref in alive) == 0
         for scope in (own, shared):
@@ -90,7 +90,7 @@ def test_ten_thousand_closed_sessions_leave_nothing_behind() -> None:
 def test_a_session_live_on_another_connection_stays_unknown() -> None:
     loop = Loop()
     try:
-        runtime = Runtime(loop)
+        runtime = Engine(loop)
         mine, theirs = Scope(runtime), Scope(runtime)
         sink = Counting()
         info, _ = run(loop, runtime, theirs, sink, "open", agent="mock", dir="/tmp")
@@ -118,7 +118,7 @@ def test_an_id_that_is_not_a_string_is_unknown_in_process() -> None:
     # hand the dispatcher None.
     loop = Loop()
     try:
-        runtime = Runtime(loop)
+        runtime = Engine(loop)
         sink = Counting()
         for scope in (Scope(runtime), Scope(runtime, shared=True)):
             assert run(loop, runtime, scope, sink, "info", session=None)[1].kind == "UnknownSession"

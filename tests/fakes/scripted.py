@@ -1,8 +1,8 @@
-"""A driver's whole conversation in-process: the real Runtime, Session and driver, with
+"""A driver's whole conversation in-process: the real Engine, EngineSession and driver, with
 the agent's side played by the test through a scripted line transport.
 
 ``ScriptedTransport`` is a ``LineTransport`` (agentproto/loopio/transport.py) plugged in
-through ``Runtime(transport_factory=...)``: what the driver writes lands in ``written``
+through ``Engine(transport_factory=...)``: what the driver writes lands in ``written``
 (decoded), and ``feed`` delivers agent lines the way the child-process transport does,
 the lines of one read one after another in one loop callback. ``Conversation`` opens a
 session on it through the runtime's dispatcher (the path every frontend takes) and
@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 from agentproto.loopio.transport import Spawn
 from agentproto.loopio.record import Wire
-from agentproto.engine.session import Session
+from agentproto.engine.session import EngineSession
 from agentproto.loopio.loop import Loop
-from agentproto.engine.runtime import Runtime, Scope
+from agentproto.engine.runtime import Engine, Scope
 from agentproto.core.wire import AgentError, event_kind_name
 
 #: An executable for the agent's path: the scripted transport never runs it.
@@ -160,7 +160,7 @@ class Conversation:
         self.loop = loop if loop is not None else Loop()
         self.auto_exit = auto_exit
         self.transports: list[ScriptedTransport] = []
-        self.runtime = Runtime(self.loop, transport_factory=self._factory, **runtime_args)
+        self.runtime = Engine(self.loop, transport_factory=self._factory, **runtime_args)
         self.scope = Scope(self.runtime)
         #: ("reply", command, ok, error) / ("event", event) / ("error", AgentError) / ("closed",)
         self.out: list[tuple[Any, ...]] = []
@@ -179,17 +179,17 @@ class Conversation:
         assert self.transports, "no agent was spawned"
         return self.transports[-1]
 
-    # -- the Sink
-    def event(self, session: Session, event: dict[str, Any]) -> None:
+    # -- the EventSink
+    def event(self, session: EngineSession, event: dict[str, Any]) -> None:
         session.delivered(1)
         if self.raise_on is not None and self.raise_on(event):
             raise RuntimeError("injected: the sink failed")
         self.out.append(("event", event))
 
-    def session_error(self, session: Session, error: AgentError) -> None:
+    def session_error(self, session: EngineSession, error: AgentError) -> None:
         self.out.append(("error", error))
 
-    def session_closed(self, session: Session) -> None:
+    def session_closed(self, session: EngineSession) -> None:
         self.out.append(("closed",))
 
     # -- the app's side

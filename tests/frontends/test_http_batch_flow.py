@@ -20,13 +20,13 @@ from agentproto.frontends.ops_http import BATCH_HIGH_WATER, OpsHttp
 from agentproto.loopio.httpserver import HttpServer
 from agentproto.loopio.sockets import bind_tcp, tcp_address
 from agentproto.loopio.loop import Loop
-from agentproto.engine.runtime import Runtime
+from agentproto.engine.runtime import Engine
 
 REQUESTS = 20_000
 
 
 class Backlog:
-    """A record.Sink that keeps, per answered request, the server's output backlog."""
+    """A record.RecordSink that keeps, per answered request, the server's output backlog."""
 
     def __init__(self, server: HttpServer) -> None:
         self.server = server
@@ -69,7 +69,7 @@ def slow_client(port: int, body: bytes, got: dict[str, Any]) -> None:
 def test_a_batch_runs_only_as_fast_as_its_client_reads() -> None:
     loop = Loop()
     try:
-        runtime = Runtime(loop)
+        runtime = Engine(loop)
         server = HttpServer(loop, OpsHttp(runtime, None, None))
         backlog = Backlog(server)
         server.handler.recorder = backlog  # type: ignore[attr-defined]

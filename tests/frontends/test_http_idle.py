@@ -21,7 +21,7 @@ from tests.engine.test_engine import SkewedLoop, run_until
 from tests.frontends.test_http import Server
 
 from agentproto.frontends.ops_framing import OpsContext, OpsHub
-from agentproto.engine.runtime import Runtime
+from agentproto.engine.runtime import Engine
 
 IDLE = 1.0
 
@@ -138,7 +138,7 @@ class _Lines:
 def test_activity_restarts_the_idle_clock_counted_on_the_loops_clock() -> None:
     loop = SkewedLoop()
     try:
-        runtime = Runtime(loop)
+        runtime = Engine(loop)
         hub = OpsHub(runtime, shared=True, idle_timeout=100.0)
         ctx = OpsContext(hub)
         out = _Lines()

@@ -1233,12 +1233,12 @@ def test_inferred_turn_end_after_the_quiet_window(monkeypatch: pytest.MonkeyPatc
     """serve has no knob for the quiet window (120 s for prompted turns, 20 s for the agent's
     own), so this runs the engine in-process with the windows shortened."""
     from agentproto.drivers.mock import load_script
-    from agentproto.engine.session import Session
-    from agentproto.engine.runtime import Runtime, Scope
+    from agentproto.engine.session import EngineSession
+    from agentproto.engine.runtime import Engine, Scope
     from agentproto.loopio.loop import Loop
 
-    monkeypatch.setattr(Session, "QUIET_PROMPTED", 0.3)
-    monkeypatch.setattr(Session, "QUIET_AGENT", 0.3)
+    monkeypatch.setattr(EngineSession, "QUIET_PROMPTED", 0.3)
+    monkeypatch.setattr(EngineSession, "QUIET_AGENT", 0.3)
     script_body = {"deterministic": False, "deterministic_agent": False, "turns": [[
         {"Emit": {"TextDelta": {"message_id": "m1", "text": "no end"}}},
     ], [
@@ -1251,19 +1251,19 @@ def test_inferred_turn_end_after_the_quiet_window(monkeypatch: pytest.MonkeyPatc
         def __init__(self) -> None:
             self.events: list[dict[str, Any]] = []
 
-        def event(self, session: Session, event: dict[str, Any]) -> None:
+        def event(self, session: EngineSession, event: dict[str, Any]) -> None:
             session.delivered(1)
             self.events.append(event)
 
-        def session_error(self, session: Session, error: Any) -> None:
+        def session_error(self, session: EngineSession, error: Any) -> None:
             raise AssertionError(error)
 
-        def session_closed(self, session: Session) -> None:
+        def session_closed(self, session: EngineSession) -> None:
             pass
 
     loop = Loop()
     try:
-        runtime = Runtime(loop, mock_script=load_script(json.dumps(script_body)))
+        runtime = Engine(loop, mock_script=load_script(json.dumps(script_body)))
         sink, scope, replies = Sink(), Scope(runtime), []
 
         def run(name: str, args: dict[str, Any]) -> Any:
@@ -1313,7 +1313,7 @@ class EarlyDriver(MockDriver):
 @pytest.mark.parametrize("delay", [None, 0.05])
 def test_open_reply_precedes_events_reported_while_opening(monkeypatch: pytest.MonkeyPatch, delay: float | None) -> None:
     from agentproto.drivers import catalog
-    from agentproto.engine.runtime import Runtime, Scope
+    from agentproto.engine.runtime import Engine, Scope
     from agentproto.loopio.loop import Loop
 
     monkeypatch.setattr(EarlyDriver, "delay", delay)
@@ -1334,7 +1334,7 @@ def test_open_reply_precedes_events_reported_while_opening(monkeypatch: pytest.M
 
     loop = Loop()
     try:
-        runtime = Runtime(loop)
+        runtime = Engine(loop)
         guard = loop.call_later(10, loop.stop)
         runtime.execute("open", {"agent": "mock", "dir": DIR}, Sink(), Scope(runtime),
                         lambda value, error: order.append(("reply", value, error)))
@@ -1371,7 +1371,7 @@ class WithdrawingDriver(MockDriver):
 def test_a_withdrawn_request_closes_and_the_status_follows(monkeypatch: pytest.MonkeyPatch) -> None:
     from agentproto.drivers import catalog
     from agentproto.loopio.loop import Loop
-    from agentproto.engine.runtime import Runtime, Scope
+    from agentproto.engine.runtime import Engine, Scope
 
     monkeypatch.setattr(catalog, "MOCK", catalog.AgentSpec(
         id="mock", name="Mock", commands=(), install_hint="built in", driver=f"{__name__}:WithdrawingDriver"))
@@ -1390,7 +1390,7 @@ def test_a_withdrawn_request_closes_and_the_status_follows(monkeypatch: pytest.M
 
     loop = Loop()
     try:
-        runtime = Runtime(loop)
+        runtime = Engine(loop)
         scope = Scope(runtime)
         guard = loop.call_later(10, loop.stop)
         opened: list[Any] = []
@@ -1464,7 +1464,7 @@ def test_close_from_inside_the_closing_turn_end_does_not_reenter() -> None:
     """A sink that calls close() when it sees the TurnEnded of a closing session (as a
     frontend reacting to events may) gets one clean close, not a recursion."""
     from agentproto.loopio.loop import Loop
-    from agentproto.engine.runtime import Runtime, Scope
+    from agentproto.engine.runtime import Engine, Scope
 
     loop = Loop()
     seen: list[str] = []
@@ -1487,7 +1487,7 @@ def test_close_from_inside_the_closing_turn_end_does_not_reenter() -> None:
         from agentproto.drivers.mock import load_script
 
         # No turns: every prompt starts a turn that hangs until cancel or close.
-        runtime = Runtime(loop, mock_script=load_script('{"turns": []}'))
+        runtime = Engine(loop, mock_script=load_script('{"turns": []}'))
         scope = Scope(runtime)
         opened: list[Any] = []
         runtime.execute("open", {"agent": "mock", "dir": DIR}, Sink(), scope, lambda v, e: opened.append(v))

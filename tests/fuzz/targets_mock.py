@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from agentproto.drivers.mock import SCRIPT_FIELDS, ScriptError, load_script
 from agentproto.core.errors import AgentError
 from agentproto.loopio.loop import Loop
-from agentproto.engine.runtime import Runtime, Scope
+from agentproto.engine.runtime import Engine, Scope
 from agentproto.core.wire import event_kind_name
 
 ids = st.sampled_from(["m1", "m2", "t1", "q1"])
@@ -131,7 +131,7 @@ regression("mock_scripts", b'{"turns": ' + b"1" * 5000 + b"}", b"[" * 3000)
 
 
 class App:
-    """The app's side of one in-process session: the Sink, and what it saw in order."""
+    """The app's side of one in-process session: the EventSink, and what it saw in order."""
 
     def __init__(self) -> None:
         self.out: list[tuple[Any, ...]] = []
@@ -199,7 +199,7 @@ def mock_play(case: tuple[dict[str, Any], list[str]]) -> None:
 
 
 def _play(loop: Loop, script: dict[str, Any], commands: list[str]) -> None:
-    runtime = Runtime(loop, mock_script=script)
+    runtime = Engine(loop, mock_script=script)
     scope = Scope(runtime)
     app = App()
     replies: list[str] = []

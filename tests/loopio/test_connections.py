@@ -177,11 +177,11 @@ def test_a_crowded_server_cuts_idle_connections_sooner() -> None:
 
 
 def test_unix_at_the_bound_a_new_connection_closes_the_oldest_idle_one(tmp_path: Path) -> None:
-    from agentproto.engine.runtime import Runtime
+    from agentproto.engine.runtime import Engine
     from agentproto.frontends.unix import UnixServer
 
     loop = Loop()
-    runtime = Runtime(loop)
+    runtime = Engine(loop)
     server = UnixServer(runtime, str(tmp_path / "ap.sock"), max_connections=2)
     server.start()
     done: dict[str, Any] = {}

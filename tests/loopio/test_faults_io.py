@@ -34,7 +34,7 @@ import pytest
 
 from agentproto.drivers.mock import load_script
 from agentproto.frontends.ops_stdio import OpsStream
-from agentproto.engine.runtime import Runtime
+from agentproto.engine.runtime import Engine
 from agentproto.frontends.serve import P1Connection
 from agentproto.loopio.lifetime import run_stdio
 from agentproto.loopio.streams import Output
@@ -195,11 +195,11 @@ class OpsApp(App):
             self.end()
 
 
-def ops_server(runtime: Runtime, in_fd: int, output: Output, finished: Callable[[], None]) -> OpsStream:
+def ops_server(runtime: Engine, in_fd: int, output: Output, finished: Callable[[], None]) -> OpsStream:
     return OpsStream(runtime, in_fd, output, finished)
 
 
-def p1_server(runtime: Runtime, in_fd: int, output: Output, finished: Callable[[], None]) -> P1Connection:
+def p1_server(runtime: Engine, in_fd: int, output: Output, finished: Callable[[], None]) -> P1Connection:
     return P1Connection(runtime, in_fd, output, lambda _conn: finished())
 
 
@@ -225,7 +225,7 @@ class Run:
         self.io.write_plan = plan.get("write", {})
         self.io.read_plan = plan.get("read", {})
         loop = VirtualLoop(self.io, grace=0.5 if tty else 0.0)
-        runtime = Runtime(loop, mock_script=SCRIPT)
+        runtime = Engine(loop, mock_script=SCRIPT)
         app = app_class(loop, tty)
         self.io.write_fds = {app.out_w}
         self.io.read_fds = {app.in_r}
@@ -452,7 +452,7 @@ class UnixRun:
         self.io = FaultyIO()
         self.io.write_plan = plan
         loop = VirtualLoop(self.io)
-        runtime = Runtime(loop, mock_script=SCRIPT)
+        runtime = Engine(loop, mock_script=SCRIPT)
         io_ = self.io
 
         class Server(UnixServer):

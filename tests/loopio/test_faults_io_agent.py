@@ -24,7 +24,7 @@ import pytest
 
 from agentproto.loopio.process_transport import ProcessTransport, group_alive, process_transport
 from agentproto.loopio.transport import LineTransport, Spawn
-from agentproto.engine.session import Session
+from agentproto.engine.session import EngineSession
 from agentproto.core.errors import Kind
 from agentproto.loopio.loop import Loop
 from agentproto.core.wire import event_kind_name
@@ -105,7 +105,7 @@ def kinds(conv: PipeConversation) -> list[str]:
 
 
 def run(plan: dict[str, dict[int, str]], workdir: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[PipeConversation, str]:
-    monkeypatch.setattr(Session, "CLOSE_GRACE", 0.5)
+    monkeypatch.setattr(EngineSession, "CLOSE_GRACE", 0.5)
     monkeypatch.setattr(ProcessTransport, "GONE_GRACE", 0.3, raising=False)
     conv = PipeConversation(plan)
     stderr = io.StringIO()

@@ -22,7 +22,7 @@ import pytest
 
 from agentproto.loopio.process_transport import group_alive
 from agentproto.loopio.transport import Spawn
-from agentproto.engine.session import Session
+from agentproto.engine.session import EngineSession
 from agentproto.core.errors import Kind
 from agentproto.loopio.loop import Loop
 from agentproto.core.wire import event_kind_name
@@ -128,8 +128,8 @@ def test_the_scenario_has_the_lines_the_faults_strike(tmp_path: Path) -> None:
 @pytest.mark.parametrize("at", range(LINES))
 def test_real_agent_fault(at: int, fault: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A hung agent ignores the close: the kill comes after the close grace, here shortened.
-    monkeypatch.setattr(Session, "CLOSE_GRACE", 0.5)
-    monkeypatch.setattr(Session, "KILL_GRACE", 1.0)
+    monkeypatch.setattr(EngineSession, "CLOSE_GRACE", 0.5)
+    monkeypatch.setattr(EngineSession, "KILL_GRACE", 1.0)
     conv = ProcessConversation(fault, at)
     stderr = io.StringIO()
     try:

@@ -13,7 +13,7 @@ from tests.engine.test_engine import Recorder, SkewedLoop, execute, run_until
 
 from agentproto.drivers.mock import load_script
 from agentproto.tools.listener import REQUEST_TIMEOUT
-from agentproto.engine.runtime import Runtime, Scope
+from agentproto.engine.runtime import Engine, Scope
 
 SCRIPT = load_script((ROOT / "fixtures" / "mock-scripts" / "tools.json").read_text())
 
@@ -31,7 +31,7 @@ def _received(sock: socket.socket) -> bytes | None:
 
 def test_a_slow_client_is_cut_off_without_delaying_another_session() -> None:
     loop = SkewedLoop()
-    runtime = Runtime(loop, mock_script=SCRIPT)
+    runtime = Engine(loop, mock_script=SCRIPT)
     scope = Scope(runtime)
     sink = Recorder(writes=True)
     slow: list[socket.socket] = []
