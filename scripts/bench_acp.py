@@ -31,17 +31,17 @@ mapping, session events, encode and write, the app's read and ``json.loads``).
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bench_export import export
 
 ROOT = Path(__file__).resolve().parent.parent
 SELF = Path(__file__).resolve()
@@ -240,16 +240,6 @@ def serve_run(n: int, record: str | None = None, root: Path = ROOT) -> tuple[flo
     return elapsed, len(parts), cpu
 
 
-def export(rev: str, into: str) -> Path:
-    """The package as it is at ``rev`` (``git archive``), under ``into`` (the root to run from)."""
-    archive = ["git", "-C", str(ROOT), "archive", rev, "agentproto"]
-    data = subprocess.run(archive, check=True, capture_output=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        if sys.version_info >= (3, 12):
-            tar.extractall(into, filter="data")
-        else:
-            tar.extractall(into)
-    return Path(into)
 
 
 def before_main(sizes: list[int], runs: int, before: str) -> int:

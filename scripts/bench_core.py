@@ -31,17 +31,17 @@ Figures only; nothing here asserts a time.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+from bench_export import export
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -138,16 +138,6 @@ def _cold_tree(tmp: str, bytecode: bool, package: Path, name: str) -> str:
     return where
 
 
-def export(rev: str, into: str) -> Path:
-    """The package as it is at ``rev`` (``git archive``), under ``into``."""
-    archive = ["git", "-C", str(ROOT), "archive", rev, "agentproto"]
-    data = subprocess.run(archive, check=True, capture_output=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        if sys.version_info >= (3, 12):
-            tar.extractall(into, filter="data")
-        else:
-            tar.extractall(into)
-    return Path(into) / "agentproto"
 
 
 def cold_start(runs: int, python: str, verbose: bool, before: str | None = None) -> None:
@@ -156,7 +146,8 @@ def cold_start(runs: int, python: str, verbose: bool, before: str | None = None)
     with tempfile.TemporaryDirectory() as tmp:
         packages = {"": ROOT / "agentproto"}
         if before:
-            packages = {f"{before}: ": export(before, os.path.join(tmp, "before")), "": ROOT / "agentproto"}
+            old = export(before, os.path.join(tmp, "before")) / "agentproto"
+            packages = {f"{before}: ": old, "": ROOT / "agentproto"}
         for bytecode in (True, False):
             env = _cold_env(bytecode)
             cwds = {prefix: _cold_tree(tmp, bytecode, package, str(n)) for n, (prefix, package) in enumerate(packages.items())}

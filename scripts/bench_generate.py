@@ -19,16 +19,16 @@ Figures only: nothing here asserts a time.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+from bench_export import export
 
 ROOT = Path(__file__).resolve().parent.parent
 CHUNK = 1024
@@ -85,16 +85,6 @@ def one_run(root: Path, script: Path, expected: int) -> float:
         proc.wait(30)
 
 
-def export(rev: str, into: Path) -> Path:
-    """The tree at ``rev`` (``git archive``), its package only, under ``into``."""
-    archive = ["git", "-C", str(ROOT), "archive", rev, "agentproto"]
-    data = subprocess.run(archive, check=True, capture_output=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        if sys.version_info >= (3, 12):
-            tar.extractall(into, filter="data")
-        else:
-            tar.extractall(into)
-    return into
 
 
 def main() -> int:
