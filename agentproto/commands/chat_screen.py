@@ -77,11 +77,7 @@ class Screen:
             return
         self._take_line("out")
         self.out.send(text.encode("utf-8", "surrogateescape"))
-        if not self.out.waiting:
-            # A terminal shows it now, in order with what stderr shows. A full pipe is not
-            # tried again per delta (each try copies what is queued): the loop writes it
-            # when it takes more.
-            self.out.flush()
+        self.out.flush()  # a terminal shows it now, in order with what stderr shows
         self.open = None if text.endswith("\n") else "out"
         self.last_write = self.loop.time()
 

@@ -205,6 +205,13 @@ class Output:
         return memoryview(b"".join(chunks))
 
     def flush(self) -> None:
+        """Write what the descriptor takes now. While it is full (``waiting`` for it to take
+        more), nothing: the loop writes then, and a try per call would rebuild a blob of up
+        to WRITE_CHUNK only to get EAGAIN (a caller flushing per line paid its queue squared)."""
+        if not self.waiting:
+            self._write()
+
+    def _write(self) -> None:
         io = self.loop.io
         while self.queue and not self.failed:
             blob = self._next_blob()
@@ -219,7 +226,7 @@ class Output:
             if written < len(blob):
                 if not self.waiting:
                     self.waiting = True
-                    self.loop.add_writer(self.fd, self.flush)
+                    self.loop.add_writer(self.fd, self._write)
                 return
         if self.waiting:
             self.waiting = False
