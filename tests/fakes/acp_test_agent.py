@@ -31,6 +31,9 @@ the scenario (its first word), so one agent binary serves every test:
 
 Environment: ACP_TEST_AUTH=new fails session/new with -32000; ACP_TEST_RESUME=1
 advertises session/resume (else only session/load); ACP_TEST_NO_LOAD=1 drops loadSession;
+ACP_TEST_TOOL_NAMING=gemini|codex names an MCP tool call as Gemini CLI
+(title ``TOOL (SERVER MCP Server)``) or codex-acp (title ``Tool: SERVER/TOOL``, the permission
+request naming only ``rawInput.server_name``) do, instead of Claude's ``mcp__SERVER__TOOL``;
 ACP_TEST_NO_HTTP=1 does not advertise MCP over HTTP (mcpCapabilities.http);
 ACP_TEST_INIT_GATE=PATH answers ``initialize`` only once PATH exists (a handshake that
 takes as long as the test wants), or exits with status 4 if PATH holds ``exit``.
@@ -311,8 +314,17 @@ class TestAgent:
         if entry is None:
             await self.say(sid, f"no MCP server {server}")
             return {"stopReason": "end_turn"}
-        call = {"toolCallId": "mcp-1", "title": f"mcp__{server}__{tool}", "kind": "other", "rawInput": arguments}
+        naming = os.environ.get("ACP_TEST_TOOL_NAMING", "claude")
+        call_id = f"mcp_{server}_{tool}-1" if naming == "gemini" else "mcp-1"
+        title = {"gemini": f"{tool} ({server} MCP Server)", "codex": f"Tool: {server}/{tool}"}.get(
+            naming, f"mcp__{server}__{tool}"
+        )
+        call = {"toolCallId": call_id, "title": title, "kind": "other", "rawInput": arguments}
         await self.update(sid, {"sessionUpdate": "tool_call", "status": "pending", **call})
+        if naming == "codex":
+            # codex-acp: the request names the server in rawInput, the tool only in the
+            # earlier update of the same toolCallId.
+            call = {"toolCallId": call_id, "rawInput": {"server_name": server, "arguments": arguments}}
         if ask:
             answer = await self.conn.request_permission(
                 session_id=sid,
@@ -324,16 +336,16 @@ class TestAgent:
             )
             chosen = getattr(answer.outcome, "option_id", None) or answer.outcome.outcome
             if chosen != "mcp-yes":
-                await self.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "mcp-1", "status": "failed"})
+                await self.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "failed"})
                 await self.say(sid, f"permission: {chosen}")
                 return {"stopReason": "end_turn"}
-        await self.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "mcp-1", "status": "in_progress"})
+        await self.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"})
         names, text, is_error = await acp_test_mcp.call_tool(entry, state["cwd"], tool, arguments)
         await self.update(
             sid,
             {
                 "sessionUpdate": "tool_call_update",
-                "toolCallId": "mcp-1",
+                "toolCallId": call_id,
                 "status": "failed" if is_error else "completed",
                 "content": [{"type": "content", "content": {"type": "text", "text": text}}],
             },

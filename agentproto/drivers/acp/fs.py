@@ -61,6 +61,13 @@ READ_TEXT_CAP = 16 << 20
 READ_SCAN_CAP = 64 << 20
 
 
+def not_found(field: str, path: str) -> RpcError:
+    """-32002 in the ACP SDKs' own wording, ``Resource not found: <path>`` with
+    ``data.uri``: agents match that text (Gemini CLI creates a file only after a read of it
+    fails so), and ``data.field`` says which parameter named it."""
+    return RpcError(RESOURCE_NOT_FOUND, f"Resource not found: {path}", {"uri": path, "field": field})
+
+
 def invalid(message: str) -> RpcError:
     return RpcError(INVALID_PARAMS, message)
 
@@ -176,7 +183,7 @@ def resolve(root: str, path: str, field: str, want: str) -> int:
                     except FileExistsError:
                         pass  # made meanwhile: the O_NOFOLLOW open below still decides
                 elif st is None:
-                    raise RpcError(RESOURCE_NOT_FOUND, f"not found: `{field}` {path}")
+                    raise not_found(field, path)
                 elif not stat.S_ISDIR(st.st_mode):
                     raise invalid(f"not a directory: `{field}` {path} ({name})")
                 stack.append(os.open(name, _O_DIR, dir_fd=stack[-1]))
@@ -192,7 +199,7 @@ def resolve(root: str, path: str, field: str, want: str) -> int:
             # O_NOFOLLOW/O_DIRECTORY/O_EXCL found something other than what lstat saw.
             raise invalid(f"refused: `{field}` {path} changed while it was being opened") from None
         if exc.errno == errno.ENOENT:
-            raise RpcError(RESOURCE_NOT_FOUND, f"not found: `{field}` {path}") from None
+            raise not_found(field, path) from None
         raise RpcError(INTERNAL_ERROR, f"cannot open `{field}` {path}: {exc.strerror}") from None
     finally:
         for fd in stack:
@@ -211,7 +218,7 @@ def _refuse_odd(st: os.stat_result, field: str, path: str) -> None:
 def _open_file(dir_fd: int, name: str, st: os.stat_result | None, want: str, field: str, path: str) -> int:
     if st is None:
         if want != "write":
-            raise RpcError(RESOURCE_NOT_FOUND, f"file not found: `{field}` {path}")
+            raise not_found(field, path)
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_FILE, 0o644, dir_fd=dir_fd)
     else:
         _refuse_odd(st, field, path)

@@ -406,23 +406,56 @@ def app_server_entry(tools_url: str, http: bool) -> McpServerEntry:
     }
 
 
-_APP_TOOL = re.compile(rf"mcp__{APP_SERVER}__([A-Za-z0-9_-]{{1,64}})\Z")
+_TOOL_NAME = "[A-Za-z0-9_-]{1,64}"
+#: Claude (and the Claude ACP adapter): ``mcp__agentproto__<tool>``, in the title or _meta.
+_CLAUDE_NAME = re.compile(rf"mcp__{APP_SERVER}__({_TOOL_NAME})\Z")
+#: Gemini CLI: the title ``<tool> (agentproto MCP Server)``, the name ``mcp_agentproto_<tool>``.
+_GEMINI_TITLE = re.compile(rf"({_TOOL_NAME}) \({APP_SERVER} MCP Server\)\Z")
+_GEMINI_NAME = re.compile(rf"mcp_{APP_SERVER}_({_TOOL_NAME})\Z")
+#: codex-acp: the title ``Tool: agentproto/<tool>`` (``rawInput.server_name`` says the server).
+_CODEX_TITLE = re.compile(rf"Tool: {APP_SERVER}/({_TOOL_NAME})\Z")
 
 
-def app_tool_called(tool_call: AcpToolCall) -> str | None:
-    """The name of the app's tool a permission request is about, or None.
+def app_tool_called(tool_call: AcpToolCall, earlier: AcpToolFields | None = None) -> str | None:
+    """The name of the app's tool a permission request is about, or None. The caller still
+    checks that the app declared exactly that name.
 
-    ACP names no tool's MCP server; agents that pass MCP tools on as they are name them
-    ``mcp__<server>__<tool>`` in the title or in their ``_meta`` (``claudeCode.toolName``).
+    ACP names no tool's MCP server, so each agent's own spelling is read (``earlier``: the
+    fields of the same ``toolCallId`` seen before the request):
+    - Claude: ``mcp__agentproto__<tool>`` in the title or in ``_meta`` (``claudeCode.toolName``);
+    - Gemini CLI: the title ``<tool> (agentproto MCP Server)``; its name
+      ``mcp_agentproto_<tool>`` is ambiguous (a server ``agentproto_x`` with a tool ``y`` is
+      ``mcp_agentproto_x_y`` too), so it counts only when no title says otherwise;
+    - codex-acp: ``rawInput.server_name == "agentproto"``, the tool named by the title
+      ``Tool: agentproto/<tool>`` of this request or of an earlier update.
     """
-    candidates = [tool_call.get("title")]
-    for value in obj(tool_call.get("_meta")).values():
+    fields: AcpToolFields = {**(earlier or {}), **{k: v for k, v in tool_call.items() if v is not None}}  # type: ignore[typeddict-item]
+    title = fields.get("title")
+    titles = [t for t in (tool_call.get("title"), (earlier or {}).get("title")) if isinstance(t, str)]
+    names: list[object] = [title]
+    for value in obj(fields.get("_meta")).values():
         if isinstance(value, dict):
-            candidates.append(value.get("toolName"))
-    for candidate in candidates:
-        match = _APP_TOOL.match(candidate) if isinstance(candidate, str) else None
+            names.append(value.get("toolName"))
+    for name in names:
+        match = _CLAUDE_NAME.match(name) if isinstance(name, str) else None
         if match:
             return match.group(1)
+    for candidate in titles:
+        match = _GEMINI_TITLE.match(candidate)
+        if match:
+            return match.group(1)
+    raw_input = fields.get("rawInput")
+    if isinstance(raw_input, dict) and raw_input.get("server_name") == APP_SERVER:
+        for candidate in titles:
+            match = _CODEX_TITLE.match(candidate)
+            if match:
+                return match.group(1)
+        return None
+    if not titles:
+        for name in (tool_call.get("toolCallId"), *names):
+            match = _GEMINI_NAME.match(name) if isinstance(name, str) else None
+            if match:
+                return match.group(1)
     return None
 
 

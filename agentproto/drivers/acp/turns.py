@@ -450,7 +450,9 @@ class AcpTurns:
             if choice and choice not in choices:
                 choices.append(choice)
         tool_call: AcpToolCall = obj(params.get("toolCall"))
-        app_tool = app_tool_called(tool_call)
+        raw_id = tool_call.get("toolCallId")
+        earlier = self._tools.get(raw_id) if isinstance(raw_id, str) else None
+        app_tool = app_tool_called(tool_call, earlier["_acp"] if earlier else None)
         if app_tool is not None and self.host.is_app_tool(APP_SERVER, app_tool):
             # The app's own tool: the app decides when it answers the ToolCall, so it is
             # never asked a Permission first, whatever the mode.
@@ -461,7 +463,6 @@ class AcpTurns:
             # Outside a turn, after a cancel, or nothing we can offer: the spec's answer.
             self._respond(rpc_id, {"outcome": {"outcome": "cancelled"}})
             return
-        raw_id = tool_call.get("toolCallId")
         tool_id = raw_id if isinstance(raw_id, str) else f"perm-tool-{rpc_id}"
         before = self._tools.get(tool_id)
         snapshot = self._merge_tool(tool_id, tool_call)

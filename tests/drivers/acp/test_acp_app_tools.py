@@ -102,11 +102,23 @@ def test_the_agent_calls_the_apps_tool_through_its_mcp_servers_entry(sidecar, tm
     assert gone(processes) == []
 
 
-def test_a_permission_for_the_apps_own_tool_is_never_asked(sidecar, tmp_path):
-    info = open_with_tools(sidecar, str(tmp_path))
+#: How each agent titles an MCP tool call (tests/fakes/acp_test_agent.py plays each one).
+TITLES = {
+    "claude": "mcp__agentproto__undeclared",
+    "gemini": "undeclared (agentproto MCP Server)",
+    "codex": "Tool: agentproto/undeclared",
+}
+
+
+@pytest.mark.parametrize("naming", sorted(TITLES))
+def test_a_permission_for_the_apps_own_tool_is_never_asked(sidecar, tmp_path, naming):
+    # Regression: Gemini CLI's spelling (a title "<tool> (agentproto MCP Server)") and
+    # codex-acp's (rawInput.server_name, the tool in an earlier update's title "Tool:
+    # agentproto/<tool>") made the app answer a Permission for its own tool.
+    info = open_with_tools(sidecar, str(tmp_path), {"ACP_TEST_TOOL_NAMING": naming})
     session = info["id"]
     sidecar.ok({"cmd": "prompt", "session": session, "text": "calltool-ask agentproto lookup {\"word\": \"asked\"}"})
-    # The agent asked permission for mcp__agentproto__lookup: the driver allowed it, the
+    # The agent asked permission for the app's lookup: the driver allowed it, the
     # app sees only the call itself.
     request = next_request(sidecar, session)["kind"]["RequestOpened"]
     assert list(request) == ["ToolCall"] and request["ToolCall"]["arguments"] == {"word": "asked"}
@@ -115,7 +127,7 @@ def test_a_permission_for_the_apps_own_tool_is_never_asked(sidecar, tmp_path):
     # A tool the app did not declare is not the app's: that permission is the app's to give.
     sidecar.ok({"cmd": "prompt", "session": session, "text": "calltool-ask agentproto undeclared {}"})
     permission = next_request(sidecar, session)["kind"]["RequestOpened"]["Permission"]
-    assert permission["tool"]["title"] == "mcp__agentproto__undeclared"
+    assert permission["tool"]["title"] == TITLES[naming]
     sidecar.ok({"cmd": "answer", "session": session, "request": permission["id"], "answer": {"Permission": "DenyOnce"}})
     assert text_of(sidecar.events(session, "TurnEnded", timeout=30)) == "permission: mcp-no"
 

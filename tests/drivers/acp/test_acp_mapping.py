@@ -314,3 +314,30 @@ def test_agent_lines_decode_with_the_one_line_decoder() -> None:
     for bad in (b"", b"not json", b'{"a":1} x', b'{"a":', b"\xff\xfe"):
         with pytest.raises(ValueError):
             decode_json_line(bad)
+
+
+@pytest.mark.parametrize(
+    ("tool_call", "earlier", "name"),
+    [
+        ({"title": "mcp__agentproto__lookup"}, None, "lookup"),
+        ({"title": "Lookup", "_meta": {"claudeCode": {"toolName": "mcp__agentproto__lookup"}}}, None, "lookup"),
+        ({"title": "mcp__other__lookup"}, None, None),
+        # Gemini CLI: the title names the server; the bare name only when no title says otherwise.
+        ({"toolCallId": "c1", "title": "lookup (agentproto MCP Server)"}, None, "lookup"),
+        ({"toolCallId": "mcp_agentproto_lookup"}, None, "lookup"),
+        ({"toolCallId": "c1", "title": "lookup (other MCP Server)"}, None, None),
+        # A server named agentproto_x with a tool y is mcp_agentproto_x_y too: its title tells.
+        ({"toolCallId": "mcp_agentproto_x_y", "title": "y (agentproto_x MCP Server)"}, None, None),
+        ({"toolCallId": "mcp_agentproto_x_y", "title": "x_y (agentproto MCP Server)"}, None, "x_y"),
+        ({"title": "lookup (agentproto MCP Server) extra"}, None, None),
+        # codex-acp: rawInput.server_name, and the tool in this or an earlier update's title.
+        ({"toolCallId": "c1", "rawInput": {"server_name": "agentproto"}}, {"title": "Tool: agentproto/lookup"}, "lookup"),
+        ({"toolCallId": "c1", "rawInput": {"server_name": "agentproto"}, "title": "Tool: agentproto/lookup"}, None, "lookup"),
+        ({"toolCallId": "c1", "rawInput": {"server_name": "other"}}, {"title": "Tool: agentproto/lookup"}, None),
+        ({"toolCallId": "c1", "rawInput": {"server_name": "agentproto"}}, {"title": "Tool: other/lookup"}, None),
+        ({"toolCallId": "c1", "rawInput": {"server_name": "agentproto"}}, None, None),
+        ({"title": "Run ls"}, None, None),
+    ],
+)
+def test_each_agents_spelling_of_an_app_tool(tool_call: Any, earlier: Any, name: str | None) -> None:
+    assert m.app_tool_called(tool_call, earlier) == name

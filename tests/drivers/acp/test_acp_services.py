@@ -74,6 +74,12 @@ def test_errors(root: Path) -> None:
     with pytest.raises(RpcError) as raised:
         read_text_file(str(root), {"path": str(root / "missing.txt")})
     assert raised.value.code == -32002
+    # Regression: the ACP SDKs' own wording; Gemini CLI creates a file only after a read of it
+    # failed with this text (with "file not found: …" it failed the write instead).
+    missing = str(root / "missing.txt")
+    assert raised.value.body() == {
+        "code": -32002, "message": f"Resource not found: {missing}", "data": {"uri": missing, "field": "path"}
+    }
     with pytest.raises(RpcError):
         read_text_file(str(root), {"path": str(root), "line": 1})
     with pytest.raises(RpcError):
@@ -499,7 +505,9 @@ def test_malformed_terminal_params_are_invalid_params(root: Path, params: Any, f
     try:
         with pytest.raises(RpcError) as raised:
             terminals.create(params)
-        assert raised.value.code in (-32602, -32002) and f"`{field}`" in raised.value.message
+        error = raised.value
+        assert error.code in (-32602, -32002)
+        assert f"`{field}`" in error.message or (error.data or {}).get("field") == field
         assert not terminals.any_alive()
     finally:
         loop.close()
