@@ -1,7 +1,8 @@
-"""The README's cookbook, run as written: each recipe's block is taken out of README.md
-(by its ``<!-- cookbook: NAME -->`` marker), written to a file and run from a directory of
-its own, with agentproto on PYTHONPATH as the cookbook says. The recipes that need node or
-the pinned agent CLIs are in test_cookbook_agents.py."""
+"""The cookbook (docs/cookbook.md) and the README's quickstarts, run as written: each
+recipe's block is taken out of README.md or docs/*.md (by its ``<!-- cookbook: NAME -->``
+marker, one per name across them all), written to a file and run from a directory of its
+own, with agentproto on PYTHONPATH as the cookbook says. The recipes that need node or the
+pinned agent CLIs are in test_cookbook_agents.py."""
 
 from __future__ import annotations
 
@@ -13,13 +14,19 @@ from pathlib import Path
 
 from sidecar import ROOT, base_env
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: The documents that hold recipes: the README's quickstarts and the docs/ pages.
+DOCUMENTS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 
 
 def recipe(name: str) -> str:
-    """The fenced block right after ``<!-- cookbook: NAME -->``."""
-    found = re.findall(rf"<!-- cookbook: {re.escape(name)} -->\n```[a-z]*\n(.*?)```\n", README, re.S)
-    assert len(found) == 1, f"the README has {len(found)} cookbook blocks named {name}"
+    """The fenced block right after ``<!-- cookbook: NAME -->``, in whichever document has it."""
+    found = [
+        block
+        for doc in DOCUMENTS
+        for block in re.findall(rf"<!-- cookbook: {re.escape(name)} -->\n```[a-z]*\n(.*?)```\n",
+                                doc.read_text(encoding="utf-8"), re.S)
+    ]
+    assert len(found) == 1, f"the documents have {len(found)} cookbook blocks named {name}"
     return str(found[0])
 
 
@@ -38,7 +45,7 @@ def test_the_shell_script_drives_a_turn_through_serve(tmp_path: Path) -> None:
     script = tmp_path / "ask.sh"
     script.write_text(recipe("ask.sh"))
     script.chmod(0o755)
-    assert len(recipe("ask.sh").splitlines()) <= 25  # a short script, as the README says
+    assert len(recipe("ask.sh").splitlines()) <= 25  # a short script, as the cookbook says
     work = tmp_path / "work"
     work.mkdir()
     done = subprocess.run(
@@ -63,7 +70,7 @@ def test_the_shell_script_says_when_the_open_fails(tmp_path: Path) -> None:
 def ci_run_block() -> str:
     """The ``run: |`` script of the CI job's agentproto step, as the runner executes it."""
     job = recipe("ci.yml")
-    assert "python3 -m agentproto --single-shot" in job
+    assert "python3 -m agentproto --single-shot --mock turn.json" in job  # the mock plays a script, as its prose says
     block = job.split("run: |\n", 1)[1]
     return textwrap.dedent(block)
 
@@ -78,12 +85,14 @@ def test_the_ci_job_passes_against_the_mock(tmp_path: Path) -> None:
     done = subprocess.run(["bash", "-e", "-c", ci_run_block()], cwd=str(tmp_path), env=env, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "agent step ok: ping\n"
+    assert done.stdout == "agent step ok: pong\n"
 
 
 def test_the_ci_job_fails_when_the_agent_step_does(tmp_path: Path) -> None:
     # The job is a real check: an answer that is not the one expected fails the step.
-    broken = ci_run_block().replace('"prompt":"ping"', '"prompt":"pong"')
+    block = ci_run_block()
+    assert '{"message_id": "m1", "text": "pong"}' in block
+    broken = block.replace('{"message_id": "m1", "text": "pong"}', '{"message_id": "m1", "text": "pang"}')
     done = subprocess.run(["bash", "-e", "-c", broken], cwd=str(tmp_path), env=python_path_env(tmp_path),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "AssertionError" in done.stderr
@@ -96,3 +105,36 @@ def test_the_python_client_answers_permission_prompts_by_its_policy(tmp_path: Pa
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "README.md -> allowed\nrm -rf build -> denied\nturn: Completed\n"
+
+
+# The README's quickstarts: the Python ones and the CI step (the Node one and the MCP host's
+# are in test_cookbook_agents.py).
+
+
+def test_the_python_quickstart_prints_the_answer(tmp_path: Path) -> None:
+    app = tmp_path / "quick.py"
+    app.write_text(recipe("quick.py"))
+    assert len(recipe("quick.py").splitlines()) <= 15  # about ten lines, as the README promises
+    done = subprocess.run([sys.executable, str(app)], cwd=str(tmp_path), env=base_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "hello from Python\n"  # the mock answers with the prompt
+
+
+def test_the_tools_quickstart_answers_the_agents_call(tmp_path: Path) -> None:
+    app = tmp_path / "quick_tools.py"
+    app.write_text(recipe("quick-tools.py"))
+    done = subprocess.run([sys.executable, str(app)], cwd=str(tmp_path), env=base_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "the agent got: agent: one who acts\n"
+
+
+def test_the_ci_quickstart_plays_its_mock_script(tmp_path: Path) -> None:
+    block = recipe("quick-ci.sh")
+    shown = [line[2:] for line in block.splitlines() if line.startswith("# ")]  # what the README says it prints
+    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block], cwd=str(tmp_path),
+                          env=python_path_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == shown == [
+        '{"kind":"result","op":"generate","ok":true,"text":"pong"}', '{"kind":"done","exit_code":0}']

@@ -1,10 +1,13 @@
-"""The README cookbook's recipes that need more than Python: the Node app (node), and
-registering ``serve --transport mcp`` in the real pinned Claude Code and Codex, each run
-against its fake model API (tests/fakes/fake_anthropic.py, tests/fakes/fake_openai.py), whose model
-calls ``agentproto_generate`` with the mock agent: the delegated answer must come back to
-the model as the tool's result. The commands are the README's, as written: ``claude``,
-``codex`` and ``python3`` are found on PATH (the pinned CLIs, and the suite's interpreter
-with this checkout on PYTHONPATH, as an installed agentproto would be)."""
+"""The recipes that need more than Python: the Node apps (the README's quickstart and the
+cookbook's longer one, node), and the README's MCP host quickstart, registering ``serve
+--transport mcp`` in the real pinned Claude Code and Codex, each run against its fake model
+API (tests/fakes/fake_anthropic.py, tests/fakes/fake_openai.py), whose model calls
+``agentproto_generate`` with the mock agent: the delegated answer must come back to the
+model as the tool's result. The commands are the README's, as written: ``claude``, ``codex``
+and ``python3`` are found on PATH (the pinned CLIs, and the suite's interpreter with this
+checkout on PYTHONPATH, as an installed agentproto would be), and the absolute
+``~/.local/bin/agentproto`` is a launcher in the test's HOME that runs this checkout, as the
+install script's would."""
 
 from __future__ import annotations
 
@@ -37,23 +40,44 @@ def tools_path(tmp_path: Path, **tools: str) -> str:
     return f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
 
 
-def test_the_node_app_speaks_protocol_1(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name,printed", [("app.mjs", "the agent said: hello from Node (Completed)\n"),
+                                          ("quick.mjs", "hello from Node\n")])
+def test_the_node_app_speaks_protocol_1(tmp_path: Path, name: str, printed: str) -> None:
     node = shutil.which("node")
-    assert node, "node is needed for this test (see the README's Testing section)"
+    assert node, "node is needed for this test (see docs/testing.md)"
     app = tmp_path / "app.mjs"
-    app.write_text(recipe("app.mjs"))
+    app.write_text(recipe(name))
     env = base_env()
     env["PATH"] = tools_path(tmp_path)
     done = subprocess.run([node, str(app)], cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "the agent said: hello from Node (Completed)\n"
-    assert "require(" not in recipe("app.mjs") and 'from "node:' in recipe("app.mjs")  # no package
+    assert done.stdout == printed
+    assert "require(" not in recipe(name) and 'from "node:' in recipe(name)  # no package
 
 
-def commands(tool: str) -> list[list[str]]:
-    """The cookbook's MCP block's commands that start with ``tool``, each as argv."""
+def installed_launcher(home: str) -> None:
+    """``~/.local/bin/agentproto`` in ``home``: this checkout's agentproto, as installed."""
+    launcher = Path(home) / ".local" / "bin" / "agentproto"
+    launcher.parent.mkdir(parents=True, exist_ok=True)
+    launcher.write_text(f'#!/bin/sh\nPYTHONPATH={shlex.quote(str(ROOT))} exec {sys.executable} -m agentproto "$@"\n')
+    launcher.chmod(0o755)
+
+
+def commands(tool: str, home: str) -> list[list[str]]:
+    """The MCP quickstart's commands that start with ``tool``, each as argv, ``~/`` expanded
+    to ``home`` as the shell does."""
     joined = recipe("mcp").replace("\\\n", " ")
-    return [shlex.split(line) for line in joined.splitlines() if line.startswith(tool + " ")]
+    return [[home + word[1:] if word.startswith("~/") else word for word in shlex.split(line)]
+            for line in joined.splitlines() if line.startswith(tool + " ")]
+
+
+def test_the_mcp_commands_are_absolute() -> None:
+    # A host starts its MCP servers from a directory of its own: `python3 -m agentproto`
+    # resolves only inside a checkout, so the registered command is an absolute path.
+    for tool in ("claude", "codex"):
+        add = commands(tool, "/home/someone")[0]
+        server = add[add.index("--") + 1:]
+        assert server == ["/home/someone/.local/bin/agentproto", "serve", "--transport", "mcp"], server
 
 
 def delegated(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
@@ -65,8 +89,9 @@ def delegated(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
 
 
 def test_claude_code_delegates_through_the_registered_mcp_server(tmp_path: Path) -> None:
-    [add, run] = commands("claude")
+    [add, run] = commands("claude", str(tmp_path))
     assert add[:3] == ["claude", "mcp", "add"] and run[:2] == ["claude", "-p"]
+    installed_launcher(str(tmp_path))
     work, call = delegated(tmp_path)
     config = tmp_path / "claude-config"
     config.mkdir()
@@ -90,10 +115,11 @@ def test_claude_code_delegates_through_the_registered_mcp_server(tmp_path: Path)
 
 
 def test_codex_delegates_through_the_registered_mcp_server(tmp_path: Path) -> None:
-    [add, run] = commands("codex")
-    assert add[:3] == ["codex", "mcp", "add"] and run[:2] == ["codex", "exec"]
     world = fo.CodexWorld(str(tmp_path / "codex"))
     try:
+        [add, run] = commands("codex", world.env["HOME"])
+        assert add[:3] == ["codex", "mcp", "add"] and run[:2] == ["codex", "exec"]
+        installed_launcher(world.env["HOME"])
         work, call = delegated(tmp_path)
         env = base_env(world.env)
         env["PATH"] = tools_path(tmp_path, codex=fo.pinned_codex())

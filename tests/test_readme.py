@@ -1,6 +1,8 @@
-"""The README, as a newcomer meets it: its examples run as written from another directory,
-its session transcript is what ``serve`` really writes, its command line block lists every
-command and flag, and it spells the interpreter one way."""
+"""The README and the docs/ pages, as a newcomer meets them: the README stays a landing page
+(at most ~15 KB, every docs/ page linked from it), the Python client's examples
+(docs/python-client.md) run as written from another directory, the session transcript
+(docs/protocol-guide.md) is what ``serve`` really writes, the command line block
+(docs/cli.md) lists every command and flag, and every page spells the interpreter one way."""
 
 from __future__ import annotations
 
@@ -18,10 +20,25 @@ from sidecar import ROOT, Sidecar, base_env
 from agentproto.cli import build_parser
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = ROOT / "docs"
+
+
+def page(name: str) -> str:
+    return (DOCS / name).read_text(encoding="utf-8")
 
 
 def python_blocks() -> list[str]:
-    return [block.split("```", 1)[0] for block in README.split("```python\n")[1:]]
+    return [block.split("```", 1)[0] for block in page("python-client.md").split("```python\n")[1:]]
+
+
+def test_the_readme_is_a_landing_page_that_links_every_docs_page() -> None:
+    assert len(README.encode()) <= 15_500, "the README is a landing page: the manual goes in docs/"
+    first_screen = README.split("\n## ", 1)[0]
+    for command in ("python3 -m agentproto chat mock", "bash scripts/test", "agentproto list",
+                    "agentproto chat claude", "observations.db"):
+        assert command in first_screen, command
+    for doc in sorted(DOCS.glob("*.md")):
+        assert f"](docs/{doc.name})" in README, f"the README's contents do not link docs/{doc.name}"
 
 
 @pytest.mark.parametrize(
@@ -35,7 +52,7 @@ def test_the_client_examples_run_as_written_from_any_directory(tmp_path: Path, n
     elsewhere = tmp_path / "somewhere" / "else"
     elsewhere.mkdir(parents=True)
     (elsewhere / "inspect.py").write_text("raise SystemExit('a stray module of the current directory ran')\n")
-    # As the README says: agentproto on PYTHONPATH (base_env puts this checkout there).
+    # As docs/python-client.md says: agentproto on PYTHONPATH (base_env puts this checkout there).
     done = subprocess.run(
         [sys.executable, str(script)], cwd=str(elsewhere), env=base_env(), capture_output=True, text=True, timeout=60
     )
@@ -44,7 +61,8 @@ def test_the_client_examples_run_as_written_from_any_directory(tmp_path: Path, n
 
 
 def _transcript() -> list[tuple[str, str]]:
-    block = README.split("### One session, line by line", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    block = page("protocol-guide.md").split("## One session, line by line", 1)[1].split("```text\n", 1)[1]
+    block = block.split("```", 1)[0]
     return [(line[0], line[2:]) for line in block.splitlines()]
 
 
@@ -67,7 +85,7 @@ def test_the_session_transcript_is_what_serve_writes() -> None:
 
 
 def _command_line_block() -> str:
-    return README.split("## Command line\n", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return page("cli.md").split("# Command line\n", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
 
 
 def test_the_command_line_block_lists_every_command_and_flag() -> None:
@@ -90,14 +108,18 @@ def test_the_command_line_block_lists_every_command_and_flag() -> None:
         assert flag in block, flag
 
 
-def test_one_spelling_of_the_interpreter() -> None:
-    assert not re.search(r"(^|[\s`(])python (-m |scripts/)", README, re.M), "python3, everywhere"
+@pytest.mark.parametrize("doc", ["README.md", *(f"docs/{p.name}" for p in sorted(DOCS.glob("*.md")))])
+def test_one_spelling_of_the_interpreter(doc: str) -> None:
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    # What a generator copies from the modules' docstrings is theirs (architecture.md's layers).
+    text = re.sub(r"<!-- layers: generated.*?<!-- end of the generated layers -->", "", text, flags=re.S)
+    assert not re.search(r"(^|[\s`(])python (-m |scripts/)", text, re.M), "python3, everywhere"
 
 
 def test_question_choices_are_answered_by_id_as_the_readme_says() -> None:
-    """The README's own example: a label is refused with the words it quotes, the id is taken."""
+    """docs/protocol-guide.md's own example: a label is refused with the words it quotes, the id is taken."""
     said = "the `InvalidRequest` error `invalid request: q1: color: unknown choice Red`"
-    assert said in " ".join(README.split()), "the README's example moved: update this test"
+    assert said in " ".join(page("protocol-guide.md").split()), "the example moved: update this test"
     with Sidecar(["--mock", str(ROOT / "fixtures" / "mock-scripts" / "question.json")]) as sc:
         session = sc.open()
         sc.ok({"cmd": "prompt", "session": session, "text": "go"})
