@@ -64,7 +64,10 @@ def test_the_shell_script_says_when_the_open_fails(tmp_path: Path) -> None:
     env["AGENT"] = "no-such-agent"
     done = subprocess.run([str(script), ".", "hi"], cwd=str(tmp_path), env=env, capture_output=True, text=True,
                           timeout=60)
-    assert done.returncode != 0 and "open failed:" in done.stderr and done.stdout == ""
+    assert done.returncode != 0 and done.stdout == ""
+    # The error's message, and nothing else: no traceback of the JSON helper on the way.
+    assert done.stderr.startswith("open failed: unknown agent: no-such-agent (known: mock, "), done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
 
 
 def ci_run_block() -> str:
