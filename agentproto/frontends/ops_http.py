@@ -18,6 +18,8 @@ Rules of this file:
   never) is closed as a ``close`` op would (frontends/ops_framing.py says what idle is).
 - Without a token, only a loopback address may be listened on: anyone who can reach the
   port could run any program as this user.
+- A signal or EOF drains (``HttpServer.drain``): a turn a client is streaming ends as a
+  ``close`` ends it, its result and ``done`` written, before the process exits.
 """
 
 from __future__ import annotations
@@ -193,10 +195,20 @@ def run_http(
     stopping = [False]
 
     def shutdown() -> None:
+        # Drain: no new connection or request; the sessions close as a close op would, so a
+        # streamed turn ends with its TurnEnded, result and done; the loop stops once every
+        # session is closed and every answer written (the lifetime bounds the wait).
         if not stopping[0]:
             stopping[0] = True
-            server.close()
-            handler.hub.close_all(loop.stop)
+            left = [2]
+
+            def one_done() -> None:
+                left[0] -= 1
+                if left[0] == 0:
+                    loop.stop()
+
+            server.drain(one_done)
+            handler.hub.close_all(one_done)
 
     watch_lifetime(loop, shutdown, runtime.kill_all)  # before the banner: a client may act on it
     host, port = address

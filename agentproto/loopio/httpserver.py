@@ -34,6 +34,9 @@ Rules of this file:
   is read or ``100 Continue`` sent, ``httpcore.check_request`` (Host, Origin,
   Content-Type) and then the handler's own ``refuse`` (its token) are applied.
 - ``close()`` closes the listener and this server's connections, and never stops the loop.
+  ``drain(then)`` is the graceful end: it stops accepting, closes the connections that
+  answer nothing, lets each other one finish the answer it is writing (never reading
+  another request), and calls ``then()`` once none is left.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ from agentproto.loopio.sockets import Accepted, Acceptor
 from agentproto.loopio.streams import Reader
 
 if TYPE_CHECKING:
+    from typing import Callable
+
     from agentproto.loopio.loop import Loop
     from agentproto.loopio.streams import Delivered
 
@@ -276,10 +281,13 @@ class HttpConnection(Accepted):
         if self.output.queue:
             # Nothing left to do but wait for the client to read: at the bound, this one may go.
             self.server.idle[self] = None
-        when_drained(self.output, self._next if response.keep_alive else self.close)
+        when_drained(self.output, self._next if response.keep_alive and not self.server.closing else self.close)
 
     def _next(self) -> None:
         if self.closed:
+            return
+        if self.server.closing:
+            self.close()  # draining: no next request
             return
         self.output.on_drained = None
         leftover = self.parser.leftover()
@@ -304,6 +312,7 @@ class HttpConnection(Accepted):
         self.server.release(self)
         if self.server.acceptor is not None:
             self.server.acceptor.freed()
+        self.server.check_drained()
 
 
 class HttpServer:
@@ -340,6 +349,8 @@ class HttpServer:
         self.idle: dict[HttpConnection, None] = {}
         self.acceptor: Acceptor | None = None
         self.closing = False
+        #: ``drain``'s ``then``, until the last connection is gone.
+        self.drained: Callable[[], None] | None = None
 
     def listen(self, sock: socket.socket) -> tuple[str, int]:
         """Serve on a bound, listening, non-blocking socket (the server's from then on);
@@ -412,3 +423,22 @@ class HttpServer:
             self.acceptor = None
         for conn in list(self.connections):
             conn.close()
+
+    def drain(self, then: Callable[[], None]) -> None:
+        """Stop accepting and close every connection that answers nothing now; each other
+        one closes once its answer is written (or its client is gone); ``then()`` when none
+        is left."""
+        self.closing = True
+        self.drained = then
+        if self.acceptor is not None:
+            self.acceptor.close()
+            self.acceptor = None
+        for conn in list(self.connections):
+            if conn.response is None:
+                conn.close()
+        self.check_drained()
+
+    def check_drained(self) -> None:
+        if self.drained is not None and not self.connections:
+            then, self.drained = self.drained, None
+            then()

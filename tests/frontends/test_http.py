@@ -415,3 +415,38 @@ def test_request_parser_leaves_a_pipelined_request_for_the_next():
     following = RequestParser()
     assert following.feed(parser.leftover()) is None
     assert following.feed(second[5:]).path == "/b"
+
+
+
+@pytest.mark.parametrize("op", ["prompt", "generate"])
+def test_sigterm_drains_a_streaming_turn_to_its_done(tmp_path, op):
+    """SIGTERM (a pod stopped) ends a turn an HTTP client is streaming as a close does: the
+    turn's TurnEnded and StatusChanged Idle, then the request's result and done, as a whole
+    chunked answer, and the server exits 0 (docs/many-machines.md). It used to cut the
+    connection mid-stream: no TurnEnded, no done, the answer's last chunk never sent."""
+    from ops_support import SLOW_TURN, write_script
+
+    s = Server("--port", "0", "--mock", write_script(tmp_path, "slow", [SLOW_TURN]))
+    try:
+        if op == "prompt":
+            sid = result_of(s.post({"op": "open", "agent": "mock", "dir": "/tmp"}))["session"]["id"]
+            request: dict[str, Any] = {"op": "prompt", "session": sid, "text": "slow"}
+        else:
+            request = {"op": "generate", "agent": "mock", "dir": "/tmp", "prompt": "slow"}
+        conn = http.client.HTTPConnection(s.host, s.port, timeout=20)
+        conn.request("POST", "/v1/agent", body=json.dumps(request).encode(), headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        streamed = []
+        while text_of(streamed) != "thinking":
+            streamed.append(json.loads(response.readline()))  # until the turn runs (it then sleeps 20 s)
+        s.proc.proc.send_signal(15)
+        streamed += [json.loads(line) for line in response.read().splitlines()]  # IncompleteRead if cut short
+        conn.close()
+        for line in streamed:
+            check_ops_line(line)
+        assert [line["kind"] for line in streamed][-2:] == ["result", "done"], streamed[-2:]
+        assert events_of(streamed)[-2:] == ["TurnEnded", "StatusChanged"], events_of(streamed)
+        assert result_of(streamed)["stop" if op == "prompt" else "ok"] in ("Cancelled", False), result_of(streamed)
+        assert s.proc.wait(15) == 0
+    finally:
+        s.stop()
