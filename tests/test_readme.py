@@ -18,6 +18,7 @@ import pytest
 from sidecar import ROOT, Sidecar, base_env
 
 from agentproto.cli import build_parser
+from tests.test_cookbook import recipe
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 DOCS = ROOT / "docs"
@@ -27,8 +28,6 @@ def page(name: str) -> str:
     return (DOCS / name).read_text(encoding="utf-8")
 
 
-def python_blocks() -> list[str]:
-    return [block.split("```", 1)[0] for block in page("python-client.md").split("```python\n")[1:]]
 
 
 def test_the_readme_is_a_landing_page_that_links_every_docs_page() -> None:
@@ -42,13 +41,12 @@ def test_the_readme_is_a_landing_page_that_links_every_docs_page() -> None:
 
 
 @pytest.mark.parametrize(
-    "needle,printed",
-    [("Permission", "Let me check. Done.\n"), ("answer_tool", "the agent got: agent: one who acts\n")],
+    "name,printed",
+    [("client.py", "Let me check. Done.\n"), ("client-tools.py", "the agent got: agent: one who acts\n")],
 )
-def test_the_client_examples_run_as_written_from_any_directory(tmp_path: Path, needle: str, printed: str) -> None:
-    [example] = [block for block in python_blocks() if needle in block and "Runtime.start" in block]
+def test_the_client_examples_run_as_written_from_any_directory(tmp_path: Path, name: str, printed: str) -> None:
     script = tmp_path / "app.py"
-    script.write_text(example)
+    script.write_text(recipe(name))
     elsewhere = tmp_path / "somewhere" / "else"
     elsewhere.mkdir(parents=True)
     (elsewhere / "inspect.py").write_text("raise SystemExit('a stray module of the current directory ran')\n")
@@ -61,8 +59,7 @@ def test_the_client_examples_run_as_written_from_any_directory(tmp_path: Path, n
 
 
 def _transcript() -> list[tuple[str, str]]:
-    block = page("protocol-guide.md").split("## One session, line by line", 1)[1].split("```text\n", 1)[1]
-    block = block.split("```", 1)[0]
+    block = recipe("transcript")
     return [(line[0], line[2:]) for line in block.splitlines()]
 
 
@@ -85,7 +82,7 @@ def test_the_session_transcript_is_what_serve_writes() -> None:
 
 
 def _command_line_block() -> str:
-    return page("cli.md").split("# Command line\n", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return recipe("command-line")
 
 
 def test_the_command_line_block_lists_every_command_and_flag() -> None:
