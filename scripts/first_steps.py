@@ -60,7 +60,8 @@ class Steps:
         done = subprocess.run(argv, cwd=str(cwd), env=env, input=stdin, capture_output=True, text=True, timeout=300)
         took = time.perf_counter() - started
         if done.returncode != 0 or (expect is not None and expect not in done.stdout):
-            raise SystemExit(f"{title}: exit {done.returncode}\nstdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-2000:]}")
+            raise SystemExit(f"{title}: exit {done.returncode}\nstdout: {done.stdout[-2000:]}\n"
+                             f"stderr: {done.stderr[-2000:]}")
         self.total += took
         self.rows.append((title, took, self.total))
         print(f"{took * 1000:9.0f} ms {self.total:8.2f} s  {title}", flush=True)
@@ -68,7 +69,7 @@ class Steps:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--keep", action="store_true", help="keep the temp directory (its path is printed)")
     args = parser.parse_args()
     claude = fa.PINNED_CLAUDE
@@ -97,7 +98,8 @@ def main() -> int:
     print("      step    total  what")
     steps = Steps()
     clone = top / "agentproto"
-    steps.run("git clone (local, this checkout's HEAD)", ["git", "clone", "-q", str(ROOT), str(clone)], cwd=top, env=env)
+    steps.run("git clone (local, this checkout's HEAD)", ["git", "clone", "-q", str(ROOT), str(clone)],
+              cwd=top, env=env)
     readme = (clone / "README.md").read_text(encoding="utf-8")
     steps.run("README's first command: echo … | python3 -m agentproto chat mock",
               ["bash", "-c", "echo 'hello from agentproto' | python3 -m agentproto chat mock"], cwd=clone, env=env,
