@@ -6,7 +6,7 @@ tests/commands/test_wire_corpus.py does) for claude, codex and ACP, and a mock s
 the mock. At step N (the agent's Nth read, or its exit) the agent, in-process through the
 transport seam and on a virtual clock (a hung agent's minutes of grace pass at once):
 
-- dies: the session ends in the documented sequence (README, "What agentproto
+- dies: the session ends in the documented sequence (docs/protocol-guide.md, "What agentproto
   guarantees"): a running turn ends ``TurnEnded {Failed}``, then the session error, then
   exactly one ``closed``; an open in flight fails; a close in flight just closes;
 - hangs (says nothing more, ignores its input ending and SIGTERM): the session stalls, but

@@ -11,7 +11,7 @@
   flood or write garbage when the test says; ``FaultyProcess`` wraps the real child-process
   transport and does the same to a real agent (SIGKILL, SIGSTOP, lines slipped into what
   it wrote).
-- ``check_p1`` checks a protocol 1 transcript against the promises of the README's "What
+- ``check_p1`` checks a protocol 1 transcript against the promises of docs/protocol-guide.md's "What
   agentproto guarantees"; ``Outcome`` checks one in-process session (tests/fakes/scripted.py's
   Conversation) the same way.
 """
@@ -286,7 +286,7 @@ def normalized(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def check_p1(lines: list[dict[str, Any]], sent: dict[Any, str], *, complete: bool, eof: bool) -> None:
-    """Assert a protocol 1 transcript keeps the README's guarantees.
+    """Assert a protocol 1 transcript keeps the guarantees of docs/protocol-guide.md.
 
     ``sent``: command id -> command name, every command the app wrote. ``complete``: the
     app read everything the sidecar wrote (every command then has its reply); ``eof``: the
@@ -389,7 +389,7 @@ class Outcome:
                 assert at == len(out) - 1, f"something after closed: {out[at + 1:][:3]!r:.300}"
         closed = [o for o in out if o[0] == "closed"]
         if not opened:
-            # Only its ``closed``, when the app's input ended while it was opening (README:
+            # Only its ``closed``, when the app's input ended while it was opening (docs/protocol-guide.md:
             # EOF closes every session, even one whose open is in flight).
             assert not out or out == [("closed",)], f"a session that never opened said something: {out[:3]!r:.300}"
         elif ended:

@@ -4,7 +4,7 @@ mock through the real runtime and engine.
 The contract of the loader: a script text loads to a complete script or raises
 ``ScriptError`` naming what is wrong, and nothing else. Of the player and the engine: a
 script that loads plays without an internal error, and what the app sees keeps the
-README's promises: sequences from 1 without a gap, every turn ``TurnStarted`` ...
+docs/protocol-guide.md's promises: sequences from 1 without a gap, every turn ``TurnStarted`` ...
 ``TurnEnded`` with nothing of another turn in between, ``TurnEnded`` followed by
 ``StatusChanged "Idle"`` or the next ``TurnStarted`` (or the session's end), one reply
 per command, and ``closed`` exactly once, with nothing of the session after it.
