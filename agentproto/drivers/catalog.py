@@ -117,7 +117,7 @@ CATALOG += [
     ),
     _acp("cursor", "Cursor Agent", "cursor-agent", ("acp",), "curl https://cursor.com/install -fsS | bash",
          ("~/.local/bin",)),
-    _acp("qwen", "Qwen Code", "qwen", ("--experimental-acp",), "npm install -g @qwen-code/qwen-code"),
+    _acp("qwen", "Qwen Code", "qwen", ("--acp",), "npm install -g @qwen-code/qwen-code"),
     _acp("kiro", "Kiro CLI", "kiro-cli", ("acp",), "curl -fsSL https://cli.kiro.dev/install | bash", ("~/.local/bin",)),
     _acp("opencode", "opencode", "opencode", ("acp",), "npm install -g opencode-ai", ("~/.opencode/bin",)),
     _acp("goose", "goose", "goose", ("acp",),

@@ -615,3 +615,19 @@ def test_record_wire_keeps_the_acp_conversation(sidecar: Sidecar, workdir: Path,
     sent = [json.loads(e["line"]).get("method") for e in entries if e["dir"] == "to_agent"]
     assert sent[:3] == ["initialize", "session/new", "session/prompt"]
     assert any('"agent_message_chunk"' in e["line"] for e in entries if e["dir"] == "from_agent")
+
+
+def test_qwen_starts_with_acp_not_the_deprecated_flag(tmp_path: Path, workdir: Path) -> None:
+    # qwen-code 0.24.4 warns that --experimental-acp is deprecated: the catalog starts it with
+    # --acp. A `qwen` on PATH that notes its arguments, then is the test agent.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    argv = tmp_path / "argv"
+    qwen = bin_dir / "qwen"
+    qwen.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv}\nexec {AGENT_SCRIPT}\n')
+    qwen.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path)}
+    with Sidecar(env=env) as sc:
+        info = sc.ok({"cmd": "open", "agent": "qwen", "dir": str(workdir)}, 30)
+        sc.ok({"cmd": "close", "session": info["id"]}, 20)
+    assert argv.read_text().split() == ["--acp"]
