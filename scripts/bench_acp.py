@@ -30,6 +30,8 @@ mapping, session events, encode and write, the app's read and ``json.loads``).
 
 from __future__ import annotations
 
+import bench_state  # noqa: F401  (first: the sidecars' database in a temp dir)
+
 import argparse
 import json
 import os

@@ -19,6 +19,8 @@ each, and the best run of each counts: on a shared machine single figures wander
 
 from __future__ import annotations
 
+import bench_state  # noqa: F401  (first: the sidecars' database in a temp dir)
+
 import argparse
 import json
 import os

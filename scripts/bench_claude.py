@@ -27,6 +27,8 @@ claude-agent-sdk) or the interpreter's site-packages; without it its column is s
 
 from __future__ import annotations
 
+import bench_state  # noqa: F401  (first: the sidecars' database in a temp dir)
+
 import argparse
 import asyncio
 import json

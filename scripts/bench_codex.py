@@ -13,6 +13,8 @@ drift on the machine hits both alike; the figures are medians.
 
 from __future__ import annotations
 
+import bench_state  # noqa: F401  (first: the sidecars' database in a temp dir)
+
 import argparse
 import json
 import os

@@ -30,6 +30,8 @@ Figures only; nothing here asserts a time.
 
 from __future__ import annotations
 
+import bench_state  # noqa: F401  (first: the sidecars' database in a temp dir)
+
 import argparse
 import json
 import os

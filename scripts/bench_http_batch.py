@@ -13,6 +13,8 @@ package with this same client. Figures only: nothing here asserts a size or a ti
 
 from __future__ import annotations
 
+import bench_state  # noqa: F401  (first: the sidecars' database in a temp dir)
+
 import argparse
 import os
 import socket

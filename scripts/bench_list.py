@@ -19,6 +19,8 @@ pinned CLIs: ``--agents .cache/agents/node_modules/.bin``).
 
 from __future__ import annotations
 
+import bench_state  # noqa: F401  (first: the sidecars' database in a temp dir)
+
 import argparse
 import json
 import os

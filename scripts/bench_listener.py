@@ -13,6 +13,8 @@ http.client code for both.
 
 from __future__ import annotations
 
+import bench_state  # noqa: F401  (first: the sidecars' database in a temp dir)
+
 import argparse
 import http.client
 import http.server

@@ -21,6 +21,8 @@ socket is on 127.0.0.1. tests/engine/test_load.py runs both at a small scale in 
 
 from __future__ import annotations
 
+import bench_state  # noqa: F401  (first: the sidecars' database in a temp dir)
+
 import argparse
 import json
 import os

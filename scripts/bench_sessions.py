@@ -14,6 +14,8 @@ package (e.g. an older main) with this same client. Figures only: nothing here a
 
 from __future__ import annotations
 
+import bench_state  # noqa: F401  (first: the sidecars' database in a temp dir)
+
 import argparse
 import json
 import os

@@ -19,6 +19,8 @@ Figures only: nothing here asserts a time. Everything runs on 127.0.0.1.
 
 from __future__ import annotations
 
+import bench_state  # noqa: F401  (first: the sidecars' database in a temp dir)
+
 import argparse
 import http.client
 import json

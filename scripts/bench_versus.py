@@ -19,6 +19,8 @@ wander, the ratio of two runs taken side by side much less. Nothing here asserts
 
 from __future__ import annotations
 
+import bench_state  # noqa: F401  (first: the sidecars' database in a temp dir)
+
 import argparse
 import importlib.util
 import os
