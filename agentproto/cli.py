@@ -90,12 +90,17 @@ class _Sidecar:
     socket. ``close`` lets each go in order once the frontend is done."""
 
     def __init__(self, args: argparse.Namespace, frontend: str) -> None:
-        from agentproto.engine.observations import Observer, db_path
+        from agentproto.engine.observations import KEEP_ENV, Observer, db_path, keep_seconds
         from agentproto.engine.runtime import Engine
         from agentproto.loopio.loop import Loop
 
         loop = Loop(adopt_orphans=True)  # nothing an agent detaches outlives its session
-        self.observer = Observer(loop, db_path(getattr(args, "db", None)))
+        try:
+            keep = keep_seconds(getattr(args, "db_keep", None))
+        except ValueError as exc:
+            log(f"--db-keep (or {KEEP_ENV}) {exc}")
+            raise SystemExit(EXIT_USAGE) from None
+        self.observer = Observer(loop, db_path(getattr(args, "db", None)), keep)
         script, raw = _read_mock(args.mock)
         self.recorder: "Recorder | None" = None
         if args.record:

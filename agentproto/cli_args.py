@@ -28,6 +28,10 @@ def _record_option(parser: argparse.ArgumentParser, control: bool = True) -> Non
         "--db", metavar="PATH", help="the observations database (default: AGENTPROTO_DB, else "
         "$XDG_STATE_HOME/agentproto/observations.db; off disables it)"
     )  # fmt: skip
+    parser.add_argument(
+        "--db-keep", metavar="SPAN", help="prune observations older than SPAN (90d, 12w, 36h, or days; "
+        "default: AGENTPROTO_DB_KEEP, else 90d; 0 or none keeps every row)"
+    )  # fmt: skip
     if control:
         parser.add_argument(
             "--control", metavar="PATH", help="answer inspect on a 0600 Unix socket at PATH (or AGENTPROTO_CONTROL)"
@@ -333,10 +337,11 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     inspect.add_argument("--sock", metavar="PATH", help="a sidecar's control socket (default: AGENTPROTO_CONTROL)")
     inspect.add_argument("--agent", metavar="SESSION", help="one session's full snapshot")
     inspect.add_argument("--since", default="24h", help="cost window: 30m, 24h, 7d, or an ISO date (default 24h)")
-    inspect.add_argument("--by", choices=("agent", "model", "day", "session"), default="agent")
+    inspect.add_argument("--by", choices=("agent", "model", "day", "session", "db"), default="agent")
     inspect.add_argument("--top", type=int, metavar="N", help="also list the N most expensive turns")
     inspect.add_argument(
-        "--db", metavar="PATH", help="the observations database (default: AGENTPROTO_DB, else the XDG state dir)"
+        "--db", metavar="PATH", action="append", help="the observations database (default: AGENTPROTO_DB, else "
+        "the XDG state dir); again to unite several (one per machine)"
     )
     inspect.add_argument("--format", choices=("table", "json"), help="default: table on a terminal, else json")
     return parser

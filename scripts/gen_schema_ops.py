@@ -83,9 +83,10 @@ INSPECT_KEYS = {
     "sock": {"description": "agents: a running sidecar's control socket (serve --control PATH); default: this process.", "type": "string"},
     "agent": {"description": "agents: one session's full snapshot (its id).", "type": ["string", "integer"]},
     "since": {"description": "cost: the window, a span back from now (30m, 24h, 7d) or an ISO date; default 24h.", "type": "string"},
-    "by": {"description": "cost: group by agent (default), model, day or session.", "type": "string", "enum": ["agent", "model", "day", "session", "provider"]},
+    "by": {"description": "cost: group by agent (default), model, day, session or db.", "type": "string", "enum": ["agent", "model", "day", "session", "db", "provider"]},
     "top": {"description": "cost: also list the N most expensive turns.", "type": "integer", "minimum": 0},
-    "db": {"description": "cost: the observations database; default: this server's (AGENTPROTO_DB, the XDG state dir).", "type": "string"},
+    "db": {"description": "cost: the observations database, or a list of them (their rows united); default: this server's (AGENTPROTO_DB, the XDG state dir).",
+           "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]},
     "format": {"description": "How the log lines render the view: json (default) or table (80 columns).", "type": "string", "enum": ["json", "table"]},
 }
 _TOKENS = {
@@ -131,6 +132,7 @@ _TURN_ROW = {
         "turn": {"type": "string"},
         **{k: v for k, v in _FIGURES.items() if k != "turns"},
         "stop": {"type": "string", "description": "The StopReason's name."},
+        "db": {"type": "string", "description": "The database it was read from."},
     },
     "required": ["ended_at", "agent", "model", "run", "session", "turn", "input_tokens", "output_tokens",
                  "cached_input_tokens", "cost_usd", "duration_ms", "stop"],
@@ -154,9 +156,10 @@ INSPECT_DEFINITIONS = {
         "type": "object",
         "properties": {
             "view": {"type": "string", "const": "cost"},
-            "db": {"type": "string"},
+            "db": {"type": "string", "description": "The (first) database read."},
+            "dbs": {"type": "array", "items": {"type": "string"}, "description": "Every database read, in order."},
             "since": {"type": "string", "description": "ISO 8601, UTC."},
-            "by": {"type": "string", "enum": ["agent", "model", "day", "session"]},
+            "by": {"type": "string", "enum": ["agent", "model", "day", "session", "db"]},
             "groups": {"type": "array", "items": {"type": "object", "properties": {"key": {"type": "string"}, **_FIGURES},
                                                   "required": ["key", *_FIGURES]}},
             "total": {"type": "object", "properties": _FIGURES, "required": list(_FIGURES)},

@@ -21,12 +21,12 @@ if TYPE_CHECKING:
         """An ``inspect`` request's members, checked and defaulted."""
 
         view: str  # agents, cost
-        by: str  # agent, model, day, session
+        by: str  # agent, model, day, session, db
         format: str  # table, json
         top: int | None
         since: str
         sock: str | None
-        db: str | None
+        db: list[str] | None
         agent: str | None
 
     class TokenFigures(TypedDict):
@@ -75,6 +75,7 @@ if TYPE_CHECKING:
         session: str
         turn: str
         stop: str
+        db: NotRequired[str]
 
     class TurnRow(_Turn):
         """One ended turn, a row of the observations database (``ended_at``: epoch seconds)."""
@@ -89,6 +90,7 @@ if TYPE_CHECKING:
     class InspectCost(TypedDict):
         view: Literal["cost"]
         db: str | None
+        dbs: NotRequired[list[str]]
         since: str
         by: str
         groups: list[CostGroup]

@@ -8,7 +8,21 @@ the agent reports one, duration and stop reason. Never a prompt, never an answer
 a message: a stop reason is stored by its name only (a failure's message may quote one).
 
 Where: ``--db PATH``, else ``AGENTPROTO_DB``, else ``$XDG_STATE_HOME/agentproto/
-observations.db`` (``~/.local/state`` when unset); ``off`` (either way) disables it.
+observations.db`` (``~/.local/state`` when unset); ``off`` (either way) disables it. The run
+that creates the file says where it is, once, on stderr.
+
+Retention: rows older than ``--db-keep`` (else ``AGENTPROTO_DB_KEEP``, else ``DEFAULT_KEEP``:
+90 days; a span ``90d``, ``12w``, ``36h`` or a number of days; ``0`` or ``none`` keeps every
+row) are deleted when the writer opens the file and then at most once every
+``PRUNE_EVERY`` seconds, at most ``PRUNE_ROWS`` rows at a time (the oldest first), within the
+write budget: never on every write, never holding the loop. A prune that fails or runs out
+of budget costs one line and is not tried again in the run; the rows are still written.
+
+Versions: the file's ``PRAGMA user_version`` is its schema version (``SCHEMA_VERSION``); a
+file of version 0 with a ``turns`` table was written before versions existed and is version
+1's table (the writer marks it 1). A file of another version is refused, writing (one line,
+no rows written in the run) and reading (``inspect``: an error naming the file and both
+versions), never misread.
 
 Rules of this file:
 - Off the hot path: an ended turn only appends a tuple. Rows are written in one
@@ -61,9 +75,17 @@ class ObservedSession(Protocol):
     info: SessionInfo
 
 DB_ENV = "AGENTPROTO_DB"
+KEEP_ENV = "AGENTPROTO_DB_KEEP"
 OFF = "off"
+#: What ``SCHEMA`` makes: bumped with any change of the table a reader would misread.
+SCHEMA_VERSION = 1
+#: How long rows are kept by default (seconds): 90 days.
+DEFAULT_KEEP = 90 * 86400.0
+#: Pruning: at most this many rows per go, at most once per this many seconds.
+PRUNE_ROWS = 5000
+PRUNE_EVERY = 86400.0
 
-SCHEMA = """
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS turns (
     id INTEGER PRIMARY KEY,
     ended_at REAL NOT NULL,            -- seconds since the epoch
@@ -80,6 +102,7 @@ CREATE TABLE IF NOT EXISTS turns (
     stop TEXT NOT NULL                 -- the StopReason's name (Completed, Failed, ...)
 );
 CREATE INDEX IF NOT EXISTS turns_ended_at ON turns (ended_at);
+PRAGMA user_version = {SCHEMA_VERSION};
 """
 COLUMNS = (
     "ended_at", "agent", "model", "run", "session", "turn", "input_tokens", "output_tokens",
@@ -94,6 +117,48 @@ def db_path(flag: str | None = None, environ: Mapping[str, str] = os.environ) ->
         return None if chosen.strip().lower() in (OFF, "") else os.path.expanduser(chosen)
     state = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return os.path.join(state, "agentproto", "observations.db")
+
+
+_KEEP_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def keep_seconds(text: str | None, environ: Mapping[str, str] = os.environ) -> float:
+    """The retention (``--db-keep``, else ``AGENTPROTO_DB_KEEP``, else ``DEFAULT_KEEP``) in
+    seconds; 0: keep every row. ValueError naming what it takes when ``text`` is not one."""
+    chosen = text if text is not None else environ.get(KEEP_ENV)
+    if chosen is None or not chosen.strip():
+        return DEFAULT_KEEP
+    value = chosen.strip().lower()
+    if value in ("0", "none", OFF, "never"):
+        return 0.0
+    unit = value[-1] if value[-1] in _KEEP_UNITS else "d"
+    number = value[:-1] if value[-1] in _KEEP_UNITS else value
+    try:
+        amount = float(number)
+    except ValueError:
+        amount = -1.0
+    if not (0 <= amount < float("inf")):
+        raise ValueError(f"{chosen!r}: a span (90d, 12w, 36h), a number of days, or 0/none to keep every row")
+    return amount * _KEEP_UNITS[unit]
+
+
+class VersionMismatch(OSError):
+    """The file holds another schema version than this agentproto's."""
+
+    def __init__(self, path: str, version: int) -> None:
+        super().__init__(f"{path} is an observations database of schema version {version}; this agentproto "
+                         f"reads and writes version {SCHEMA_VERSION}")  # fmt: skip
+        self.version = version
+
+
+def schema_version(db: "sqlite3.Connection") -> int | None:
+    """The file's schema version (``PRAGMA user_version``; a version-0 file with a ``turns``
+    table or view is version 1's table); None: an empty file (no table yet)."""
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    if version == 0:
+        known = db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'turns'").fetchone()[0]
+        return 1 if known else None
+    return version
 
 
 def stop_name(stop: Any) -> str:
@@ -169,6 +234,9 @@ def connect(path: str, create: bool, budget: float = WRITE_BUDGET) -> "sqlite3.C
     try:
         bound(db, budget)
         db.execute("PRAGMA trusted_schema=OFF")
+        version = schema_version(db)
+        if version is not None and version != SCHEMA_VERSION:
+            raise VersionMismatch(path, version)
         if create:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
@@ -202,9 +270,14 @@ class Observer:
     RETRY_DELAY = 5.0
     MAX_PENDING = 10_000
 
-    def __init__(self, loop: "Loop", path: str | None) -> None:
+    def __init__(self, loop: "Loop", path: str | None, keep: float = DEFAULT_KEEP) -> None:
         self.loop = loop
         self.path = path
+        #: Rows older than this many seconds are pruned (0: none are).
+        self.keep = keep
+        #: When rows were last pruned (loop time; None: not yet), and whether pruning gave up.
+        self._pruned: float | None = None
+        self._prune_failed = False
         #: This process in the rows: session ids repeat from one sidecar to the next.
         self.run = os.urandom(6).hex()
         self.figures: weakref.WeakKeyDictionary[ObservedSession, SessionFigures] = weakref.WeakKeyDictionary()
@@ -270,8 +343,13 @@ class Observer:
 
         try:
             if self._db is None:
+                fresh = not os.path.lexists(self.path)
                 self._db = connect(self.path, create=True)
+                if fresh:
+                    log(f"observations: recording what turns cost in {self.path} (inspect --view cost reads it; "
+                        f"--db or {DB_ENV}=off changes that)")  # fmt: skip
             db = self._db
+            self.prune()
             bound(db, WRITE_BUDGET)
             db.execute("BEGIN")
             try:
@@ -282,6 +360,12 @@ class Observer:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
+        except VersionMismatch as exc:
+            log(f"observations: {exc}; not writing to it in this run (--db PATH chooses another file)")
+            self.pending.clear()
+            self.given_up = True
+            self._close_db()
+            return False
         except (sqlite3.Error, OSError) as exc:
             reason = str(getattr(exc, "strerror", None) or exc)
             if reason == "interrupted":  # over budget: a trigger or a view in the file, or a huge one
@@ -297,6 +381,30 @@ class Observer:
             return False
         self.pending.clear()
         return True
+
+    def prune(self, now: float | None = None) -> int:
+        """Delete up to ``PRUNE_ROWS`` rows older than ``keep`` (the oldest first), when the
+        file was just opened or the last prune is ``PRUNE_EVERY`` seconds old; the count."""
+        db = self._db
+        if db is None or self.keep <= 0 or self._prune_failed:
+            return 0
+        if self._pruned is not None and self.loop.time() - self._pruned < PRUNE_EVERY:
+            return 0
+        import sqlite3
+
+        self._pruned = self.loop.time()
+        cutoff = (time.time() if now is None else now) - self.keep
+        bound(db, WRITE_BUDGET)
+        try:
+            cursor = db.execute(
+                "DELETE FROM turns WHERE id IN (SELECT id FROM turns WHERE ended_at < ? ORDER BY ended_at LIMIT ?)",
+                (cutoff, PRUNE_ROWS),
+            )
+        except sqlite3.Error as exc:
+            self._prune_failed = True
+            log(f"observations {self.path}: pruning old rows failed ({exc}); not pruning again in this run")
+            return 0
+        return max(0, cursor.rowcount)
 
     def _warn(self, key: str, message: str) -> None:
         if key not in self._warned:

@@ -55,8 +55,7 @@ def run_inspect(runtime: "Engine", args: dict[str, Any], done: Done, follow_sock
     """Answer one ``inspect`` request: ``done(view, None)`` or ``done(None, error)``."""
     try:
         checked = inspect.check_args(args)
-        for what in ("sock", "db"):
-            path = checked[what]
+        for what, path in [("sock", checked["sock"]), *(("db", db) for db in checked["db"] or ())]:
             if path is not None:
                 try:
                     private.check_confined(path, what)  # replay: nothing outside its own
@@ -268,7 +267,8 @@ def main(request: dict[str, Any], fmt: str) -> int:
     from agentproto.loopio.loop import Loop
 
     loop = Loop()
-    runtime = Engine(loop, observer=Observer(loop, db_path(request.get("db"))))
+    dbs = request.get("db")
+    runtime = Engine(loop, observer=Observer(loop, db_path(dbs[0] if isinstance(dbs, list) else dbs)))
     answers: list[tuple[Any, AgentError | None]] = []
     try:
         run_inspect(runtime, {k: v for k, v in request.items() if v is not None}, lambda v, e: answers.append((v, e)))

@@ -9,8 +9,12 @@ Two views, with the seed's keys (all optional):
   running sidecar's control socket instead of this process (control.py does the asking).
 - ``view: "cost"``: the ended turns in the observations database (``db``, else the
   runtime's) since ``since`` (``24h`` default; ``30m``, ``7d``, ``90s``, or an ISO date or
-  time), grouped ``by`` ``agent`` (default), ``model``, ``day`` or ``session``, with
-  totals; ``top: N`` adds the N most expensive turns.
+  time), grouped ``by`` ``agent`` (default), ``model``, ``day``, ``session`` or ``db``, with
+  totals; ``top: N`` adds the N most expensive turns. ``db`` may be a list of databases
+  (one per machine, copied together): their rows are united (a turn in two of them, a
+  copied file, counts once), ``dbs`` names them all and ``db`` the first; each must be of
+  this agentproto's schema version (else an error naming the file and both versions), a
+  missing one holds no rows.
 - ``format``: ``json`` (the payload itself) or ``table`` (aligned, within 80 columns).
 
 Rules of this file:
@@ -48,7 +52,7 @@ if TYPE_CHECKING:
     from agentproto.engine.runtime import Engine
 
 VIEWS = ("agents", "cost")
-BYS = ("agent", "model", "day", "session")
+BYS = ("agent", "model", "day", "session", "db")
 FORMATS = ("table", "json")
 DEFAULT_SINCE = "24h"
 WIDTH = 80
@@ -83,11 +87,19 @@ def check_args(args: JsonObject) -> InspectArgs:
     if not isinstance(since, str):
         raise bad("since", since, "a span (30m, 24h, 7d) or an ISO date")
     parse_since(since)
-    for key in ("sock", "db"):
-        if args.get(key) is not None and not isinstance(args[key], str):
-            raise bad(key, args[key], "a path")
-    return {"view": view, "by": by, "format": fmt, "top": top, "since": since, "sock": args.get("sock"),
-            "db": args.get("db"), "agent": None if agent is None else str(agent)}  # fmt: skip
+    sock = args.get("sock")
+    if sock is not None and not isinstance(sock, str):
+        raise bad("sock", sock, "a path")
+    db = args.get("db")
+    dbs: list[str] | None = None
+    if isinstance(db, str):
+        dbs = [db]
+    elif isinstance(db, list) and db and all(isinstance(one, str) for one in db):
+        dbs = list(db)
+    elif db is not None:
+        raise bad("db", db, "a path, or a non-empty list of paths")
+    return {"view": view, "by": by, "format": fmt, "top": top, "since": since, "sock": sock,
+            "db": dbs, "agent": None if agent is None else str(agent)}  # fmt: skip
 
 
 def parse_since(text: str, now: float | None = None) -> float:
@@ -155,6 +167,8 @@ def _group_key(row: TurnRow, by: str) -> str:
         return iso(row["ended_at"])[:10]
     if by == "session":
         return f"{row['run']}/{row['session']}"
+    if by == "db":
+        return row["db"]
     value = row["agent"] if by == "agent" else row["model"]  # (BYS: agent or model here)
     return value if value is not None else "(unknown)"
 
@@ -172,18 +186,41 @@ def _empty() -> CostFigures:
             "cost_usd": None, "duration_ms": 0}  # fmt: skip
 
 
-def cost_view(path: str | None, since: str, by: str, top: int | None, now: float | None = None) -> InspectCost:
-    """The cost view over the database at ``path`` (None: disabled)."""
+def read_all(paths: list[str], start: float) -> list[TurnRow]:
+    """The rows of every database in ``paths`` since ``start``, united (a turn, by its run,
+    session and turn ids, counts once: the first database holding it names it), oldest
+    first; each row says its ``db``."""
+    rows: list[TurnRow] = []
+    seen: set[tuple[str, str, str]] = set()
+    for path in dict.fromkeys(paths):  # a path given twice is read once
+        try:
+            found = observations.read_rows(path, start)
+        except FileNotFoundError:
+            found = []  # nothing observed yet
+        except observations.VersionMismatch as exc:
+            raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"inspect: {exc}") from None
+        except observations.errors() as exc:
+            raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"inspect: cannot read {path}: {exc}") from None
+        for row in found:
+            key = (row["run"], row["session"], row["turn"])
+            if key not in seen:
+                seen.add(key)
+                rows.append({**row, "db": path})
+    if len(paths) > 1:
+        rows.sort(key=lambda row: row["ended_at"])
+    return rows
+
+
+def cost_view(
+    path: str | list[str] | None, since: str, by: str, top: int | None, now: float | None = None
+) -> InspectCost:
+    """The cost view over the database at ``path``, or the databases (None: disabled)."""
     start = parse_since(since, now)
     if path is None:
         why = "inspect: the observations database is off (AGENTPROTO_DB=off)"
         raise AgentError.detail(Kind.INVALID_CONFIGURATION, why)
-    try:
-        rows: list[TurnRow] = observations.read_rows(path, start)
-    except FileNotFoundError:
-        rows = []  # nothing observed yet
-    except observations.errors() as exc:
-        raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"inspect: cannot read {path}: {exc}") from None
+    paths = [path] if isinstance(path, str) else path
+    rows = read_all(paths, start)
     groups: dict[str, CostGroup] = {}
     total = _empty()
     for row in rows:
@@ -192,7 +229,8 @@ def cost_view(path: str | None, since: str, by: str, top: int | None, now: float
         _add(total, row)
     ordered = sorted(groups.values(), key=lambda g: (-(g["cost_usd"] or 0.0), -g["input_tokens"] - g["output_tokens"],
                                                       g["key"]))  # fmt: skip
-    view: InspectCost = {"view": "cost", "db": path, "since": iso(start), "by": by, "groups": ordered, "total": total}
+    view: InspectCost = {"view": "cost", "db": paths[0], "dbs": list(dict.fromkeys(paths)), "since": iso(start),
+                         "by": by, "groups": ordered, "total": total}  # fmt: skip
     if top:
         expensive = sorted(rows, key=lambda r: (-(r["cost_usd"] or 0.0), -r["input_tokens"] - r["output_tokens"]))
         view["top"] = [{**row, "ended_at": iso(row["ended_at"])} for row in expensive[:top]]
@@ -281,9 +319,9 @@ def _table(view: InspectView) -> list[str]:
             return ["no live sessions"]
         return aligned(header, rows, {4, 5, 6, 7, 8, 9})
     since = str(view["since"])[:16].replace("T", " ")
-    db = str(view["db"])
-    shown = db if len(db) <= WIDTH - 9 else "…" + db[-(WIDTH - 10) :]
-    lines = [f"cost since {since} UTC, by {view['by']}", f"database {shown}"]
+    lines = [f"cost since {since} UTC, by {view['by']}"]
+    for db in view.get("dbs") or [str(view["db"])]:
+        lines.append("database " + (db if len(db) <= WIDTH - 9 else "…" + db[-(WIDTH - 10) :]))
     total = view["total"]
     groups: list[CostGroup] = [*view["groups"], {**total, "key": "TOTAL"}]
     rows = [

@@ -72,12 +72,17 @@ def _own_checks() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     def count(value: Any) -> str | None:
         return None if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else "a whole number >= 0"
 
+    def paths(value: Any) -> str | None:
+        if isinstance(value, str) or isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return None
+        return "a path, or a non-empty list of paths"
+
     def session_id(value: Any) -> str | None:
         return None if isinstance(value, (str, int)) and not isinstance(value, bool) else "a session id"
 
     # Types here (a protocol error); the values (a view, a span...) in inspect.check_args.
-    inspect_keys: dict[str, Any] = dict.fromkeys(("view", "sock", "since", "by", "db", "format"), string)
-    inspect_keys.update(top=count, agent=session_id)
+    inspect_keys: dict[str, Any] = dict.fromkeys(("view", "sock", "since", "by", "format"), string)
+    inspect_keys.update(top=count, agent=session_id, db=paths)
     return {
         "capabilities": ({}, {}),
         "explain": ({"code": string}, {}),
