@@ -9,8 +9,9 @@ Rules of this file:
   never disagree. Unknown keys are ignored.
 - Every request ends with exactly one ``done``: 0 success, 1 a command that failed
   (``result`` with ``ok: false`` and the ErrorBody), 2 a protocol error (``error``).
-- A ``prompt`` (or ``answer``) streams its turn through ``TurnEnded`` and the
-  ``StatusChanged`` that follows it, then its ``result`` and ``done``.
+- A ``prompt`` (or ``answer``) streams its turn through ``TurnEnded``, or the
+  ``RequestOpened`` it waits on, and the ``StatusChanged`` that follows either (Idle,
+  NeedsInput), then its ``result`` and ``done``.
 - Session-shaped ops take ``session`` or use the context's default session, set by the
   last successful ``open``. A session's events wait in its mailbox (ops_hub.py) until a
   request on that session streams them, so a client that asks nothing loses nothing and
@@ -363,7 +364,11 @@ class _Follower:
         elif name == "TurnEnded":
             self._turn_ended(kind[name])
         elif name == "RequestOpened":
-            self.run.result(True, **self._fields(), waiting=kind[name])
+            # The session's StatusChanged NeedsInput follows in the same tick: it is part of
+            # this request's answer (before its done), not a stale first line of the next.
+            self.ending = True
+            waiting = kind[name]
+            self.run.hub.loop.call_soon(lambda: self.run.result(True, **self._fields(), waiting=waiting))
 
     def _fields(self) -> dict[str, Any]:
         fields: dict[str, Any] = {"session_id": self.session.id}

@@ -54,7 +54,7 @@ def test_request_method_and_direct_methods_share_the_default_session(rpc):
     prompted = rpc.call("prompt", {"text": "go"}, rpc_id=2)
     assert prompted["id"] == 2 and prompted["result"]["waiting"]["Permission"]["id"] == "r1"
     kinds = [kind_name(n["params"]["kind"]) for n in rpc.notifications]
-    assert kinds[0] == "TurnStarted" and kinds[-1] == "RequestOpened"  # events came before the response
+    assert kinds[0] == "TurnStarted" and kinds[-2:] == ["RequestOpened", "StatusChanged"]  # all before the response
     rpc.notifications.clear()
     answered = rpc.call("request", {"op": "answer", "request": "r1", "answer": {"Permission": "AllowOnce"}}, rpc_id=3)
     assert answered["result"]["stop"] == {"Completed": {"source": "Protocol"}}

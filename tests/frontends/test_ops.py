@@ -160,7 +160,7 @@ def test_permission_request_waits_then_answer_streams_on():
         result = result_of(lines)
         assert result["ok"] and "stop" not in result
         assert result["waiting"]["Permission"]["id"] == "r1"
-        assert events_of(lines)[-1] == "RequestOpened"
+        assert events_of(lines)[-2:] == ["RequestOpened", "StatusChanged"]  # NeedsInput: this request's
 
         lines = p.request({"op": "answer", "request": "r9", "answer": {"Permission": "AllowOnce"}})
         assert done_of(lines) == 1 and result_of(lines)["error"]["kind"] == "InvalidRequest"
