@@ -300,6 +300,15 @@ def _tools_and_hooks(d: dict) -> None:
         ),
         "type": ["string", "null"],
     }
+    d["SessionInfo"]["properties"]["hook_urls"] = {
+        "description": (
+            "With `hooks` (with or without tools): each hook event's URL on the loopback listener "
+            "(http://127.0.0.1:PORT/TOKEN/hook/EVENT), where a hook command POSTs its input and reads its output. "
+            "They hold the session's secret token."
+        ),
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+    }
     d["Capability"]["oneOf"] += [
         {"description": "The session serves the app's tools to its agent.", "type": "string", "const": "Tools"},
         {"description": "The session asks the app its hooks.", "type": "string", "const": "Hooks"},

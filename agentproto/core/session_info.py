@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     )
 
 #: Members only the engine sets: a driver's report never overwrites them.
-ENGINE_MEMBERS = frozenset({"id", "agent", "status", "tools_url"})
+ENGINE_MEMBERS = frozenset({"id", "agent", "status", "tools_url", "hook_urls"})
 
 if TYPE_CHECKING:
     #: ``Driver.validate_config``: a problem with a value for an option, or None.

@@ -299,6 +299,7 @@ if TYPE_CHECKING:
         title: NotRequired[str | None]
         status: NotRequired[Any]
         tools_url: NotRequired[str | None]
+        hook_urls: NotRequired[dict[str, str]]
 
     # -- MCP servers the app forwards ----------------------------------------------------
 

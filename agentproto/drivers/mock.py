@@ -13,7 +13,14 @@ app's tools as a real agent does: over HTTP, through the session's listener (MCP
 initialize, notifications/initialized, tools/call with the session id), on the loop; the
 turn waits for the result, which comes back as the output of a ``ToolUpdated``. The
 script's ``hook_events`` are the hook events the mock lets an app open it with (the
-listener's hook endpoint delivers them).
+listener's hook endpoint delivers them), and a ``{"Hook": {"event", "input"}}`` step fires one
+as an agent whose hooks are commands does: it POSTs ``input`` (default ``{}``) to the
+session's hook URL for ``event`` (one of ``hook_events``) on the loop and the turn waits for
+the answer (the app's ``HookResult``, or ``{}``); a session whose app did not ask for that
+hook skips the step, as an agent runs only the hooks it was given.
+
+A ``Sleep`` step, an ``AwaitAnswer``, a tool call or a hook in flight belong to their turn:
+a cancel (or the session's end) ends them at once, and the next turn starts at its first step.
 """
 
 from __future__ import annotations
@@ -139,6 +146,11 @@ def _check_steps(steps: Any, where: str) -> None:
             if not isinstance(body, list) or len(body) != 2 or not isinstance(body[0], str):
                 raise ScriptError(f"{at}: Nested takes [tool id, EventKind]")
             _check_kind(body[1], at)
+        elif tag == "Hook":
+            if not isinstance(body, dict) or not isinstance(body.get("event"), str) or set(body) - {"event", "input"}:
+                raise ScriptError(f"{at}: Hook takes {{event, input}}")
+            if not isinstance(body.get("input", {}), dict):
+                raise ScriptError(f"{at}: Hook takes {{event, input}} (input: an object)")
         elif tag == "CallTool":
             if not isinstance(body, dict) or not isinstance(body.get("tool"), str):
                 raise ScriptError(f"{at}: CallTool takes {{tool, arguments}}")
@@ -172,7 +184,22 @@ def load_script(text: str) -> dict[str, Any]:
         _check_kind(script["stale_before_ack"], "stale_before_ack")
     if not isinstance(script["hook_events"], list) or not all(isinstance(e, str) for e in script["hook_events"]):
         raise ScriptError("hook_events: expected an array of hook event names")
+    for i, turn in enumerate(script["turns"]):
+        for event in _hook_steps(turn):
+            if event not in script["hook_events"]:
+                raise ScriptError(f"turns[{i}]: a Hook step fires {event}, which is not in hook_events")
     return script
+
+
+def _hook_steps(steps: list[Any]) -> list[str]:
+    """The events the Hook steps of ``steps`` fire (inside Repeat too)."""
+    events: list[str] = []
+    for step in steps:
+        if isinstance(step, dict) and "Hook" in step:
+            events.append(step["Hook"]["event"])
+        elif isinstance(step, dict) and "Repeat" in step:
+            events += _hook_steps(step["Repeat"]["steps"])
+    return events
 
 
 class MockDriver(Driver):
@@ -267,6 +294,7 @@ class MockDriver(Driver):
         if self.life.move(event) == "gone":
             return
         self.steps.clear()
+        self.sleep.cancel()
         if failure is not None:
             self.host.fail(failure)
         self.host.loop.call_soon(self.host.closed)
@@ -316,6 +344,7 @@ class MockDriver(Driver):
         if not self.turn_open:
             return
         self.steps.clear()
+        self.sleep.cancel()  # the next turn must not wait out this one's Sleep
         self.awaiting = False
         self.calling = None
         self.early_answers = 0
@@ -385,6 +414,8 @@ class MockDriver(Driver):
                 host.emit(body[1], parent_tool_id=body[0])
             elif tag == "CallTool":
                 self._call_tool(body["tool"], body.get("arguments", {}))
+            elif tag == "Hook":
+                self._fire_hook(body["event"], body.get("input", {}))
 
     # -- the app's tools: called as a real agent calls them, over HTTP --------------------
     def _call_tool(self, name: str, arguments: JsonObject) -> None:
@@ -421,3 +452,20 @@ class MockDriver(Driver):
             self._schedule()
 
         self.mcp.call_tool(name, arguments, done)
+
+    # -- the app's hooks: fired as an agent whose hooks are commands fires them, over HTTP ----
+    def _fire_hook(self, event: str, hook_input: JsonObject) -> None:
+        url = self.host.hook_url(event)
+        if url is None:
+            return  # the app did not ask for this hook: an agent runs only those it was given
+        from agentproto.tools.mcp_client import McpHttpClient  # only scripts that fire hooks need it
+
+        self.calling = call = object()  # the turn waits for the answer, as for a tool call
+
+        def done(response: Any, why: str | None) -> None:
+            if self.calling is not call or self.gone:
+                return  # the turn it belonged to is over
+            self.calling = None
+            self._schedule()
+
+        McpHttpClient(self.host.loop, url).post(json.dumps(hook_input).encode(), done)

@@ -390,6 +390,9 @@ class EngineSession(SessionTurns):
         driver cannot take them, OSError when the listener cannot open)."""
         self.app.serve(self.launch, self.driver, self.context.listen)
         self.info["tools_url"] = self.app.tools_url
+        urls = {event: self.app.hook_url(event) for event in self.launch.hooks}
+        if urls:  # hooks with or without tools: the app's own agents post to these
+            self.info["hook_urls"] = {event: url for event, url in urls.items() if url is not None}
 
     @property
     def tools_url(self) -> str | None:
