@@ -277,7 +277,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from agentproto.commands.chat import Chat
 
     script = _load_mock(args.mock)
-    return Chat(agent, sys.stdin.isatty(), script, tools, json_events=args.json, color=args.color).run()
+    if args.dir is not None and not os.path.isdir(args.dir):
+        log(f"--dir {args.dir}: not a directory")
+        return EXIT_USAGE
+    return Chat(agent, sys.stdin.isatty(), script, tools, json_events=args.json, color=args.color,
+                directory=args.dir, mock_path=args.mock).run()  # fmt: skip
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

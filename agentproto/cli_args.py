@@ -283,6 +283,7 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
     )
     chat.add_argument("agent", nargs="?", default="mock", help="catalog id or JSON agent reference (default: mock)")
     _mock_option(chat)
+    chat.add_argument("--dir", metavar="DIR", help="the directory the agent works in (default: the current one)")
     chat.add_argument("--tools", metavar="FILE", help="a JSON array of the app's own tools to give the agent")
     chat.add_argument("--json", action="store_true", help="print the raw events, one JSON line each, for scripts")
     chat.add_argument(

@@ -11,6 +11,10 @@ Rules of this file:
 - A line starting with ``/`` is a chat command, answered here, never sent to the agent
   (``//`` sends a line that starts with ``/``). A prompt that nothing could answer (a mock
   script with no turn left) is refused here rather than left to hang.
+- On a terminal, what is typed while a turn runs is read key by key (chat_screen's
+  ``TypeAhead``): a line entered then is shown in the transcript (``» TEXT  (queued)``) and
+  runs as it would at the prompt; the terminal's modes are put back at exit.
+- The session works in ``--dir DIR`` (default: the current directory).
 - Exit status: 0, or 1 once a turn failed, the session failed or stdout went away; 2 for
   an empty prompt from a pipe; 130 for Ctrl-C at the prompt, 128 + N for signal N.
 """
@@ -25,17 +29,20 @@ from typing import Any, Callable
 from agentproto.commands.chat_screen import (
     HELP,
     Screen,
+    TypeAhead,
     app_answer,
     choices_named,
     describe_option,
     event_note,
     login_steps,
+    mock_banner,
     permission_answer,
     permission_keys,
     permission_words,
     question_words,
     session_summary,
     stop_note,
+    terminal_width,
     tool_line,
     usage_line,
     welcome,
@@ -63,12 +70,22 @@ class Chat:
         *,
         json_events: bool = False,
         color: str = "auto",
+        directory: str | None = None,
+        mock_path: str | None = None,
     ) -> None:
         self.loop = Loop(adopt_orphans=True)  # nothing an agent detaches outlives the chat
         self.runtime = Engine(self.loop, mock_script=mock_script)
         self.scope = Scope(self.runtime)
         self.agent = agent
         self.tools = tools
+        self.directory = os.path.abspath(directory) if directory else os.getcwd()
+        self.mock = mock_banner(mock_script, mock_path) if agent == "mock" else None
+        #: The keys typed while a turn runs (an interactive chat on a terminal only).
+        self.keys: TypeAhead | None = None
+        #: What was typed at the prompt before its turn ended: the start of the next line.
+        self.carry = ""
+        #: Prompts typed during a turn, shown once the engine says what became of them.
+        self.typed: list[str] = []
         self.interactive = interactive
         self.json_events = json_events
         self.screen = Screen(self.loop, color, self._stdout_gone)
@@ -96,6 +113,10 @@ class Chat:
     # -- EventSink ---------------------------------------------------------------------
     def event(self, session: EngineSession, event: dict[str, Any]) -> None:
         session.delivered(1)
+        self._event(event)
+        self._sync_keys()
+
+    def _event(self, event: dict[str, Any]) -> None:
         kind = event["kind"]
         name = event_kind_name(kind)
         body: Any = kind.get(name) if isinstance(kind, dict) else None
@@ -161,6 +182,11 @@ class Chat:
             # Next tick: a queued prompt's turn starts right after this one ends.
             self.loop.call_soon(lambda: None if self.turn_running else self._show_prompt())
 
+    def _sync_keys(self) -> None:
+        """Key by key while a turn runs and asks nothing; the terminal's own modes otherwise."""
+        if self.keys is not None:
+            self.keys.set(self.turn_running and not self.pending and not self.finished)
+
     def session_error(self, session: EngineSession, error: AgentError) -> None:
         self._failed(error)
 
@@ -194,11 +220,13 @@ class Chat:
         """Redraw the status line: what runs, and for how long (live terminals only)."""
         if not self.turn_running or self.pending:
             return
+        keys = self.keys
+        typed = keys.line if keys is not None and keys.on and keys.echo else None
         if self.tool is not None:
             detail = self.tool.get("detail")
-            self.screen.status(self.tool["line"] + (f" · {detail}" if detail else ""), self.tool["since"])
+            self.screen.status(self.tool["line"] + (f" · {detail}" if detail else ""), self.tool["since"], typed)
         else:
-            self.screen.status("working…", self.turn_started)
+            self.screen.status("working…", self.turn_started, typed)
 
     def _spin(self) -> None:
         if self.finished:
@@ -207,8 +235,18 @@ class Chat:
         self.loop.call_later(0.1, self._spin)
 
     def _show_prompt(self) -> None:
+        self._sync_keys()
         if self.interactive and not self.pending and not self.finished:
             self.screen.ask("> ", "1")
+            self._carry_typing()
+
+    def _carry_typing(self) -> None:
+        """A line begun while the turn ran, not entered yet: shown after the prompt (or the
+        question) now asked, and the start of the line typed next."""
+        if self.keys is not None and self.keys.line:
+            self.carry += self.keys.take()
+            if self.keys.echo:
+                self.screen.stream(self.carry)
 
     def _failed(self, error: AgentError) -> None:
         """The session failed, or did not open: what went wrong (and how to log in, when
@@ -236,7 +274,9 @@ class Chat:
         self.screen.note(question, "33")
         if details is not None:
             self.screen.note(details)
+        self._sync_keys()
         self.screen.ask(how)
+        self._carry_typing()
         if not self.interactive:
             self._nobody(*nobody)
 
@@ -252,7 +292,9 @@ class Chat:
             self.loop.call_soon(lambda: self._answer_line(""))
             return
         call = request["ToolCall"]
+        self._sync_keys()
         self.screen.ask(f"Tool {call['tool']}({json.dumps(call['arguments'])}): its result? ")
+        self._carry_typing()
         if not self.interactive:
             self._nobody("(no terminal to ask: an error result)", "")
 
@@ -302,19 +344,25 @@ class Chat:
             self.screen.note(f"{error.kind}: {error.message}", "31")
 
     # -- input ---------------------------------------------------------------------------
-    def _on_line(self, line: str) -> None:
+    def _on_line(self, line: str, during_turn: bool = False) -> None:
         if self.session is None:
             return
-        self.screen.typed()
+        if not during_turn:
+            self.screen.typed()
         if self.pending:
             self._answer_line(line)
             return
         text = line.strip()
         if not text:
-            self._show_prompt()
+            if not during_turn:
+                self._show_prompt()
         elif text.startswith("/") and not text.startswith("//"):
+            if during_turn:
+                self.screen.note("» " + text, "2")
             self._command(text)
         else:
+            if during_turn:
+                self.typed.append(text)
             self._prompt(line[line.index("/") + 1 :] if text.startswith("//") else line)
 
     def _prompt(self, text: str) -> None:
@@ -337,10 +385,16 @@ class Chat:
         self.turn_running = True
         self.unstarted += 1
         self.session.prompt(text, [], self._prompted)
+        self._sync_keys()
 
     def _prompted(self, value: Any, error: AgentError | None) -> None:
-        if error is not None or "Steered" in (value or {}).get("kind", {}):
+        kind = (value or {}).get("kind", {})
+        if error is not None or "Steered" in kind:
             self.unstarted -= 1  # no turn of its own will start for it
+        if self.typed:
+            # A prompt typed during a turn, in the transcript, with what became of it.
+            said = "queued" if "Queued" in kind else "sent to the running turn" if "Steered" in kind else None
+            self.screen.note("» " + self.typed.pop(0) + (f"  ({said})" if said else ""), "2")
         self._report(value, error)
 
     def _command(self, text: str) -> None:
@@ -358,7 +412,7 @@ class Chat:
                 return  # the prompt comes back when the turn has ended
             self.screen.note("no turn is running", "2")
         elif name == "/info":
-            self.screen.note(session_summary(self.session.info, os.getcwd()))
+            self.screen.note(session_summary(self.session.info, self.directory))
         elif name in ("/model", "/mode"):
             self._option(name[1:], rest)
             return
@@ -373,7 +427,8 @@ class Chat:
                 self.screen.note("usage: /set OPTION VALUE (/info lists the options)", "31")
         else:
             self.screen.note(f"unknown command {name}; /help lists them (// sends a line starting with /)", "31")
-        self._show_prompt()
+        if not self.turn_running:
+            self._show_prompt()
 
     def _option(self, option: str, value: str) -> None:
         if value:
@@ -396,12 +451,31 @@ class Chat:
         self.session.configure(option, value, configured)
 
     def _data(self, data: bytes) -> None:
+        if self.keys is not None and self.keys.on:
+            self._keys(data)
+            return
         self.stdin_buffer += data
         if not self.interactive:
             return  # from a pipe, all of stdin is one prompt
         while b"\n" in self.stdin_buffer:
             raw, self.stdin_buffer = self.stdin_buffer.split(b"\n", 1)
-            self._on_line(raw.decode("utf-8", "replace"))
+            line, self.carry = self.carry + raw.decode("utf-8", "replace"), ""
+            self._on_line(line)
+            if self.keys is not None and self.keys.on and self.stdin_buffer:
+                rest, self.stdin_buffer = self.stdin_buffer, b""
+                self._keys(rest)  # typed ahead of a turn that has started meanwhile
+                return
+
+    def _keys(self, data: bytes) -> None:
+        """Keys typed while a turn runs (``TypeAhead``)."""
+        assert self.keys is not None
+        for line in self.keys.feed(data):
+            if line is None:
+                self._eof()
+                return
+            self._on_line(self.carry + line, during_turn=True)
+            self.carry = ""
+        self._tick()
 
     def _eof(self) -> None:
         if not self.interactive:
@@ -430,6 +504,7 @@ class Chat:
     def _finish(self) -> None:
         if not self.finished:
             self.finished = True
+            self._sync_keys()
             self.screen.clear_status()
             when_drained(self.screen.out, self.loop.stop)
 
@@ -467,12 +542,17 @@ class Chat:
                 self._finish()
                 return
             if self.interactive:
-                self.screen.note(welcome(info), "2")
+                self.screen.note(welcome(info, self.directory, terminal_width(), self.mock), "2")
                 self._show_prompt()
             Reader(self.loop, 0, self._data, self._eof, 65536).start()
 
+        if self.interactive and os.isatty(0):
+            try:
+                self.keys = TypeAhead(0)
+            except Exception:  # termios.error: not a terminal after all; typing stays the terminal's
+                self.keys = None
         # ``opened`` runs when the open completes: at once (the mock, a launch error) or later.
-        options: dict[str, Any] = {"agent": self.agent, "dir": os.getcwd(), "permission_mode": "Ask"}
+        options: dict[str, Any] = {"agent": self.agent, "dir": self.directory, "permission_mode": "Ask"}
         if self.tools is not None:
             options["tools"] = self.tools
         self.loop.add_signal_handler(signal.SIGINT, self._interrupt)
@@ -487,6 +567,8 @@ class Chat:
             # Until the session is gone and stdout has taken the answer (or never will).
             self.loop.run(until=lambda: self.finished and (not self.screen.out.queue or self.screen.out.failed))
         finally:
+            if self.keys is not None:
+                self.keys.set(False)  # the terminal as it was, whatever happened
             self.screen.out.close()
             self.loop.close()
         if self.signalled is not None:

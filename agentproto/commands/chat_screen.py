@@ -13,6 +13,12 @@ Rules of this file:
   tool line only on a live terminal (``listing.live_terminal``): never into a pipe.
 - A transient status line is drawn only at the start of an empty line, and erased before
   anything else is written, so it never mixes with the agent's text.
+- What is typed while a turn runs (``TypeAhead``) is read key by key with the terminal's
+  echo off (ISIG kept: Ctrl-C still interrupts), so it neither lands on the status line
+  nor glues onto the answer: it shows at the end of the status line (when the terminal
+  echoed), and the line, once entered, in the transcript. The terminal's own modes come
+  back when the turn ends, a question is asked, and always at exit.
+- The banner is wrapped to the terminal's width.
 """
 
 from __future__ import annotations
@@ -138,28 +144,113 @@ class Screen:
         self.last_write = self.loop.time()
 
     # -- the status line (live terminals only) -----------------------------------------
-    def status(self, text: str, since: float | None = None) -> None:
+    def status(self, text: str, since: float | None = None, typed: str | None = None) -> None:
         """Draw ``text`` with a spinner (and the time since ``since``) on the current empty
-        line, once nothing has been written for ``QUIET`` seconds."""
+        line, once nothing has been written for ``QUIET`` seconds; ``typed`` (what is being
+        typed meanwhile) at its end, as much of its end as fits."""
         if not self.live or self.open is not None:
             return
-        if not self.status_shown and self.loop.time() - self.last_write < self.QUIET:
+        if not self.status_shown and not typed and self.loop.time() - self.last_write < self.QUIET:
             return
         self.frame += 1
         line = f"{SPINNER[self.frame % len(SPINNER)]} {text}"
         if since is not None:
             line += f" {self.loop.time() - since:.0f}s"
-        try:
-            width = os.get_terminal_size(sys.stderr.fileno()).columns or 80  # 0: the size is not set
-        except (OSError, ValueError):
-            width = 80
-        write_stderr("\r\x1b[K" + self.style("2", line[: max(10, width - 1)]))
+        width = max(20, terminal_width() - 1)
+        shown = self.style("2", line[:width])
+        if typed:
+            tail = "  > " + typed
+            room = width - len(tail)
+            if room < 12:  # the typing wins: the spinner alone, then as much as fits
+                tail = tail if len(tail) <= width - 2 else "…" + tail[-(width - 3) :]
+                room = width - len(tail)
+            shown = self.style("2", line[: max(0, room)]) + tail
+        write_stderr("\r\x1b[K" + shown)
         self.status_shown = True
 
     def clear_status(self) -> None:
         if self.status_shown:
             self.status_shown = False
             write_stderr("\r\x1b[K")
+
+
+def terminal_width() -> int:
+    """stderr's terminal's width (80 when it has none, or says 0)."""
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns or 80
+    except (OSError, ValueError):
+        return 80
+
+
+class TypeAhead:
+    """The keys typed while a turn runs, on a terminal (stdin's descriptor ``fd``): ``set(True)``
+    turns the terminal's line editing and echo off (signals stay: Ctrl-C is SIGINT), ``feed``
+    edits the line as the terminal would (Backspace, Ctrl-U, Ctrl-W; escape sequences such
+    as the arrows are dropped) and returns the lines entered, ``set(False)`` puts back the
+    terminal's own modes, which ``run`` also does at exit, whatever happens."""
+
+    def __init__(self, fd: int) -> None:
+        import codecs
+        import termios  # only an interactive chat on a terminal needs it
+
+        self.fd = fd
+        self.saved = termios.tcgetattr(fd)
+        #: Whether the terminal echoed what was typed (the typing is shown then).
+        self.echo = bool(self.saved[3] & termios.ECHO)
+        self.on = False
+        self.line = ""
+        self._escape = False
+        self._after_cr = False
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def set(self, on: bool) -> None:
+        if on == self.on:
+            return
+        import termios
+
+        attrs = [*self.saved]
+        if on:
+            attrs[3] = self.saved[3] & ~(termios.ICANON | termios.ECHO)
+            cc = list(self.saved[6])
+            cc[termios.VMIN], cc[termios.VTIME] = 1, 0
+            attrs[6] = cc
+        try:
+            termios.tcsetattr(self.fd, termios.TCSANOW, attrs)
+        except (termios.error, OSError):
+            return  # the terminal is gone: nothing to set, or to put back
+        self.on = on
+
+    def take(self) -> str:
+        """The line typed so far (not entered), taken out."""
+        line, self.line = self.line, ""
+        return line
+
+    def feed(self, data: bytes) -> list[str | None]:
+        """Keys in; the lines they entered (None: Ctrl-D on an empty line, the end of input)."""
+        entered: list[str | None] = []
+        for char in self._decoder.decode(data):
+            after_cr, self._after_cr = self._after_cr, char == "\r"
+            if self._escape:
+                self._escape = not (char.isalpha() or char == "~")
+            elif char == "\x1b":
+                self._escape = True
+            elif char == "\n" and after_cr:
+                continue  # CR LF: one Enter
+            elif char in "\r\n":
+                entered.append(self.take())
+            elif char in "\x7f\x08":
+                self.line = self.line[:-1]
+            elif char == "\x15":  # Ctrl-U
+                self.line = ""
+            elif char == "\x17":  # Ctrl-W
+                kept = self.line.rstrip()
+                self.line = kept[: len(kept) - len(kept.split(" ")[-1])]
+            elif char == "\x04":  # Ctrl-D
+                if not self.line:
+                    entered.append(None)
+            elif char == "\t" or char >= " ":
+                self.line += char
+        return entered
 
 
 # -- the words ----------------------------------------------------------------------------
@@ -351,13 +442,34 @@ def stop_note(stop: Any) -> tuple[str, str] | None:
     return None
 
 
-def welcome(info: dict[str, Any]) -> str:
-    """The line an interactive chat opens with: the agent, the session, the commands."""
+def welcome(info: dict[str, Any], directory: str, width: int = 80, mock: str | None = None) -> str:
+    """The lines an interactive chat opens with, wrapped to ``width``: the agent (its version
+    when it has one of its own), the session and where it works; ``mock``: what the mock
+    plays; then the keys and commands."""
+    import textwrap  # only the banner needs it
+
     name, version = info["agent"]["name"], info["details"].get("version") or ""
-    return (
-        f"{name} {version} — session {info['id']}; /help lists the commands (/model, /mode, "
-        "/set OPTION VALUE, /quit); Ctrl-C cancels a turn"
-    )
+    agent = name if not version or version.lower() == name.lower() or version == "mock" else f"{name} {version}"
+    home = os.path.expanduser("~")
+    shown = "~" + directory[len(home) :] if home not in ("", "/") and directory.startswith(home + os.sep) else directory
+    lines = [f"{agent} · session {info['id']} · in {shown}"]
+    if mock is not None:
+        lines.append(mock)
+    lines.append("/help lists the commands (/model, /mode, /set, /info, /quit) · Ctrl-C cancels a turn · "
+                 "Ctrl-D ends the chat")  # fmt: skip
+    wrapped: list[str] = []
+    for line in lines:
+        wrapped += textwrap.wrap(line, max(20, width - 1), break_on_hyphens=False) or [""]
+    return "\n".join(wrapped)
+
+
+def mock_banner(script: dict[str, Any] | None, path: str | None) -> str:
+    """What the mock agent will do, in words, for the banner."""
+    if script is None:
+        return "the mock agent: it streams each prompt back, word by word (--mock SCRIPT plays a script)"
+    turns = len(script.get("turns") or [])
+    named = os.path.basename(path) if path else "a script"
+    return f"the mock agent, playing {named}: {turns} scripted turn{'s' if turns != 1 else ''}, then nothing"
 
 
 def permission_words(body: dict[str, Any]) -> tuple[str, str | None, str]:

@@ -255,7 +255,7 @@ def test_question_choices_by_number_or_label() -> None:
 def test_a_turn_then_quit(terminals) -> None:
     term = terminals("chat", "mock", env={"NO_COLOR": "1"})
     banner = term.expect("> ")
-    assert "Mock mock" in banner and "session s1" in banner and "/help" in banner
+    assert "Mock · session s1 · in " in banner and "/help" in banner and "Mock mock" not in banner
     term.type("stream this line back\n")
     assert term.expect("> ") == "stream this line back\n"
     term.type("/quit\n")
@@ -502,10 +502,11 @@ def test_a_prompt_typed_during_a_turn_runs_next_and_the_prompt_waits_for_it(term
     term.expect("> ")
     term.type("first\n")
     term.expect("one")
-    # Typed while turn one runs: queued behind it. (The terminal's echo of the typed line, off
-    # here, is what ends turn one's line on a real terminal.)
+    # Typed while turn one runs: queued behind it, and shown so in the transcript, on a line
+    # of its own (not glued to turn one's answer).
     term.type("second\n")
-    assert term.expect("> ") == "two\n"  # no prompt between the two turns: it comes after two
+    # No prompt between the two turns: it comes after two.
+    assert term.expect("> ") == "\n» second  (queued)\ntwo\n"
     term.type("/quit\n")
     assert term.wait() == 0
 

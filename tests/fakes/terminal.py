@@ -1,8 +1,8 @@
 """A real pseudo-terminal for the interactive commands (``chat``, ``list``'s progress).
 
 ``python -m agentproto ARGS`` runs on a pty that is its controlling terminal
-(``os.openpty``; ``TIOCSCTTY``), so a ``\x03`` written to it is a real Ctrl-C. Echo is off:
-only what the command writes comes back. Every read has a timeout, as a hang guard only.
+(``os.openpty``; ``TIOCSCTTY``), so a ``\x03`` written to it is a real Ctrl-C. Echo is off
+(unless ``echo``): only what the command writes comes back. Every read has a timeout, as a hang guard only.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 import select
+import struct
 import subprocess
 import sys
 import termios
@@ -63,11 +64,15 @@ def _alive(pid: int) -> bool:
 class Terminal:
     """``python -m agentproto ARGS`` on a pseudo-terminal that is its controlling tty."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None, cwd: str | None = None, echo: bool = False,
+                 columns: int | None = None) -> None:  # fmt: skip
         master, slave = os.openpty()
         attrs = termios.tcgetattr(slave)
-        attrs[3] &= ~termios.ECHO  # only what chat writes comes back (ISIG stays: ^C is SIGINT)
+        if not echo:
+            attrs[3] &= ~termios.ECHO  # only what chat writes comes back (ISIG stays: ^C is SIGINT)
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
+        if columns is not None:  # the window size a terminal of that width reports (TIOCGWINSZ)
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agentproto", *args],
             stdin=slave,
@@ -147,8 +152,9 @@ class Terminal:
 def terminals():
     opened: list[Terminal] = []
 
-    def start(*args: str, env: dict[str, str] | None = None, cwd: str | None = None) -> Terminal:
-        term = Terminal(*args, env=env, cwd=cwd)
+    def start(*args: str, env: dict[str, str] | None = None, cwd: str | None = None, echo: bool = False,
+              columns: int | None = None) -> Terminal:  # fmt: skip
+        term = Terminal(*args, env=env, cwd=cwd, echo=echo, columns=columns)
         opened.append(term)
         return term
 
