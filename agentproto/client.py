@@ -150,11 +150,6 @@ class Session:
         """The MCP endpoint of the app's tools (``open(..., tools=[...])``): it holds a secret."""
         return self.info.get("tools_url")
 
-    @property
-    def hook_urls(self) -> dict[str, str]:
-        """Each hook event's listener URL (``open(..., hooks=[...])``): they hold a secret."""
-        return dict(self.info.get("hook_urls") or {})
-
     def answer_tool(
         self,
         request: str,

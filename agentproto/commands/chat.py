@@ -26,20 +26,14 @@ import os
 import signal
 from typing import Any, Callable
 
+from agentproto.commands.chat_input import Asking, TypeAhead
 from agentproto.commands.chat_screen import (
     HELP,
     Screen,
-    TypeAhead,
-    app_answer,
-    choices_named,
     describe_option,
     event_note,
     login_steps,
     mock_banner,
-    permission_answer,
-    permission_keys,
-    permission_words,
-    question_words,
     session_summary,
     stop_note,
     terminal_width,
@@ -58,7 +52,7 @@ from agentproto.loopio.streams import Reader
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-class Chat:
+class Chat(Asking):
     """``agentproto chat``: one session in a terminal, or one turn from a pipe."""
 
     def __init__(
@@ -182,11 +176,6 @@ class Chat:
             # Next tick: a queued prompt's turn starts right after this one ends.
             self.loop.call_soon(lambda: None if self.turn_running else self._show_prompt())
 
-    def _sync_keys(self) -> None:
-        """Key by key while a turn runs and asks nothing; the terminal's own modes otherwise."""
-        if self.keys is not None:
-            self.keys.set(self.turn_running and not self.pending and not self.finished)
-
     def session_error(self, session: EngineSession, error: AgentError) -> None:
         self._failed(error)
 
@@ -240,14 +229,6 @@ class Chat:
             self.screen.ask("> ", "1")
             self._carry_typing()
 
-    def _carry_typing(self) -> None:
-        """A line begun while the turn ran, not entered yet: shown after the prompt (or the
-        question) now asked, and the start of the line typed next."""
-        if self.keys is not None and self.keys.line:
-            self.carry += self.keys.take()
-            if self.keys.echo:
-                self.screen.stream(self.carry)
-
     def _failed(self, error: AgentError) -> None:
         """The session failed, or did not open: what went wrong (and how to log in, when
         that was it); the chat's exit status is 1."""
@@ -256,92 +237,6 @@ class Chat:
         if steps:
             self.screen.note("to log in: " + "; or ".join(steps))
         self.status = EXIT_FAILED
-
-    # -- requests ------------------------------------------------------------------------
-    def _ask(self) -> None:
-        if not self.pending:
-            return
-        request = self.pending[0]
-        if "ToolCall" in request or "Hook" in request:
-            self._ask_app(request)
-            return
-        if "Permission" in request:
-            words, nobody = permission_words(request["Permission"]), ("n (no terminal to ask)", "n")
-        else:
-            words = question_words(request["Question"]["questions"][len(self.answers)])
-            nobody = ("(no terminal to ask: cancelled)", "")
-        question, details, how = words  # details: what would run, or a question's choices
-        self.screen.note(question, "33")
-        if details is not None:
-            self.screen.note(details)
-        self._sync_keys()
-        self.screen.ask(how)
-        self._carry_typing()
-        if not self.interactive:
-            self._nobody(*nobody)
-
-    def _nobody(self, said: str, line: str) -> None:
-        """From a pipe nobody can answer: say what was answered, then answer it (next tick:
-        the agent is still between asking and waiting)."""
-        self.screen.stream(said + "\n")
-        self.loop.call_soon(lambda: self._answer_line(line))
-
-    def _ask_app(self, request: dict[str, Any]) -> None:
-        if "Hook" in request:
-            self.screen.note(f"[hook {request['Hook']['event']}] (neutral answer)", "36")
-            self.loop.call_soon(lambda: self._answer_line(""))
-            return
-        call = request["ToolCall"]
-        self._sync_keys()
-        self.screen.ask(f"Tool {call['tool']}({json.dumps(call['arguments'])}): its result? ")
-        self._carry_typing()
-        if not self.interactive:
-            self._nobody("(no terminal to ask: an error result)", "")
-
-    def _answer_line(self, line: str) -> None:
-        if not self.pending or self.session is None:
-            return
-        request = self.pending[0]
-        request_id = next(iter(request.values()))["id"]
-        if "ToolCall" in request or "Hook" in request:
-            answer: Any = app_answer(request, line, self.interactive)
-        elif "Permission" in request:
-            answer = permission_answer(request["Permission"]["options"], line)
-            if answer is None:
-                self.screen.ask(f"answer {permission_keys(request['Permission']['options'])}: ")
-                return
-        else:
-            answer = self._question_answer(request["Question"], line)
-            if answer is None:
-                return  # asked the next question, or asked again
-        self.pending.pop(0)
-        self.answers = []
-        self.session.answer(request_id, answer, self._report)
-        self._ask()
-
-    def _question_answer(self, body: dict[str, Any], line: str) -> Any:
-        """The Question answer once every question has one; None while asking on."""
-        text = line.strip()
-        if not text:
-            return "Cancel"
-        q = body["questions"][len(self.answers)]
-        picked = choices_named(q, text)
-        if picked:
-            self.answers.append({"Choices": picked})
-        elif q["allows_free_text"]:
-            self.answers.append({"Text": text})
-        else:
-            self.screen.note(f"not one of the choices: {text}", "31")
-            self._ask()
-            return None
-        if len(self.answers) < len(body["questions"]):
-            self._ask()
-            return None
-        return {"Question": self.answers}
-
-    def _report(self, _value: Any, error: AgentError | None) -> None:
-        if error is not None:
-            self.screen.note(f"{error.kind}: {error.message}", "31")
 
     # -- input ---------------------------------------------------------------------------
     def _on_line(self, line: str, during_turn: bool = False) -> None:

@@ -13,11 +13,7 @@ Rules of this file:
   tool line only on a live terminal (``listing.live_terminal``): never into a pipe.
 - A transient status line is drawn only at the start of an empty line, and erased before
   anything else is written, so it never mixes with the agent's text.
-- What is typed while a turn runs (``TypeAhead``) is read key by key with the terminal's
-  echo off (ISIG kept: Ctrl-C still interrupts), so it neither lands on the status line
-  nor glues onto the answer: it shows at the end of the status line (when the terminal
-  echoed), and the line, once entered, in the transcript. The terminal's own modes come
-  back when the turn ends, a question is asked, and always at exit.
+- What is typed while a turn runs (chat_input.py) shows at the end of the status line.
 - The banner is wrapped to the terminal's width.
 """
 
@@ -180,77 +176,6 @@ def terminal_width() -> int:
         return os.get_terminal_size(sys.stderr.fileno()).columns or 80
     except (OSError, ValueError):
         return 80
-
-
-class TypeAhead:
-    """The keys typed while a turn runs, on a terminal (stdin's descriptor ``fd``): ``set(True)``
-    turns the terminal's line editing and echo off (signals stay: Ctrl-C is SIGINT), ``feed``
-    edits the line as the terminal would (Backspace, Ctrl-U, Ctrl-W; escape sequences such
-    as the arrows are dropped) and returns the lines entered, ``set(False)`` puts back the
-    terminal's own modes, which ``run`` also does at exit, whatever happens."""
-
-    def __init__(self, fd: int) -> None:
-        import codecs
-        import termios  # only an interactive chat on a terminal needs it
-
-        self.fd = fd
-        self.saved = termios.tcgetattr(fd)
-        #: Whether the terminal echoed what was typed (the typing is shown then).
-        self.echo = bool(self.saved[3] & termios.ECHO)
-        self.on = False
-        self.line = ""
-        self._escape = False
-        self._after_cr = False
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-
-    def set(self, on: bool) -> None:
-        if on == self.on:
-            return
-        import termios
-
-        attrs = [*self.saved]
-        if on:
-            attrs[3] = self.saved[3] & ~(termios.ICANON | termios.ECHO)
-            cc = list(self.saved[6])
-            cc[termios.VMIN], cc[termios.VTIME] = 1, 0
-            attrs[6] = cc
-        try:
-            termios.tcsetattr(self.fd, termios.TCSANOW, attrs)
-        except (termios.error, OSError):
-            return  # the terminal is gone: nothing to set, or to put back
-        self.on = on
-
-    def take(self) -> str:
-        """The line typed so far (not entered), taken out."""
-        line, self.line = self.line, ""
-        return line
-
-    def feed(self, data: bytes) -> list[str | None]:
-        """Keys in; the lines they entered (None: Ctrl-D on an empty line, the end of input)."""
-        entered: list[str | None] = []
-        for char in self._decoder.decode(data):
-            after_cr, self._after_cr = self._after_cr, char == "\r"
-            if self._escape:
-                self._escape = not (char.isalpha() or char == "~")
-            elif char == "\x1b":
-                self._escape = True
-            elif char == "\n" and after_cr:
-                continue  # CR LF: one Enter
-            elif char in "\r\n":
-                entered.append(self.take())
-            elif char in "\x7f\x08":
-                self.line = self.line[:-1]
-            elif char == "\x15":  # Ctrl-U
-                self.line = ""
-            elif char == "\x17":  # Ctrl-W
-                kept = self.line.rstrip()
-                self.line = kept[: len(kept) - len(kept.split(" ")[-1])]
-            elif char == "\x04":  # Ctrl-D
-                if not self.line:
-                    entered.append(None)
-            elif char == "\t" or char >= " ":
-                self.line += char
-        return entered
 
 
 # -- the words ----------------------------------------------------------------------------

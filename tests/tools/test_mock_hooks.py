@@ -18,8 +18,10 @@ from agentproto.drivers.mock import ScriptError, load_script
 
 def test_hooks_without_tools_still_get_their_urls(tmp_path: Path) -> None:
     """Regression: the hook URLs were reachable only through tools_url (null without tools),
-    so an app that asked for hooks alone had no URL to give its hook commands."""
-    with Sidecar(["--db", "off", "--mock", script("hook")], reference=False) as car:
+    so an app that asked for hooks alone had no URL to give its hook commands. They hold the
+    session's token: a record has them redacted."""
+    record = tmp_path / "run.ndjson"
+    with Sidecar(["--db", "off", "--mock", script("hook"), "--record", str(record)], reference=False) as car:
         info = car.ok({"cmd": "open", "agent": "mock", "dir": str(ROOT), "hooks": ["Stop"]})
         assert info["tools_url"] is None and set(info["hook_urls"]) == {"Stop"}
         url = info["hook_urls"]["Stop"]
@@ -33,6 +35,9 @@ def test_hooks_without_tools_still_get_their_urls(tmp_path: Path) -> None:
         plain = car.ok({"cmd": "open", "agent": "mock", "dir": str(ROOT)})
         assert "hook_urls" not in plain
         assert car.ok({"cmd": "info", "session": info["id"]})["hook_urls"] == info["hook_urls"]
+        assert car.close() == 0
+    token = url.split("/")[3]
+    assert len(token) >= 16 and "/hook/Stop" in record.read_text() and token not in record.read_text()
 
 
 def test_the_mock_fires_its_hooks_through_the_listener_and_waits_for_the_answers() -> None:
