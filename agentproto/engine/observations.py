@@ -443,6 +443,8 @@ def read_rows(path: str, since: float) -> list[TurnRow]:
 
     db = connect(path, create=False, budget=READ_BUDGET)
     try:
+        if schema_version(db) is None:
+            return []  # made, not written to yet: no table, no rows
         db.row_factory = sqlite3.Row
         query = f"SELECT {', '.join(COLUMNS)} FROM turns WHERE ended_at >= ? ORDER BY ended_at, id"
         try:

@@ -74,6 +74,10 @@ def test_several_databases_unite_their_rows_and_group_by_db(tmp_path: Path) -> N
     assert [line.split()[0] for line in table[1:3]] == ["database"] * 2, table
     assert table[1].endswith("a/obs.db") and table[2].endswith("/none.db") and all(len(x) <= 80 for x in table)
     assert [line.split()[:2] for line in table if line.startswith("TOTAL")] == [["TOTAL", "2"]]
+    # A file made but never written (no table yet) holds no rows either.
+    empty = tmp_path / "empty.db"
+    empty.touch(mode=0o600)
+    assert json.loads(inspect_cli("--db", str(a), "--db", str(empty)).stdout)["total"]["turns"] == 2
     # The op takes a list too, and the schema's `db` enum check still refuses junk.
     p = Proc(["agent", "--db", "off"])
     try:
