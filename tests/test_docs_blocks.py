@@ -258,13 +258,20 @@ def check_pod(block: Block, tmp_path: Path) -> None:
 
 
 def check_cost_merge(block: Block, tmp_path: Path) -> None:
-    # `inspect --view cost` over several --db is being built by another change of this
-    # wave: until it is merged, the command's flags are checked, not the merge.
+    """The command on two databases, each written by a serve run of the echo mock (the
+    pods' sidecars): both files' turns, one group per file."""
     argv = shlex.split(block.text)
     assert argv[:2] == ["agentproto", "inspect"] and argv.count("--db") == 2
-    help_text = build_parser()._subparsers._group_actions[0].choices["inspect"].format_help()  # type: ignore[union-attr]
-    for flag in ("--view", "--since", "--db", "--by"):
-        assert flag in help_text, flag
+    for name in ("pod-0.db", "pod-1.db"):
+        with Sidecar(["--db", str(tmp_path / name)]) as sc:
+            session = sc.open(dir=str(tmp_path))
+            sc.ok({"cmd": "prompt", "session": session, "text": "hello"})
+            sc.events(session, until="TurnEnded")
+            assert sc.close() == 0
+    done = run([sys.executable, "-m", "agentproto", *argv[1:], "--format", "json"], tmp_path, base_env())
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    assert view["total"]["turns"] == 2 and sorted(g["key"] for g in view["groups"]) == ["pod-0.db", "pod-1.db"]
 
 
 #: Every block marked <!-- not-run -->, by its document and first line, with its check.
