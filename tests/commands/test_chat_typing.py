@@ -127,3 +127,25 @@ def test_a_cancelled_sleep_does_not_hold_the_next_turn(terminals, tmp_path: Path
     assert term.expect("> ") == "two\n"
     term.type("/quit\n")
     assert term.wait() == 0
+
+
+def test_the_typed_line_is_edited_as_the_terminal_would() -> None:
+    import os
+
+    from agentproto.commands.chat_input import TypeAhead
+
+    master, slave = os.openpty()
+    try:
+        keys = TypeAhead(slave)
+        assert keys.feed("hé".encode()[:2]) == [] and keys.line == "h"  # half a character: kept for later
+        assert keys.feed("hé".encode()[2:] + b"llo wrold\x17world\r\n") == ["héllo world"]  # Ctrl-W, CR LF
+        assert keys.feed(b"abc\x15x\x1b[Ay\x7f\x7fz\n") == ["z"]  # Ctrl-U, an arrow key dropped, Backspace
+        assert keys.feed(b"\x04") == [None] and keys.feed(b"a\x04") == [] and keys.take() == "a"
+        keys.set(True)
+        lflag = termios.tcgetattr(slave)[3]
+        assert not lflag & (termios.ICANON | termios.ECHO) and lflag & termios.ISIG  # Ctrl-C still a signal
+        keys.set(False)
+        assert termios.tcgetattr(slave) == keys.saved
+    finally:
+        os.close(master)
+        os.close(slave)
