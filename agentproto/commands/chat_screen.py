@@ -380,8 +380,7 @@ def welcome(info: dict[str, Any], directory: str, width: int = 80, mock: str | N
     lines = [f"{agent} · session {info['id']} · in {shown}"]
     if mock is not None:
         lines.append(mock)
-    lines.append("/help lists the commands (/model, /mode, /set, /info, /quit) · Ctrl-C cancels a turn · "
-                 "Ctrl-D ends the chat")  # fmt: skip
+    lines.append("/help lists the commands · Ctrl-C cancels a turn · Ctrl-D ends the chat")
     wrapped: list[str] = []
     for line in lines:
         wrapped += textwrap.wrap(line, max(20, width - 1), break_on_hyphens=False) or [""]
@@ -391,7 +390,7 @@ def welcome(info: dict[str, Any], directory: str, width: int = 80, mock: str | N
 def mock_banner(script: dict[str, Any] | None, path: str | None) -> str:
     """What the mock agent will do, in words, for the banner."""
     if script is None:
-        return "the mock agent: it streams each prompt back, word by word (--mock SCRIPT plays a script)"
+        return "the mock agent echoes each prompt back (--mock SCRIPT plays a script)"
     turns = len(script.get("turns") or [])
     named = os.path.basename(path) if path else "a script"
     return f"the mock agent, playing {named}: {turns} scripted turn{'s' if turns != 1 else ''}, then nothing"

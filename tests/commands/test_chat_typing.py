@@ -104,11 +104,14 @@ def test_the_banner_fits_the_terminal_and_says_what_the_mock_does(terminals, tmp
     lines = banner.splitlines()
     assert lines and all(len(line) <= 39 for line in lines), lines
     assert lines[0].startswith("Mock · session s1") and "Mock mock" not in banner
-    assert "streams each prompt back" in " ".join(lines)
+    assert "the mock agent echoes each prompt back" in " ".join(lines)
     term.type("/quit\n")
     assert term.wait() == 0
     scripted = terminals("chat", "--mock", script(tmp_path, [[say("hi"), END]] * 2), env={"NO_COLOR": "1"})
-    assert "the mock agent, playing script.json: 2 scripted turns, then nothing" in scripted.expect("> ")
+    banner = scripted.expect("> ")
+    assert "the mock agent, playing script.json: 2 scripted turns, then nothing" in banner
+    assert all(len(line) <= 79 for line in banner.splitlines())  # the default 80 columns: nothing wrapped
+    assert len(banner.splitlines()) == 3, banner
     scripted.type("/quit\n")
     assert scripted.wait() == 0
 
