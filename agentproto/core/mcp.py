@@ -7,12 +7,25 @@ transports: decoded messages go in through ``receive`` with a ``Reply`` saying w
 their answers go, and the tool set answers each call when it can (``ToolCall``).
 
 Rules of this file:
+- Two eras on one endpoint (MCP's "dual-era" server), chosen per request: a request whose
+  ``params._meta`` carries ``io.modelcontextprotocol/protocolVersion``, and every
+  ``server/discover``, is served statelessly by revision 2026-07-28 (``MODERN``); anything
+  else by the ``initialize`` handshake of ``VERSIONS``. Neither era's requests change how
+  the other's are served.
 - ``initialize`` answers the client's protocol version when it is one of ``VERSIONS``,
-  and the newest otherwise (the client then decides whether it can go on).
+  and the newest otherwise (the client then decides whether it can go on). An
+  ``initialize`` carrying the 2026-07-28 ``_meta`` is refused (-32601: 2026-07-28 has no
+  handshake; the message names ``server/discover``).
+- A 2026-07-28 request is checked before it runs (``modern_problem``): ``_meta`` missing,
+  not an object, without a string version or an object of client capabilities is -32602;
+  a version not in ``MODERN`` is -32022 naming every version served (``SUPPORTED``).
+  Methods of the handshake era (``ping``) are -32601 there. Every 2026-07-28 result
+  carries ``resultType: "complete"`` and the server's identity in ``_meta``; the
+  cacheable ones (``server/discover``, ``tools/list``) ``ttlMs`` and ``cacheScope``.
+- Over HTTP, the transport also checks the request's headers against its body
+  (``header_problem``: -32020) and maps codes to statuses (``http_status``).
 - A notification is never answered; a request is answered exactly once (a tool call
   that is never answered keeps its reply open, which is the tool set's business).
-- ``server/discover`` (the stateless draft) is an unknown method: -32601 makes a current
-  client fall back to ``initialize``.
 - Messages are classified by ``jsonrpc.Peer`` (strict): an invalid one is answered with
   its id when the id could be read, ``null`` otherwise.
 - A batch is bounded by ``jsonrpc.batch_entries``; its entries run concurrently and each
@@ -45,6 +58,137 @@ if TYPE_CHECKING:
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 #: The first version without JSON-RPC batches.
 NO_BATCHES = "2025-06-18"
+#: The stateless revisions (no handshake: each request carries its version in ``_meta``).
+MODERN = ("2026-07-28",)
+#: Every version served, newest first (``server/discover``'s ``supportedVersions``).
+SUPPORTED = tuple(reversed(VERSIONS + MODERN))
+#: The reserved ``_meta`` keys of a 2026-07-28 request, and of its result.
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+#: MCP's own error codes (2026-07-28).
+HEADER_MISMATCH = -32020
+UNSUPPORTED_VERSION = -32022
+#: How long a 2026-07-28 client may cache ``tools/list`` and ``server/discover`` (the tool
+#: sets served here never change while their endpoint lives).
+TTL_MS = 3_600_000
+#: The methods whose name (``params.name``) travels in the ``Mcp-Name`` header.
+NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+def is_modern(msg: Any) -> bool:
+    """Whether a decoded message is a 2026-07-28 one (served statelessly)."""
+    if not isinstance(msg, dict):
+        return False
+    if msg.get("method") == "server/discover":
+        return True
+    params = msg.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and META_VERSION in meta
+
+
+def unsupported(requested: str) -> RpcError:
+    """-32022: the request's version is not one served; the data names those that are."""
+    return RpcError(
+        UNSUPPORTED_VERSION,
+        f"Unsupported protocol version: {requested[:40]} (supported: {', '.join(SUPPORTED)})",
+        {"supported": list(SUPPORTED), "requested": requested},
+    )
+
+
+def modern_problem(params: Any) -> RpcError | None:
+    """What is wrong with a 2026-07-28 request's ``_meta`` (-32602, -32022), or None."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict):
+        return RpcError(
+            INVALID_PARAMS,
+            f"Invalid params: MCP 2026-07-28 requests carry `_meta` with {META_VERSION!r} and {META_CAPABILITIES!r}",
+        )
+    missing = [key for key in (META_VERSION, META_CAPABILITIES) if key not in meta]
+    if missing:
+        return RpcError(INVALID_PARAMS, f"Invalid params: `_meta` lacks {', '.join(repr(k) for k in missing)}")
+    version = meta[META_VERSION]
+    if not isinstance(version, str):
+        return RpcError(INVALID_PARAMS, f"Invalid params: `_meta` {META_VERSION!r} must be a string")
+    if not isinstance(meta[META_CAPABILITIES], dict):
+        return RpcError(INVALID_PARAMS, f"Invalid params: `_meta` {META_CAPABILITIES!r} must be an object")
+    if version not in MODERN:
+        return unsupported(version)
+    return None
+
+
+def header_value(value: str) -> str | None:
+    """A ``Mcp-Name`` header's value, its ``=?base64?...?=`` form decoded (None if it is bad)."""
+    if value.startswith("=?base64?") and value.endswith("?=") and len(value) >= 11:
+        import base64
+        import binascii
+
+        try:
+            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    return value
+
+
+def header_problem(msg: Any, headers: Any) -> RpcError | None:
+    """A 2026-07-28 request over HTTP: its headers (lower-case names) against its body.
+
+    ``MCP-Protocol-Version`` must equal ``_meta``'s version, ``Mcp-Method`` the method and,
+    for a named method, ``Mcp-Name`` the name (decoded): else -32020 (a missing one too)."""
+    params = msg.get("params") if isinstance(msg, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    method = msg.get("method") if isinstance(msg, dict) else None
+    version = meta.get(META_VERSION) if isinstance(meta, dict) else None
+    checks = [("MCP-Protocol-Version", "mcp-protocol-version", version), ("Mcp-Method", "mcp-method", method)]
+    key = NAMED.get(method) if isinstance(method, str) else None
+    if key is not None and isinstance(params, dict) and params.get(key) is not None:
+        checks.append(("Mcp-Name", "mcp-name", params[key]))
+    for name, lower, body_value in checks:
+        sent = headers.get(lower)
+        if sent is None:
+            return RpcError(HEADER_MISMATCH, f"Header mismatch: no {name} header (MCP 2026-07-28 requires it)")
+        if (header_value(sent) if lower == "mcp-name" else sent) != body_value:
+            return RpcError(HEADER_MISMATCH, f"Header mismatch: the {name} header does not match the body")
+    return None
+
+
+def request_headers(msg: Any) -> dict[str, str]:
+    """The headers a 2026-07-28 request takes over HTTP, from its body (empty for another)."""
+    if not is_modern(msg):
+        return {}
+    params = msg.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(META_VERSION) if isinstance(meta, dict) else None
+    headers: dict[str, str] = {}
+    if isinstance(version, str) and version.isprintable() and version.isascii():
+        headers["MCP-Protocol-Version"] = version
+    method = msg.get("method")
+    if isinstance(method, str) and method.isprintable() and method.isascii():
+        headers["Mcp-Method"] = method
+    key = NAMED.get(method) if isinstance(method, str) else None
+    name = params.get(key) if key is not None and isinstance(params, dict) else None
+    if isinstance(name, str):
+        plain = name.isascii() and name.isprintable() and name == name.strip() and not (
+            name.startswith("=?base64?") and name.endswith("?=")
+        )
+        if plain:
+            headers["Mcp-Name"] = name
+        else:
+            import base64
+
+            headers["Mcp-Name"] = "=?base64?" + base64.b64encode(name.encode("utf-8")).decode("ascii") + "?="
+    return headers
+
+
+def http_status(error: Any) -> int:
+    """The HTTP status of a 2026-07-28 response: 400 for a malformed request, 404 for an
+    unknown method, 200 for the rest (results, and errors of a well-formed request)."""
+    code = error.get("code") if isinstance(error, dict) else None
+    if code == METHOD_NOT_FOUND:
+        return 404
+    if code in (jsonrpc.PARSE_ERROR, jsonrpc.INVALID_REQUEST, INVALID_PARAMS, HEADER_MISMATCH, -32021, UNSUPPORTED_VERSION):
+        return 400
+    return 200
 
 
 class Reply(Protocol):
@@ -142,10 +286,11 @@ class ToolSet(Protocol):
 class _Pending:
     """The answers still owed for one incoming message."""
 
-    __slots__ = ("reply", "left", "started")
+    __slots__ = ("reply", "left", "started", "reply_is_batch")
 
     def __init__(self, reply: Reply) -> None:
         self.reply = reply
+        self.reply_is_batch = False
         self.left = 0
         self.started = False  # every entry has been started: the count can reach 0
 
@@ -172,11 +317,15 @@ class McpEndpoint:
         version: str,
         instructions: str | None = None,
         max_batch: int = jsonrpc.MAX_BATCH,
+        cache_scope: str = "private",
     ) -> None:
         self.tool_set = tools
         self.server_info: ServerInfo = {"name": name, "title": name, "version": version}
         self.instructions = instructions
         self.max_batch = max_batch
+        #: ``cacheScope`` of the cacheable 2026-07-28 results: "public" when any client may
+        #: share them, "private" when they belong to one (a session's token is in its URL).
+        self.cache_scope = cache_scope
         self.peer = jsonrpc.Peer(strict=True)
         #: The negotiated protocol version, once ``initialize`` has been answered.
         self.protocol_version: str | None = None
@@ -197,6 +346,7 @@ class McpEndpoint:
                 reply.finish()
                 return
             reply.batch()
+            pending.reply_is_batch = True
         else:
             entries = [msg]
         pending.left = len(entries)
@@ -216,7 +366,14 @@ class McpEndpoint:
         if isinstance(message, Invalid):
             pending.respond(self.peer.error(message.id, message.error))
         elif isinstance(message, Request):
-            self._request(message, pending)
+            if is_modern(msg):
+                if pending.reply_is_batch:
+                    why = "Invalid Request: MCP 2026-07-28 has no batches; send one message at a time"
+                    pending.respond(self.peer.error(message.id, RpcError(jsonrpc.INVALID_REQUEST, why)))
+                else:
+                    self._modern(message, pending)
+            else:
+                self._request(message, pending)
         else:
             # A notification (initialized, cancelled, ...) is never answered, and we make no
             # calls, so a response is nobody's.
@@ -239,6 +396,43 @@ class McpEndpoint:
             self._call(params, answer, pending.reply.notify)
         else:
             answer(None, RpcError(METHOD_NOT_FOUND, f"Method not found: {method}"))
+
+    def _modern(self, request: Request, pending: _Pending) -> None:
+        """A 2026-07-28 request: checked, then answered statelessly (no state read or set)."""
+        rpc_id, params, method = request.id, request.params, request.method
+
+        def answer(result: Any, error: RpcError | None) -> None:
+            if error is not None:
+                pending.respond(self.peer.error(rpc_id, error))
+                return
+            result = dict(result)
+            result["resultType"] = "complete"
+            meta = result.get("_meta")
+            result["_meta"] = {**(meta if isinstance(meta, dict) else {}), META_SERVER_INFO: self.server_info}
+            pending.respond(self.peer.result(rpc_id, result))
+
+        problem = modern_problem(params)
+        if problem is not None:
+            answer(None, problem)
+        elif method == "server/discover":
+            discovered: JsonObject = {
+                "supportedVersions": list(SUPPORTED),
+                "capabilities": {"tools": {}},
+                "ttlMs": TTL_MS,
+                "cacheScope": self.cache_scope,
+            }
+            if self.instructions:
+                discovered["instructions"] = self.instructions
+            answer(discovered, None)
+        elif method == "tools/list":
+            answer({"tools": self.tool_set.tools(), "ttlMs": TTL_MS, "cacheScope": self.cache_scope}, None)
+        elif method == "tools/call":
+            self._call(params, answer, pending.reply.notify)
+        elif method == "initialize":
+            why = "Method not found: MCP 2026-07-28 has no initialize (call server/discover; an initialize without the 2026-07-28 _meta starts a handshake session)"
+            answer(None, RpcError(METHOD_NOT_FOUND, why))
+        else:
+            answer(None, RpcError(METHOD_NOT_FOUND, f"Method not found: {method} (MCP 2026-07-28)"))
 
     def _initialize(self, params: Any) -> InitializeResult:
         wanted = params.get("protocolVersion") if isinstance(params, dict) else None

@@ -9,7 +9,9 @@ when the client gives a ``progressToken``.
 
 Rules of this file:
 - Newline-delimited JSON-RPC: a line that is not JSON is a -32700 with id null; every
-  other rule is the endpoint's.
+  other rule is the endpoint's, both MCP eras included (a 2026-07-28 request is served
+  by itself whatever came before it on the same stdin, an ``initialize`` starts the
+  handshake era's conversation).
 - ``--record`` pairs each input line with every line written for it (its progress
   notifications and its response), once the line's last answer is out.
 """
@@ -235,7 +237,7 @@ class McpStdio(LineServer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.endpoint = McpEndpoint(
-            OpsTools(self.ctx), name="agentproto", version=__version__, instructions=INSTRUCTIONS
+            OpsTools(self.ctx), name="agentproto", version=__version__, instructions=INSTRUCTIONS, cache_scope="public"
         )
         self.pending = 0
 

@@ -1,7 +1,8 @@
 """The token-guarded loopback listener: every session's own tools (MCP over HTTP) and hooks,
 for all the sessions of one sidecar, on the one loop.
 
-    POST /<token>/mcp/agentproto   Streamable HTTP MCP with JSON responses (no SSE stream)
+    POST /<token>/mcp/agentproto   Streamable HTTP MCP with JSON responses (no SSE stream),
+                                   2026-07-28 and the 2025 handshake revisions
     POST /<token>/hook/<event>     the hook's input in, the hook's output (JSON) out
 
 Rules of this file:
@@ -29,9 +30,15 @@ Rules of this file:
   gone): one more gets a ``TOO_MANY`` error at once.
 - An answer the app has not given yet keeps its HTTP request open (a deferred response);
   the loop serves everything else meanwhile.
-- MCP sessions: ``initialize`` gets an ``Mcp-Session-Id`` (random), required on every
-  later request: 400 without one, 404 for one we do not know. The newest clients first
-  try ``server/discover`` without one: it gets -32601 (they fall back to initialize).
+- Both MCP eras on the one URL (mcp.py's rules pick one per request). The handshake
+  (2024-11-05 to 2025-11-25): ``initialize`` gets an ``Mcp-Session-Id`` (random), required
+  on every later request: 400 without one, 404 for one we do not know; a
+  ``MCP-Protocol-Version`` header of no version served is 400 (-32022, the versions
+  served in its data). 2026-07-28 (a request with its ``_meta``, or that version's
+  header): one JSON-RPC message per POST, no session (an ``Mcp-Session-Id`` is ignored,
+  none is given); a bad ``_meta`` is 400 (-32602), headers that disagree with the body
+  (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``) 400 (-32020), an unknown
+  method 404 (-32601); every error keeps the request's id.
 - No log line here names a path or a URL: both hold the token.
 """
 
@@ -98,6 +105,8 @@ class Registration:
         self.token = secrets.token_urlsafe(24)
         self.key = _key(self.token)
         self.endpoints: OrderedDict[str, mcp.McpEndpoint] = OrderedDict()
+        #: Serves the 2026-07-28 requests (stateless: one for all of them).
+        self.stateless = mcp.McpEndpoint(self, name=APP_SERVER, version=__version__)
         self.closed = False
         #: Its tool calls not answered yet (at most ``listener.calls``).
         self.calls = 0
@@ -149,13 +158,15 @@ class Registration:
 class _Reply:
     """The answers to one POSTed message: one JSON response, an array for a batch, or 202."""
 
-    __slots__ = ("response", "headers", "responses", "is_batch")
+    __slots__ = ("response", "headers", "responses", "is_batch", "modern")
 
-    def __init__(self, response: Response, headers: dict[str, str]) -> None:
+    def __init__(self, response: Response, headers: dict[str, str], modern: bool = False) -> None:
         self.response = response
         self.headers = headers
         self.responses: list[RpcMessage] = []
         self.is_batch = False
+        #: A 2026-07-28 request: its error's code sets the status (mcp.http_status).
+        self.modern = modern
 
     def batch(self) -> None:
         self.is_batch = True
@@ -173,7 +184,8 @@ class _Reply:
             self.response.empty(202, self.headers)  # only notifications (or responses) came
         else:
             body = self.responses if self.is_batch else self.responses[0]
-            self.response.json(200, body, self.headers)
+            status = mcp.http_status(self.responses[0].get("error")) if self.modern and not self.is_batch else 200
+            self.response.json(status, body, self.headers)
 
 
 def _is_call(message: Any, method: str) -> bool:
@@ -182,6 +194,14 @@ def _is_call(message: Any, method: str) -> bool:
 
 def _rpc_error(code: int, message: str) -> RpcMessage:
     return {"jsonrpc": "2.0", "id": None, "error": RpcError(code, message).body()}
+
+
+def _error_of(message: Any, error: RpcError) -> RpcMessage:
+    """An error response keeping the request's id when it has a usable one."""
+    rpc_id = message.get("id") if isinstance(message, dict) else None
+    if isinstance(rpc_id, bool) or not isinstance(rpc_id, (str, int)):
+        rpc_id = None
+    return {"jsonrpc": "2.0", "id": rpc_id, "error": error.body()}
 
 
 class Listener:
@@ -292,14 +312,16 @@ class Listener:
 
     def _mcp(self, registration: Registration, request: Request, response: Response) -> None:
         version = request.headers.get("mcp-protocol-version")
-        if version is not None and version not in mcp.VERSIONS:
-            why = f"Bad Request: unsupported MCP-Protocol-Version {version[:40]}"
-            response.json(400, _rpc_error(INVALID_REQUEST, why))
-            return
         try:
             message = json.loads(request.body)
         except (ValueError, RecursionError) as exc:
             response.json(400, _rpc_error(PARSE_ERROR, f"Parse error: {str(exc)[:200]}"))
+            return
+        if mcp.is_modern(message) or version in mcp.MODERN:
+            self._modern(registration, message, request, response)
+            return
+        if version is not None and version not in mcp.VERSIONS:
+            response.json(400, _error_of(message, mcp.unsupported(version)))
             return
         headers: dict[str, str] = {}
         session_id = request.headers.get("mcp-session-id")
@@ -307,9 +329,6 @@ class Listener:
             if _is_call(message, "initialize"):
                 session_id, endpoint = registration.endpoint()
                 headers["Mcp-Session-Id"] = session_id
-            elif _is_call(message, "server/discover"):
-                # The stateless draft: unknown here, so the client falls back to initialize.
-                endpoint = mcp.McpEndpoint(registration, name=APP_SERVER, version=__version__)
             else:
                 response.json(400, _rpc_error(INVALID_REQUEST, "Bad Request: no Mcp-Session-Id (initialize first)"))
                 return
@@ -321,6 +340,20 @@ class Listener:
             registration.endpoints.move_to_end(session_id)
             endpoint = found
         endpoint.receive(message, _Reply(response, headers))
+
+    def _modern(self, registration: Registration, message: Any, request: Request, response: Response) -> None:
+        """MCP 2026-07-28: one request per POST, no session (an ``Mcp-Session-Id`` is ignored),
+        its headers checked against its body, the status from its answer's code."""
+        if not isinstance(message, dict) or "method" not in message:
+            why = "Invalid Request: MCP 2026-07-28 takes one JSON-RPC request or notification per POST"
+            response.json(400, _error_of(message, RpcError(INVALID_REQUEST, why)))
+            return
+        if "id" in message:
+            problem = mcp.modern_problem(message.get("params")) or mcp.header_problem(message, request.headers)
+            if problem is not None:
+                response.json(400, _error_of(message, problem))
+                return
+        registration.stateless.receive(message, _Reply(response, {}, modern=True))
 
     def _hook(self, registration: Registration, event: str, request: Request, response: Response) -> None:
         try:

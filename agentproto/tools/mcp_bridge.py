@@ -8,10 +8,12 @@ Rules of this file:
   run concurrently: a slow tool call never holds a ping.
 - The ``Mcp-Session-Id`` of ``initialize``'s response goes on every later POST (messages
   that arrive while the first ``initialize`` is answered wait for it), with the
-  negotiated ``MCP-Protocol-Version``.
+  negotiated ``MCP-Protocol-Version``. A 2026-07-28 request (mcp.is_modern) goes at once
+  with the headers its body calls for (``MCP-Protocol-Version``, ``Mcp-Method``,
+  ``Mcp-Name``) and no session.
 - It exits when either side closes: 0 at the end of stdin, once the messages already sent
-  are answered; 1 once the endpoint is gone (refused connection, or 404: the session
-  closed), after answering the request that found out with a JSON-RPC error, or once
+  are answered; 1 once the endpoint is gone (refused connection, or a 404 that is not a
+  JSON-RPC answer: the session closed), after answering the request that found out with a JSON-RPC error, or once
   stdout is.
 - The URL holds the session's token: it is never written to stdout, stderr or a log, and
   it belongs in the environment (``AGENTPROTO_TOOLS_URL``), not on the command line.
@@ -24,6 +26,7 @@ import json
 import sys
 from typing import Any
 
+from agentproto.core import mcp
 from agentproto.core.jsonrpc import INTERNAL_ERROR, PARSE_ERROR, RpcError
 from agentproto.core.wire import TooLong, decode_json_line, encode
 from agentproto.loopio.loop import Loop
@@ -81,6 +84,9 @@ class Bridge:
         except ValueError as exc:
             self._unreadable(str(exc))
             return
+        if mcp.is_modern(message):
+            self._post(line, message, mcp.request_headers(message))  # stateless: never waits
+            return
         if self.initializing:
             self.waiting.append(line)
             return
@@ -91,7 +97,7 @@ class Bridge:
     def _unreadable(self, why: str) -> None:
         self._write({"jsonrpc": "2.0", "id": None, "error": RpcError(PARSE_ERROR, f"Parse error: {why}").body()})
 
-    def _post(self, raw: bytes, message: Any) -> None:
+    def _post(self, raw: bytes, message: Any, headers: dict[str, str] | None = None) -> None:
         is_initialize = isinstance(message, dict) and message.get("method") == "initialize"
 
         def answered(response: HttpResponse | None, why: str | None) -> None:
@@ -100,7 +106,7 @@ class Bridge:
                 self._initialized(response)
             if response is None:
                 self._fail(message, f"the tools endpoint is gone ({why})")
-            elif response.status == 404:
+            elif response.status == 404 and not (headers is not None and _rpc_answer(response)):
                 self._fail(message, "the tools endpoint is gone (HTTP 404: the session closed)")
             elif response.status != 202:
                 self._relay(message, response)
@@ -108,7 +114,7 @@ class Bridge:
                 self.stop(EXIT_OK)
 
         self.in_flight += 1
-        self.client.post(bytes(raw), answered)
+        self.client.post(bytes(raw), answered, headers)
 
     def _initialized(self, response: HttpResponse | None) -> None:
         if response is not None and response.status == 200:
@@ -146,6 +152,15 @@ class Bridge:
         self._answer_error(message, why)
         sys.stderr.write(f"agentproto mcp-bridge: {why}\n")
         self.stop(EXIT_GONE)
+
+
+def _rpc_answer(response: HttpResponse) -> bool:
+    """A 404 that is a JSON-RPC answer (a 2026-07-28 unknown method), not a closed session."""
+    try:
+        answer = json.loads(response.body)
+    except ValueError:
+        return False
+    return isinstance(answer, dict) and answer.get("jsonrpc") == "2.0" and "error" in answer
 
 
 def run_bridge(url: str) -> int:

@@ -207,8 +207,9 @@ class McpHttpClient:
         self.ready = False
         self._waiting: list[Callable[[str | None], None]] = []  # callers of connect() meanwhile
 
-    def post(self, body: bytes, done: Done) -> None:
-        """POST one message (or batch) as it is; the session's headers go with it."""
+    def post(self, body: bytes, done: Done, headers: dict[str, str] | None = None) -> None:
+        """POST one message (or batch) as it is; the session's headers go with it, or
+        ``headers`` instead (a 2026-07-28 request's own: no session there)."""
         fields = [
             f"POST {self.path} HTTP/1.1",
             f"Host: {self.host}",
@@ -218,10 +219,13 @@ class McpHttpClient:
             "Connection: close",
             f"User-Agent: agentproto/{__version__}",
         ]
-        if self.session_id is not None:
-            fields.append(f"Mcp-Session-Id: {self.session_id}")
-        if self.protocol_version is not None:
-            fields.append(f"MCP-Protocol-Version: {self.protocol_version}")
+        if headers is not None:
+            fields.extend(f"{name}: {value}" for name, value in headers.items())
+        else:
+            if self.session_id is not None:
+                fields.append(f"Mcp-Session-Id: {self.session_id}")
+            if self.protocol_version is not None:
+                fields.append(f"MCP-Protocol-Version: {self.protocol_version}")
         head = ("\r\n".join(fields) + "\r\n\r\n").encode("latin-1")
         HttpExchange(self.loop, self.address, head + body, done, self.timeout)
 

@@ -10,6 +10,7 @@ import pytest
 
 from agentproto.core import jsonrpc
 from agentproto.core.jsonrpc import RpcError
+from agentproto.core import mcp
 from agentproto.core.mcp import VERSIONS, McpEndpoint, ToolCall
 
 
@@ -98,7 +99,7 @@ def test_ping_list_and_unknown_methods(endpoint):
     assert ask(endpoint, request("p", "ping")).responses == [{"jsonrpc": "2.0", "id": "p", "result": {}}]
     tools = ask(endpoint, request(2, "tools/list")).responses[0]["result"]["tools"]
     assert [tool["name"] for tool in tools] == ["echo", "later"]
-    for method in ("server/discover", "resources/list", "prompts/get"):
+    for method in ("resources/list", "prompts/get"):
         response = ask(endpoint, request(3, method)).responses[0]
         assert response == {"jsonrpc": "2.0", "id": 3, "error": {"code": jsonrpc.METHOD_NOT_FOUND, "message": f"Method not found: {method}"}}
 
@@ -226,3 +227,106 @@ def test_no_batches_once_a_version_without_them_is_settled():
             continue
         assert not reply.in_batch and reply.finished == 1 and not tools.waiting
         assert [(r["id"], r["error"]["code"]) for r in reply.responses] == [(None, jsonrpc.INVALID_REQUEST)]
+
+
+# -- MCP 2026-07-28: stateless, beside the handshake ----------------------------------------
+
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+SERVER_INFO = {"io.modelcontextprotocol/serverInfo": {"name": "test", "title": "test", "version": "1.2.3"}}
+
+
+def modern(rpc_id: Any, method: str, params: Any = None, **meta: Any) -> dict[str, Any]:
+    return request(rpc_id, method, {**(params or {}), "_meta": {**MODERN_META, **meta}})
+
+
+def test_server_discover_names_both_eras_with_no_handshake(endpoint):
+    result = ask(endpoint, modern("d", "server/discover")).responses[0]["result"]
+    assert result == {
+        "supportedVersions": ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"],
+        "capabilities": {"tools": {}},
+        "instructions": "use echo",
+        "ttlMs": mcp.TTL_MS,
+        "cacheScope": "private",
+        "resultType": "complete",
+        "_meta": SERVER_INFO,
+    }
+    assert endpoint.protocol_version is None  # nothing negotiated: the next request stands alone
+
+
+def test_modern_results_carry_result_type_server_info_and_cache_hints(endpoint):
+    listed = ask(endpoint, modern(1, "tools/list")).responses[0]["result"]
+    assert [t["name"] for t in listed["tools"]] == ["echo", "later"]
+    assert (listed["resultType"], listed["ttlMs"], listed["cacheScope"], listed["_meta"]) == ("complete", mcp.TTL_MS, "private", SERVER_INFO)
+    reply = ask(endpoint, modern(2, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}, progressToken="t"))
+    assert reply.lines[0][1]["method"] == "notifications/progress"  # progress still rides the request
+    assert reply.responses[0] == {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "result": {"content": [{"type": "text", "text": "hi"}], "isError": False, "resultType": "complete", "_meta": SERVER_INFO},
+    }
+    # A deferred call answers statelessly too, when the tool set does.
+    waiting = ask(endpoint, modern(3, "tools/call", {"name": "later"}))
+    endpoint.tool_set.waiting.pop().result({"content": [], "isError": True})
+    assert waiting.responses[0]["result"] == {"content": [], "isError": True, "resultType": "complete", "_meta": SERVER_INFO}
+    # The handshake era, beside it, is as it was: no resultType.
+    assert "resultType" not in ask(endpoint, request(4, "tools/list")).responses[0]["result"]
+
+
+@pytest.mark.parametrize(
+    "params, code, words",
+    [
+        ({}, -32602, "carry `_meta`"),
+        ({"_meta": "2026-07-28"}, -32602, "carry `_meta`"),
+        ({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}, -32602, "clientCapabilities"),
+        ({"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}}, -32602, "protocolVersion"),
+        ({"_meta": {**MODERN_META, "io.modelcontextprotocol/protocolVersion": 2026}}, -32602, "must be a string"),
+        ({"_meta": {**MODERN_META, "io.modelcontextprotocol/clientCapabilities": []}}, -32602, "must be an object"),
+        ({"_meta": {**MODERN_META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}}, -32022, "Unsupported protocol version"),
+        ({"_meta": {**MODERN_META, "io.modelcontextprotocol/protocolVersion": "2025-11-25"}}, -32022, "Unsupported protocol version"),
+    ],
+)
+def test_a_missing_or_invalid_meta_is_refused_keeping_the_id(endpoint, params, code, words):
+    for method in ("server/discover", "tools/list", "tools/call"):
+        meta = params.get("_meta")
+        if method != "server/discover" and not (isinstance(meta, dict) and mcp.META_VERSION in meta):
+            continue  # without the 2026-07-28 version in _meta, those are the handshake era's
+        response = ask(endpoint, request("x-7", method, params)).responses[0]
+        assert response["id"] == "x-7" and response["error"]["code"] == code and words in response["error"]["message"], response
+        if code == -32022:
+            requested = params["_meta"]["io.modelcontextprotocol/protocolVersion"]
+            assert response["error"]["data"] == {"supported": list(mcp.SUPPORTED), "requested": requested}
+
+
+def test_initialize_and_ping_do_not_exist_in_2026_07_28(endpoint):
+    refused = ask(endpoint, modern(5, "initialize", {"protocolVersion": "2026-07-28", "capabilities": {}})).responses[0]
+    assert refused["id"] == 5 and refused["error"]["code"] == -32601 and "server/discover" in refused["error"]["message"]
+    assert endpoint.protocol_version is None
+    assert ask(endpoint, modern(6, "ping")).responses[0]["error"]["code"] == -32601
+    # The same endpoint still serves a handshake client, and then a 2026-07-28 request alike.
+    assert ask(endpoint, request(7, "initialize", {"protocolVersion": "2025-06-18"})).responses[0]["result"]["protocolVersion"] == "2025-06-18"
+    assert ask(endpoint, modern(8, "tools/list")).responses[0]["result"]["resultType"] == "complete"
+
+
+def test_a_2026_request_in_a_batch_is_refused_alone(endpoint):
+    reply = ask(endpoint, [modern(1, "tools/list"), request(2, "ping")])
+    first, second = reply.responses
+    assert first["id"] == 1 and first["error"]["code"] == jsonrpc.INVALID_REQUEST and "no batches" in first["error"]["message"]
+    assert second == {"jsonrpc": "2.0", "id": 2, "result": {}}
+
+
+def test_http_headers_must_match_the_body():
+    msg = modern(1, "tools/call", {"name": "café"})
+    headers = {k.lower(): v for k, v in mcp.request_headers(msg).items()}
+    assert headers == {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "=?base64?Y2Fmw6k=?="}
+    assert mcp.header_problem(msg, headers) is None
+    for name, value in (("mcp-protocol-version", "2025-11-25"), ("mcp-method", "tools/list"), ("mcp-name", "cafe"), ("mcp-name", "=?base64?!!?=")):
+        problem = mcp.header_problem(msg, {**headers, name: value})
+        assert problem is not None and problem.code == mcp.HEADER_MISMATCH, name
+    for name in headers:
+        problem = mcp.header_problem(msg, {k: v for k, v in headers.items() if k != name})
+        assert problem is not None and problem.code == mcp.HEADER_MISMATCH and "no " in problem.message, name
+    listing = modern(2, "tools/list")
+    assert mcp.header_problem(listing, {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"}) is None
+    assert mcp.request_headers(request(3, "tools/list")) == {}  # a handshake request: its session's headers
+    assert [mcp.http_status({"code": c}) for c in (-32602, -32020, -32022, -32601, -32603)] == [400, 400, 400, 404, 200]
+    assert mcp.http_status(None) == 200

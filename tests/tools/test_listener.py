@@ -44,7 +44,8 @@ def token_of(url: str) -> str:
 # -- the official MCP SDK client ---------------------------------------------------------------
 
 
-def test_the_mcp_sdk_client_sees_the_declared_tools_and_gets_the_apps_answers(car: Sidecar) -> None:
+@pytest.mark.parametrize("mode, era", [("auto", "2026-07-28"), ("2026-07-28", "2026-07-28"), ("legacy", "2025-11-25")])
+def test_the_mcp_sdk_client_sees_the_declared_tools_and_gets_the_apps_answers(car: Sidecar, mode: str, era: str) -> None:
     info = open_tools(car)
     url = info["tools_url"]
     assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp/agentproto")
@@ -52,7 +53,8 @@ def test_the_mcp_sdk_client_sees_the_declared_tools_and_gets_the_apps_answers(ca
     assert {"Tools"} <= set(info["details"]["capabilities"]["features"])
 
     async def agent() -> Any:
-        async with Client(url) as client:  # auto mode: server/discover first, then initialize
+        # auto: server/discover first (answered: the client stays 2026-07-28); legacy: initialize.
+        async with Client(url, mode=mode) as client:  # type: ignore[arg-type]
             listed = await client.list_tools()
             text = await client.call_tool("lookup", {"word": "agent"})
             shaped = await client.call_tool("area", {"w": 2, "h": 3})
@@ -69,7 +71,7 @@ def test_the_mcp_sdk_client_sees_the_declared_tools_and_gets_the_apps_answers(ca
     structured = {"ToolResult": {"content": [], "is_error": False, "structured": {"area": 6}}}
     car.ok({"cmd": "answer", "session": info["id"], "request": second["id"], "answer": structured})
     version, listed, text, shaped = calls.result()
-    assert version in ("2025-03-26", "2025-06-18", "2025-11-25")
+    assert version == era
     tools = {tool.name: tool for tool in listed.tools}
     # The declared schemas, verbatim.
     assert tools["lookup"].input_schema == LOOKUP["input_schema"] and tools["lookup"].description == "Look a word up"
@@ -143,21 +145,112 @@ def test_mcp_session_ids_are_issued_and_required(car: Sidecar) -> None:
     assert missing.status == 400 and missing.json()["error"]["code"] == -32600
     unknown = post(url, listing, {"Mcp-Session-Id": "0" * 32})
     assert unknown.status == 404 and "Session not found" in unknown.json()["error"]["message"]
-    # The stateless draft's first probe: method not found, so the client falls back.
+    # server/discover is 2026-07-28's: without its _meta, the request is malformed (400).
     discover = post(url, {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {}})
-    assert discover.status == 200 and discover.json()["error"]["code"] == -32601
+    assert discover.status == 400 and discover.json()["id"] == 0 and discover.json()["error"]["code"] == -32602
     client = BlockingMcp(url).initialize()  # initialize gives the id, initialized gets 202
     assert client.rpc("tools/list")["result"]["tools"][0]["name"] == "lookup"
     assert client.rpc("ping")["result"] == {}
     status, _, body = client.send({"jsonrpc": "2.0", "id": 9, "result": {}})  # a response: nobody's
     assert status == 202 and body is None
     version = post(url, listing, {"Mcp-Session-Id": client.session_id or "", "MCP-Protocol-Version": "1999-01-01"})
-    assert version.status == 400
+    assert version.status == 400 and version.json()["id"] == 2
+    assert version.json()["error"]["code"] == -32022 and "2025-06-18" in version.json()["error"]["data"]["supported"]
     # Versions are negotiated through the one MCP endpoint.
     for wanted in ("2025-03-26", "2025-06-18", "2025-11-25"):
         init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": wanted}}
         assert post(url, init).json()["result"]["protocolVersion"] == wanted
     client.close()
+
+
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def modern(rpc_id: Any, method: str, params: dict[str, Any] | None = None, meta: Any = MODERN_META) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": {**(params or {}), "_meta": meta}}
+
+
+def modern_headers(method: str, name: str | None = None, version: str = "2026-07-28") -> dict[str, str]:
+    headers = {"MCP-Protocol-Version": version, "Mcp-Method": method, "Accept": "application/json, text/event-stream"}
+    if name is not None:
+        headers["Mcp-Name"] = name
+    return headers
+
+
+def test_mcp_2026_07_28_is_served_statelessly_beside_the_handshake(car: Sidecar) -> None:
+    info = open_tools(car)
+    url = info["tools_url"]
+    discover = post(url, modern("d1", "server/discover"), modern_headers("server/discover"))
+    assert discover.status == 200 and "mcp-session-id" not in discover.headers  # no session in 2026-07-28
+    result = discover.json()["result"]
+    assert result["supportedVersions"][0] == "2026-07-28" and "2025-11-25" in result["supportedVersions"]
+    assert result["resultType"] == "complete" and result["cacheScope"] == "private" and result["capabilities"] == {"tools": {}}
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "agentproto"
+    # An Mcp-Session-Id (of a session or not) is ignored, and none is given back.
+    listing = post(url, modern(2, "tools/list"), {**modern_headers("tools/list"), "Mcp-Session-Id": "0" * 32})
+    assert listing.status == 200 and "mcp-session-id" not in listing.headers
+    assert [t["name"] for t in listing.json()["result"]["tools"]] == ["lookup", "area"] and listing.json()["result"]["ttlMs"] > 0
+    # A tool call goes to the app like any other; its answer comes back with resultType.
+    calls = InThread(lambda: post(url, modern(3, "tools/call", {"name": "lookup", "arguments": {"word": "now"}}), modern_headers("tools/call", "lookup")))
+    request = opened_request(car, info["id"])["kind"]["RequestOpened"]["ToolCall"]
+    assert request["arguments"] == {"word": "now"}
+    car.ok({"cmd": "answer", "session": info["id"], "request": request["id"], "answer": text_result("stateless")})
+    called = calls.result()
+    assert called.status == 200 and called.json()["id"] == 3
+    assert called.json()["result"]["content"] == [{"type": "text", "text": "stateless"}] and called.json()["result"]["resultType"] == "complete"
+    # A name outside plain ASCII travels base64-encoded: decoded before it is compared.
+    unknown = post(url, modern(4, "tools/call", {"name": "é"}), modern_headers("tools/call", "=?base64?w6k=?="))
+    assert unknown.status == 400 and unknown.json()["id"] == 4 and unknown.json()["error"]["code"] == -32602
+    # The handshake era works on the same URL meanwhile, and a notification is 202.
+    client = BlockingMcp(url).initialize()
+    assert client.rpc("tools/list")["result"]["tools"][0]["name"] == "lookup"
+    client.close()
+    note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3, "_meta": MODERN_META}}
+    assert post(url, note, modern_headers("notifications/cancelled")).status == 202
+
+
+def test_mcp_2026_07_28_refusals_keep_the_id_with_the_specs_codes_and_statuses(car: Sidecar) -> None:
+    url = open_tools(car)["tools_url"]
+    cap_key, version_key = "io.modelcontextprotocol/clientCapabilities", "io.modelcontextprotocol/protocolVersion"
+    cases: list[tuple[str, Any, dict[str, str], int, int]] = [
+        # A missing or invalid _meta: -32602, 400.
+        ("no _meta", {"jsonrpc": "2.0", "id": 11, "method": "tools/list"}, modern_headers("tools/list"), 400, -32602),
+        ("_meta a string", modern(12, "tools/list", meta="2026-07-28"), modern_headers("tools/list"), 400, -32602),
+        ("no capabilities", modern(13, "tools/list", meta={version_key: "2026-07-28"}), modern_headers("tools/list"), 400, -32602),
+        ("capabilities a list", modern(14, "tools/list", meta={**MODERN_META, cap_key: []}), modern_headers("tools/list"), 400, -32602),
+        ("discover bare", {"jsonrpc": "2.0", "id": 15, "method": "server/discover"}, {}, 400, -32602),
+        # Headers that disagree with the body, or are missing: -32020, 400.
+        ("no version header", modern(21, "tools/list"), {"Mcp-Method": "tools/list"}, 400, -32020),
+        ("version header differs", modern(22, "tools/list"), modern_headers("tools/list", version="2025-11-25"), 400, -32020),
+        ("no method header", modern(23, "tools/list"), {"MCP-Protocol-Version": "2026-07-28"}, 400, -32020),
+        ("method header differs", modern(24, "tools/list"), modern_headers("tools/call"), 400, -32020),
+        ("no name header", modern(25, "tools/call", {"name": "lookup"}), modern_headers("tools/call"), 400, -32020),
+        ("name header differs", modern(26, "tools/call", {"name": "lookup"}), modern_headers("tools/call", "area"), 400, -32020),
+        ("name header bad base64", modern(27, "tools/call", {"name": "lookup"}), modern_headers("tools/call", "=?base64?***?="), 400, -32020),
+        # A version not served: -32022 naming those that are, 400.
+        ("unknown version", modern(31, "tools/list", meta={**MODERN_META, version_key: "2099-01-01"}), modern_headers("tools/list", version="2099-01-01"), 400, -32022),
+        # No handshake, no ping in 2026-07-28: an unknown method, 404.
+        ("initialize", modern(41, "initialize", {"protocolVersion": "2026-07-28", "capabilities": {}}), modern_headers("initialize"), 404, -32601),
+        ("ping", modern(42, "ping"), modern_headers("ping"), 404, -32601),
+        ("resources", modern("r-43", "resources/list"), modern_headers("resources/list"), 404, -32601),
+        # One message per POST.
+        ("batch", [modern(51, "tools/list")], modern_headers("tools/list"), 400, -32600),
+    ]
+    for label, body, headers, status, code in cases:
+        response = post(url, body, headers)
+        answer = response.json()
+        assert (response.status, answer["error"]["code"]) == (status, code), (label, response.status, answer)
+        expected_id = body["id"] if isinstance(body, dict) else None
+        assert answer["id"] == expected_id, label  # the request's id, kept
+        assert "mcp-session-id" not in response.headers, label
+        if code == -32022:
+            assert answer["error"]["data"] == {"supported": ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"], "requested": "2099-01-01"}
+    # initialize opened no session: the refusal is the whole answer.
+    assert "server/discover" in post(url, *cases[13][1:3]).json()["error"]["message"]
+    # A handshake initialize (no 2026-07-28 _meta or header) still starts a session.
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}}}
+    started = post(url, init)
+    assert started.status == 200 and started.headers["mcp-session-id"] and started.json()["result"]["protocolVersion"] == "2025-11-25"
 
 
 def test_the_token_is_dead_once_the_session_closes(car: Sidecar) -> None:
