@@ -1,5 +1,6 @@
 """`serve --transport mcp`: through the official MCP Python SDK (`mcp` on PyPI) over stdio,
-and in raw JSON-RPC lines for what the SDK hides (version negotiation, server/discover)."""
+and in raw JSON-RPC lines for what the SDK hides (version negotiation, server/discover): both
+MCP eras, the 2026-07-28 one (stateless) and the initialize handshake."""
 
 from __future__ import annotations
 
@@ -153,10 +154,74 @@ def test_initialize_offers_the_newest_when_the_clients_is_unknown(raw):
     assert response["result"]["protocolVersion"] == "2025-11-25"
 
 
-def test_server_discover_is_method_not_found_so_clients_fall_back(raw):
-    response = call(raw, "server/discover", {}, rpc_id=7)
-    assert response["id"] == 7 and response["error"]["code"] == -32601
-    assert call(raw, "ping", rpc_id=8) == {"jsonrpc": "2.0", "id": 8, "result": {}}
+# -- MCP 2026-07-28 (stateless) beside the handshake ---------------------------------------
+
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def modern(params: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
+    return {**(params or {}), "_meta": {**MODERN_META, **meta}}
+
+
+@pytest.mark.parametrize("mode, era", [("auto", "2026-07-28"), ("2026-07-28", "2026-07-28"), ("legacy", "2025-11-25")])
+def test_sdk_client_of_either_era(mode, era):
+    from mcp import Client
+
+    async def main() -> Any:
+        server = StdioServerParameters(
+            command=sys.executable, args=["-m", "agentproto", "serve", "--transport", "mcp"], env=base_env(), cwd=str(ROOT)
+        )
+        async with Client(server, mode=mode) as client:  # auto: server/discover, answered
+            with anyio.fail_after(60):
+                listed = await client.list_tools()
+                result = await client.call_tool("agentproto_generate", {"agent": "mock", "dir": "/tmp", "prompt": "two eras"})
+                return client.protocol_version, listed, result
+
+    version, listed, result = anyio.run(main)
+    assert version == era
+    assert [t.name for t in listed.tools] == TOOLS
+    assert result.is_error is False and result.structured_content == {"op": "generate", "ok": True, "text": "two eras"}
+
+
+def test_server_discover_answers_with_no_handshake(raw):
+    response = call(raw, "server/discover", modern(), rpc_id=7)
+    result = response["result"]
+    assert response["id"] == 7 and result["supportedVersions"] == ["2026-07-28", *reversed(MCP_VERSIONS)]
+    assert result["resultType"] == "complete" and result["cacheScope"] == "public" and result["instructions"]
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "agentproto"
+    listed = call(raw, "tools/list", modern(), rpc_id="l")["result"]
+    assert [t["name"] for t in listed["tools"]] == TOOLS and listed["ttlMs"] > 0 and listed["resultType"] == "complete"
+    called = call(raw, "tools/call", modern({"name": "agentproto_capabilities"}), rpc_id=8)["result"]
+    assert called["isError"] is False and called["resultType"] == "complete"
+    # ...and the handshake on the same stdin still works, before and after.
+    init = call(raw, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}, rpc_id=9)
+    assert init["result"]["protocolVersion"] == "2025-06-18"
+    assert call(raw, "ping", rpc_id=10) == {"jsonrpc": "2.0", "id": 10, "result": {}}
+    assert call(raw, "tools/list", modern(), rpc_id=11)["result"]["resultType"] == "complete"
+
+
+@pytest.mark.parametrize(
+    "method, params, code",
+    [
+        ("server/discover", {}, -32602),
+        ("server/discover", {"_meta": "2026-07-28"}, -32602),
+        ("tools/list", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}, -32602),
+        ("tools/list", modern(**{"io.modelcontextprotocol/protocolVersion": ["2026-07-28"]}), -32602),
+        ("tools/call", modern({"name": "agentproto_capabilities"}, **{"io.modelcontextprotocol/clientCapabilities": "all"}), -32602),
+        ("tools/list", modern(**{"io.modelcontextprotocol/protocolVersion": "2099-01-01"}), -32022),
+        ("initialize", modern({"protocolVersion": "2026-07-28", "capabilities": {}}), -32601),
+        ("ping", modern(), -32601),
+    ],
+)
+def test_2026_07_28_refusals_keep_the_id(raw, method, params, code):
+    response = call(raw, method, params, rpc_id="req-42")
+    assert response["id"] == "req-42" and response["error"]["code"] == code, response
+    if code == -32022:
+        assert response["error"]["data"] == {"supported": ["2026-07-28", *reversed(MCP_VERSIONS)], "requested": "2099-01-01"}
+    if method == "initialize":
+        assert "server/discover" in response["error"]["message"]
+        # It started nothing: a handshake initialize after it is answered as ever.
+        assert call(raw, "initialize", {"protocolVersion": "2025-11-25"}, rpc_id=2)["result"]["protocolVersion"] == "2025-11-25"
 
 
 def test_notifications_get_no_answer_and_framing_errors_follow_jsonrpc(raw):

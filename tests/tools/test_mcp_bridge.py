@@ -34,23 +34,26 @@ def _bridge(url: str | None, *args: str) -> subprocess.Popen[bytes]:
     )
 
 
-def test_the_sdk_stdio_client_calls_the_apps_tool_through_the_bridge(car: Sidecar) -> None:
+@pytest.mark.parametrize("mode, era", [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+def test_the_sdk_stdio_client_calls_the_apps_tool_through_the_bridge(car: Sidecar, mode: str, era: str) -> None:
     info = car.ok({"cmd": "open", "agent": "mock", "dir": str(ROOT), "tools": [LOOKUP]})
     server = StdioServerParameters(
         command=sys.executable, args=["-m", "agentproto", "mcp-bridge"], env=base_env({"AGENTPROTO_TOOLS_URL": info["tools_url"]}), cwd=str(ROOT)
     )
 
     async def agent() -> Any:
-        async with Client(server) as client:
+        # 2026-07-28 through the bridge: it gives each request the headers its body calls for.
+        async with Client(server, mode=mode) as client:  # type: ignore[arg-type]
             listed = await client.list_tools()
             result = await client.call_tool("lookup", {"word": "bridge"})
-            return listed, result
+            return client.protocol_version, listed, result
 
     calls = InThread(lambda: asyncio.run(agent()))
     request = opened_request(car, info["id"])["kind"]["RequestOpened"]["ToolCall"]
     assert request["arguments"] == {"word": "bridge"}
     car.ok({"cmd": "answer", "session": info["id"], "request": request["id"], "answer": text_result("over stdio")})
-    listed, result = calls.result()
+    version, listed, result = calls.result()
+    assert version == era
     assert [tool.name for tool in listed.tools] == ["lookup"] and listed.tools[0].input_schema == LOOKUP["input_schema"]
     assert result.content[0].text == "over stdio" and not result.is_error
 
