@@ -186,7 +186,7 @@ def http_status(error: Any) -> int:
     code = error.get("code") if isinstance(error, dict) else None
     if code == METHOD_NOT_FOUND:
         return 404
-    if code in (jsonrpc.PARSE_ERROR, jsonrpc.INVALID_REQUEST, INVALID_PARAMS, HEADER_MISMATCH, -32021, UNSUPPORTED_VERSION):
+    if code in (jsonrpc.PARSE_ERROR, jsonrpc.INVALID_REQUEST, INVALID_PARAMS, HEADER_MISMATCH, UNSUPPORTED_VERSION):
         return 400
     return 200
 
@@ -429,7 +429,10 @@ class McpEndpoint:
         elif method == "tools/call":
             self._call(params, answer, pending.reply.notify)
         elif method == "initialize":
-            why = "Method not found: MCP 2026-07-28 has no initialize (call server/discover; an initialize without the 2026-07-28 _meta starts a handshake session)"
+            why = (
+                "Method not found: MCP 2026-07-28 has no initialize (call server/discover;"
+                " an initialize without the 2026-07-28 _meta starts a handshake session)"
+            )
             answer(None, RpcError(METHOD_NOT_FOUND, why))
         else:
             answer(None, RpcError(METHOD_NOT_FOUND, f"Method not found: {method} (MCP 2026-07-28)"))
