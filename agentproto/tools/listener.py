@@ -30,15 +30,9 @@ Rules of this file:
   gone): one more gets a ``TOO_MANY`` error at once.
 - An answer the app has not given yet keeps its HTTP request open (a deferred response);
   the loop serves everything else meanwhile.
-- Both MCP eras on the one URL (mcp.py's rules pick one per request). The handshake
-  (2024-11-05 to 2025-11-25): ``initialize`` gets an ``Mcp-Session-Id`` (random), required
-  on every later request: 400 without one, 404 for one we do not know; a
-  ``MCP-Protocol-Version`` header of no version served is 400 (-32022, the versions
-  served in its data). 2026-07-28 (a request with its ``_meta``, or that version's
-  header): one JSON-RPC message per POST, no session (an ``Mcp-Session-Id`` is ignored,
-  none is given); a bad ``_meta`` is 400 (-32602), headers that disagree with the body
-  (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``) 400 (-32020), an unknown
-  method 404 (-32601); every error keeps the request's id.
+- Both MCP eras on the one URL, each session's own (mcp_http.py: the handshake's
+  ``Mcp-Session-Id`` sessions, at most ``MAX_MCP_SESSIONS`` per session, and 2026-07-28
+  served statelessly).
 - No log line here names a path or a URL: both hold the token.
 """
 
@@ -48,17 +42,17 @@ import hashlib
 import hmac
 import json
 import secrets
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agentproto import __version__
 from agentproto.core import mcp
 from agentproto.core.errors import log
 from agentproto.core.http1 import Request
-from agentproto.core.jsonrpc import INVALID_REQUEST, PARSE_ERROR, RpcError
+from agentproto.core.jsonrpc import PARSE_ERROR, RpcError
 from agentproto.loopio.httpserver import HttpServer, Refusal, Response
 from agentproto.loopio.sockets import bind_tcp, tcp_address
 from agentproto.tools.apptools import APP_SERVER
+from agentproto.tools.mcp_http import McpHttp
 
 if TYPE_CHECKING:
     from agentproto.core.mcp_types import McpTool, RpcMessage
@@ -75,8 +69,6 @@ CONNECTIONS_PER_SESSION = 32
 CALLS_PER_SESSION = 32
 #: The JSON-RPC code of a call refused because its session holds too many already.
 TOO_MANY = -32005
-#: The JSON-RPC code MCP servers answer an unknown session id with.
-SESSION_NOT_FOUND = -32001
 
 
 class Served(Protocol):
@@ -104,9 +96,8 @@ class Registration:
         self.served = served
         self.token = secrets.token_urlsafe(24)
         self.key = _key(self.token)
-        self.endpoints: OrderedDict[str, mcp.McpEndpoint] = OrderedDict()
-        #: Serves the 2026-07-28 requests (stateless: one for all of them).
-        self.stateless = mcp.McpEndpoint(self, name=APP_SERVER, version=__version__)
+        #: Its MCP URL (both eras; the handshake's sessions are its own).
+        self.mcp = McpHttp(self, name=APP_SERVER, version=__version__, max_sessions=MAX_MCP_SESSIONS)
         self.closed = False
         #: Its tool calls not answered yet (at most ``listener.calls``).
         self.calls = 0
@@ -126,17 +117,7 @@ class Registration:
         if not self.closed:
             self.closed = True
             self.listener.entries.pop(self.key, None)
-            self.endpoints.clear()
-
-    def endpoint(self) -> tuple[str, mcp.McpEndpoint]:
-        """A new MCP session (``initialize``), and its id."""
-        session_id = secrets.token_hex(16)
-        endpoint = mcp.McpEndpoint(self, name=APP_SERVER, version=__version__)
-        self.endpoints[session_id] = endpoint
-        while len(self.endpoints) > MAX_MCP_SESSIONS:
-            self.endpoints.popitem(last=False)
-        return session_id, endpoint
-
+            self.mcp.close()
 
     # -- mcp.ToolSet: the session's tools, its pending calls counted --------------------------
     def tools(self) -> list[McpTool]:
@@ -155,53 +136,8 @@ class Registration:
         self.calls -= 1
 
 
-class _Reply:
-    """The answers to one POSTed message: one JSON response, an array for a batch, or 202."""
-
-    __slots__ = ("response", "headers", "responses", "is_batch", "modern")
-
-    def __init__(self, response: Response, headers: dict[str, str], modern: bool = False) -> None:
-        self.response = response
-        self.headers = headers
-        self.responses: list[RpcMessage] = []
-        self.is_batch = False
-        #: A 2026-07-28 request: its error's code sets the status (mcp.http_status).
-        self.modern = modern
-
-    def batch(self) -> None:
-        self.is_batch = True
-
-    def respond(self, response: RpcMessage) -> None:
-        self.responses.append(response)
-
-    def notify(self, notification: RpcMessage) -> None:
-        pass  # JSON responses only: there is no stream to send progress on
-
-    def finish(self) -> None:
-        if self.response.finished:
-            return
-        if not self.responses:
-            self.response.empty(202, self.headers)  # only notifications (or responses) came
-        else:
-            body = self.responses if self.is_batch else self.responses[0]
-            status = mcp.http_status(self.responses[0].get("error")) if self.modern and not self.is_batch else 200
-            self.response.json(status, body, self.headers)
-
-
-def _is_call(message: Any, method: str) -> bool:
-    return isinstance(message, dict) and message.get("method") == method and "id" in message
-
-
 def _rpc_error(code: int, message: str) -> RpcMessage:
     return {"jsonrpc": "2.0", "id": None, "error": RpcError(code, message).body()}
-
-
-def _error_of(message: Any, error: RpcError) -> RpcMessage:
-    """An error response keeping the request's id when it has a usable one."""
-    rpc_id = message.get("id") if isinstance(message, dict) else None
-    if isinstance(rpc_id, bool) or not isinstance(rpc_id, (str, int)):
-        rpc_id = None
-    return {"jsonrpc": "2.0", "id": rpc_id, "error": error.body()}
 
 
 class Listener:
@@ -300,7 +236,7 @@ class Listener:
             if route is None:  # the session closed while the body came in
                 response.json(404, {"error": "not found"}, close=True)
             elif route[1] == "mcp":
-                self._mcp(route[0], request, response)
+                route[0].mcp.serve(request, response)
             else:
                 self._hook(route[0], route[1][len("hook:") :], request, response)
         except Exception:  # a bug costs this request; the log names no path (it holds the token)
@@ -309,51 +245,6 @@ class Listener:
             log(f"internal error answering a listener request:\n{traceback.format_exc().rstrip()}")
             if not response.started:
                 response.json(500, {"error": "internal error"}, close=True)
-
-    def _mcp(self, registration: Registration, request: Request, response: Response) -> None:
-        version = request.headers.get("mcp-protocol-version")
-        try:
-            message = json.loads(request.body)
-        except (ValueError, RecursionError) as exc:
-            response.json(400, _rpc_error(PARSE_ERROR, f"Parse error: {str(exc)[:200]}"))
-            return
-        if mcp.is_modern(message) or version in mcp.MODERN:
-            self._modern(registration, message, request, response)
-            return
-        if version is not None and version not in mcp.VERSIONS:
-            response.json(400, _error_of(message, mcp.unsupported(version)))
-            return
-        headers: dict[str, str] = {}
-        session_id = request.headers.get("mcp-session-id")
-        if session_id is None:
-            if _is_call(message, "initialize"):
-                session_id, endpoint = registration.endpoint()
-                headers["Mcp-Session-Id"] = session_id
-            else:
-                response.json(400, _rpc_error(INVALID_REQUEST, "Bad Request: no Mcp-Session-Id (initialize first)"))
-                return
-        else:
-            found = registration.endpoints.get(session_id)
-            if found is None:
-                response.json(404, _rpc_error(SESSION_NOT_FOUND, "Session not found: initialize again"))
-                return
-            registration.endpoints.move_to_end(session_id)
-            endpoint = found
-        endpoint.receive(message, _Reply(response, headers))
-
-    def _modern(self, registration: Registration, message: Any, request: Request, response: Response) -> None:
-        """MCP 2026-07-28: one request per POST, no session (an ``Mcp-Session-Id`` is ignored),
-        its headers checked against its body, the status from its answer's code."""
-        if not isinstance(message, dict) or "method" not in message:
-            why = "Invalid Request: MCP 2026-07-28 takes one JSON-RPC request or notification per POST"
-            response.json(400, _error_of(message, RpcError(INVALID_REQUEST, why)))
-            return
-        if "id" in message:
-            problem = mcp.modern_problem(message.get("params")) or mcp.header_problem(message, request.headers)
-            if problem is not None:
-                response.json(400, _error_of(message, problem))
-                return
-        registration.stateless.receive(message, _Reply(response, {}, modern=True))
 
     def _hook(self, registration: Registration, event: str, request: Request, response: Response) -> None:
         try:
