@@ -157,18 +157,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _serve_transport(args: argparse.Namespace) -> int:
-    """``serve --transport unix|http|jsonrpc|mcp`` (unix.py, frontends/ops_http.py, jsonrpc_server.py, mcp_stdio.py)."""
+    """``serve --transport unix|http|jsonrpc|mcp`` (unix.py, frontends/ops_http.py, jsonrpc_server.py, mcp_stdio.py;
+    mcp with --listen or --port: frontends/mcp_http.py)."""
     if args.transport == "unix":
         path = args.listen or args.socket
         if not path:
             log("--transport unix needs --listen PATH (or --socket PATH)")
             return EXIT_USAGE
-    elif args.transport == "http":
+    elif args.transport == "http" or (args.transport == "mcp" and (args.listen or args.port is not None)):
         from agentproto.frontends.ops_http import parse_listen
 
         listen = args.listen or (f"127.0.0.1:{args.port}" if args.port is not None else None)
         if not listen:
             log("--transport http needs --listen HOST:PORT (or --port N)")
+            return EXIT_USAGE
+        if args.transport == "mcp" and args.record:
+            log("--record goes with the stdio transports, not with --transport mcp over HTTP (--listen/--port)")
             return EXIT_USAGE
         try:
             address = parse_listen(listen)
@@ -190,6 +194,12 @@ def _serve_transport(args: argparse.Namespace) -> int:
             _settle()
             idle = args.session_idle_timeout
             return run_http(runtime, address, token, recorder, 1800.0 if idle is None else idle)
+        if args.transport == "mcp" and (args.listen or args.port is not None):
+            from agentproto.frontends.mcp_http import run_mcp_http
+
+            _settle()
+            idle = args.session_idle_timeout
+            return run_mcp_http(runtime, address, token, 1800.0 if idle is None else idle)
         if args.transport == "jsonrpc":
             from agentproto.frontends.jsonrpc_server import JsonRpcServer as server
         else:

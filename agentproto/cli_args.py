@@ -221,21 +221,24 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         choices=("stdio", "unix", "http", "jsonrpc", "mcp"),
         default="stdio",
         help="stdio: protocol 1 frames (default); unix: protocol 1 per connection on a socket; "
-        "http: the ops framing over HTTP; jsonrpc: JSON-RPC 2.0 on stdio; mcp: an MCP server on stdio",
+        "http: the ops framing over HTTP; jsonrpc: JSON-RPC 2.0 on stdio; mcp: an MCP server on stdio "
+        "(over HTTP at /mcp with --listen or --port)",
     )
-    serve.add_argument("--listen", metavar="ADDR", help="unix: the socket PATH; http: HOST:PORT (port 0 picks one)")
+    serve.add_argument(
+        "--listen", metavar="ADDR", help="unix: the socket PATH; http, mcp: HOST:PORT (port 0 picks one)"
+    )
     serve.add_argument("--socket", metavar="PATH", help="unix: alias of --listen")
-    serve.add_argument("--port", type=int, metavar="N", help="http: shortcut for --listen 127.0.0.1:N")
+    serve.add_argument("--port", type=int, metavar="N", help="http, mcp: shortcut for --listen 127.0.0.1:N")
     serve.add_argument(
         "--auth-token",
         metavar="TOKEN",
-        help="http: require Authorization: Bearer TOKEN (at least 16 characters; required unless the "
+        help="http, mcp over HTTP: require Authorization: Bearer TOKEN (at least 16 characters; required unless the "
         "listen address is loopback). Better: set AGENTPROTO_AUTH_TOKEN, which stays out of ps; "
         "this flag wins over it",
     )
     serve.add_argument(
         "--session-idle-timeout", type=_idle_seconds, metavar="SECONDS",
-        help="http: close a session idle this long (no turn, no open request, no request or event "
+        help="http, mcp over HTTP: close a session idle this long (no turn, no open request, no request or event "
         "stream for it; default 1800, 0 never)",
     )  # fmt: skip
     _listener_options(serve)
@@ -366,11 +369,11 @@ def check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
     if command == "serve":
         transport = args.transport
         allowed = {
-            "--port": ("http",),
+            "--port": ("http", "mcp"),
             "--socket": ("unix",),
-            "--listen": ("unix", "http"),
-            "--auth-token": ("http",),
-            "--session-idle-timeout": ("http",),
+            "--listen": ("unix", "http", "mcp"),
+            "--auth-token": ("http", "mcp"),
+            "--session-idle-timeout": ("http", "mcp"),
         }
         given = {
             "--port": args.port,
