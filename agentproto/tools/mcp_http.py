@@ -45,7 +45,7 @@ def rpc_error(code: int, message: str) -> RpcMessage:
 def error_of(message: Any, error: RpcError) -> RpcMessage:
     """An error response keeping the request's id when it has a usable one."""
     rpc_id = message.get("id") if isinstance(message, dict) else None
-    if isinstance(rpc_id, bool) or not isinstance(rpc_id, (str, int)):
+    if isinstance(rpc_id, bool) or not isinstance(rpc_id, (str, int, float)):
         rpc_id = None
     return {"jsonrpc": "2.0", "id": rpc_id, "error": error.body()}
 

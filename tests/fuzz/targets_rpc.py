@@ -7,7 +7,8 @@ its id when the id is readable (and only then); a response to one of our calls r
 callback exactly once and nothing else does. The endpoint's: every request (or invalid
 message) gets exactly one response carrying its id, a notification none, a batch over
 the bound one error; the message is finished exactly once, after its last response;
-every response is a well-formed JSON-RPC response that encodes as one line.
+every response is a well-formed JSON-RPC response that encodes as one line; a 2026-07-28
+request's result carries ``resultType`` and the server's identity.
 """
 
 from __future__ import annotations
@@ -48,6 +49,15 @@ METHODS = [
 ]
 TOOL_NAMES = ["echo", "later", "fail", "progress", "nope", ""]
 anything = json_values | deep_values
+#: A 2026-07-28 request's _meta: right, with members missing or mistyped, or any JSON.
+modern_meta = st.fixed_dictionaries(
+    {},
+    optional={
+        mcp.META_VERSION: st.sampled_from(["2026-07-28", "2025-11-25", "2099-01-01"]) | anything,
+        mcp.META_CAPABILITIES: st.just({}) | anything,
+        "progressToken": ids,
+    },
+)
 
 
 @st.composite
@@ -56,7 +66,7 @@ def tool_call_params(draw: Any) -> Any:
     if draw(st.booleans()):
         params["arguments"] = draw(st.dictionaries(st.text(max_size=3), json_values, max_size=2) | anything)
     if draw(st.booleans()):
-        params["_meta"] = draw(st.fixed_dictionaries({"progressToken": ids}) | anything)
+        params["_meta"] = draw(st.fixed_dictionaries({"progressToken": ids}) | modern_meta | anything)
     return params
 
 
@@ -81,7 +91,7 @@ def message(draw: Any) -> Any:
         elif method == "initialize" and draw(st.booleans()):
             msg["params"] = {"protocolVersion": draw(st.sampled_from([*mcp.VERSIONS, "1999-01-01"]) | anything)}
         elif draw(st.booleans()):
-            msg["params"] = draw(anything)
+            msg["params"] = draw(st.fixed_dictionaries({"_meta": modern_meta}) | anything)
     elif shape == "result":
         msg["result"] = draw(anything)
     elif shape == "error":
@@ -224,6 +234,12 @@ def mcp_messages(case: tuple[Any, int]) -> None:
         if isinstance(classified, (Request, Invalid)):
             want.append(repr(classified.id))
     assert sorted(repr(r["id"]) for r in responses) == sorted(want), "not exactly one response per request"
+    by_id = {repr(entry.get("id")): entry for entry in entries if isinstance(entry, dict)}
+    for response in responses:
+        entry = by_id.get(repr(response["id"]))
+        if "result" in response and entry is not None and mcp.is_modern(entry):
+            # A 2026-07-28 result always says what it is, and who answered.
+            assert response["result"]["resultType"] == "complete" and mcp.META_SERVER_INFO in response["result"]["_meta"]
     for kind, body in reply.events:
         if kind == "notify":
             assert body["method"] == "notifications/progress" and body["params"]["progress"] >= 1
