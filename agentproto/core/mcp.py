@@ -23,7 +23,9 @@ Rules of this file:
   carries ``resultType: "complete"`` and the server's identity in ``_meta``; the
   cacheable ones (``server/discover``, ``tools/list``) ``ttlMs`` and ``cacheScope``.
 - Over HTTP, the transport also checks the request's headers against its body
-  (``header_problem``: -32020) and maps codes to statuses (``http_status``).
+  (``header_problem``, and ``param_problem`` for the arguments a tool's schema mirrors
+  into ``Mcp-Param-`` headers with ``x-mcp-header``: -32020) and maps codes to statuses
+  (``http_status``).
 - A notification is never answered; a request is answered exactly once (a tool call
   that is never answered keeps its reply open, which is the tool set's business).
 - Messages are classified by ``jsonrpc.Peer`` (strict): an invalid one is answered with
@@ -38,6 +40,7 @@ Rules of this file:
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from agentproto.core import jsonrpc
@@ -152,8 +155,61 @@ def header_problem(msg: Any, headers: Any) -> RpcError | None:
     return None
 
 
-def request_headers(msg: Any) -> dict[str, str]:
-    """The headers a 2026-07-28 request takes over HTTP, from its body (empty for another)."""
+def header_params(schema: Any, path: tuple[str, ...] = ()) -> list[tuple[str, tuple[str, ...], Any]]:
+    """A tool's ``x-mcp-header`` annotations: (the name of its ``Mcp-Param-`` header, the
+    property's path through ``properties``, its declared ``type``), statically reachable only."""
+    found: list[tuple[str, tuple[str, ...], Any]] = []
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if isinstance(properties, dict):
+        for key, sub in properties.items():
+            if not isinstance(sub, dict):
+                continue
+            name = sub.get("x-mcp-header")
+            if isinstance(name, str) and name:
+                found.append((name, (*path, key), sub.get("type")))
+            found.extend(header_params(sub, (*path, key)))
+    return found
+
+
+def param_problem(msg: Any, headers: Any, tools: list[McpTool]) -> RpcError | None:
+    """A 2026-07-28 ``tools/call`` over HTTP: each argument the tool's schema mirrors into
+    an ``Mcp-Param-{Name}`` header (``x-mcp-header``) must come with that header, its value
+    (decoded) the argument's (an integer compared as a number): else -32020."""
+    params = msg.get("params") if isinstance(msg, dict) else None
+    if not isinstance(params, dict) or msg.get("method") != "tools/call":
+        return None
+    tool = next((t for t in tools if t["name"] == params.get("name")), None)
+    arguments = params.get("arguments")
+    if tool is None or not isinstance(arguments, dict):
+        return None
+    for name, path, kind in header_params(tool["inputSchema"]):
+        value: Any = arguments
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            continue  # no value: no header expected
+        sent = headers.get("mcp-param-" + name.lower())
+        if sent is None:
+            why = f"Header mismatch: no Mcp-Param-{name} header for argument {'.'.join(path)}"
+            return RpcError(HEADER_MISMATCH, why)
+        got = header_value(sent)
+        if isinstance(value, bool):
+            same = got == ("true" if value else "false")
+        elif kind == "integer" and isinstance(value, (int, float)) and got is not None:
+            try:
+                same = float(got) == float(value)
+            except ValueError:
+                same = False
+        else:
+            same = got == (value if isinstance(value, str) else json.dumps(value))
+        if not same:
+            return RpcError(HEADER_MISMATCH, f"Header mismatch: the Mcp-Param-{name} header does not match the body")
+    return None
+
+
+def request_headers(msg: Any, tools: dict[str, Any] | None = None) -> dict[str, str]:
+    """The headers a 2026-07-28 request takes over HTTP, from its body (empty for another);
+    ``tools`` (each tool's ``inputSchema`` by name) adds a ``tools/call``'s ``Mcp-Param-``."""
     if not is_modern(msg):
         return {}
     params = msg.get("params")
@@ -168,16 +224,31 @@ def request_headers(msg: Any) -> dict[str, str]:
     key = NAMED.get(method) if isinstance(method, str) else None
     name = params.get(key) if key is not None and isinstance(params, dict) else None
     if isinstance(name, str):
-        plain = name.isascii() and name.isprintable() and name == name.strip() and not (
-            name.startswith("=?base64?") and name.endswith("?=")
-        )
-        if plain:
-            headers["Mcp-Name"] = name
-        else:
-            import base64
-
-            headers["Mcp-Name"] = "=?base64?" + base64.b64encode(name.encode("utf-8")).decode("ascii") + "?="
+        headers["Mcp-Name"] = _header_safe(name)
+    tool = tools.get(name) if tools is not None and method == "tools/call" and isinstance(name, str) else None
+    arguments = params.get("arguments") if isinstance(params, dict) else None
+    if tool is not None and isinstance(arguments, dict):
+        for header, path, _kind in header_params(tool):
+            value: Any = arguments
+            for step in path:
+                value = value.get(step) if isinstance(value, dict) else None
+            if isinstance(value, bool):
+                headers[f"Mcp-Param-{header}"] = "true" if value else "false"
+            elif isinstance(value, (int, str)) and header.isascii() and header.isprintable():
+                headers[f"Mcp-Param-{header}"] = _header_safe(str(value))
     return headers
+
+
+def _header_safe(value: str) -> str:
+    """A header value as is when it is plain visible ASCII, else in its base64 form."""
+    plain = value.isascii() and value.isprintable() and value == value.strip() and not (
+        value.startswith("=?base64?") and value.endswith("?=")
+    )
+    if plain:
+        return value
+    import base64
+
+    return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
 
 
 def http_status(error: Any) -> int:

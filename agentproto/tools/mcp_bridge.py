@@ -10,7 +10,8 @@ Rules of this file:
   that arrive while the first ``initialize`` is answered wait for it), with the
   negotiated ``MCP-Protocol-Version``. A 2026-07-28 request (mcp.is_modern) goes at once
   with the headers its body calls for (``MCP-Protocol-Version``, ``Mcp-Method``,
-  ``Mcp-Name``) and no session.
+  ``Mcp-Name``, and the ``Mcp-Param-`` headers of the tool's ``x-mcp-header`` arguments,
+  from the ``tools/list`` answers relayed) and no session.
 - It exits when either side closes: 0 at the end of stdin, once the messages already sent
   are answered; 1 once the endpoint is gone (refused connection, or a 404 that is not a
   JSON-RPC answer: the session closed), after answering the request that found out with a JSON-RPC error, or once
@@ -50,6 +51,8 @@ class Bridge:
         self.initializing = False
         self.waiting: list[bytes] = []  # lines read while the first initialize is answered
         self.exit_code: int | None = None
+        #: Each tool's inputSchema, from the tools/list answers relayed (x-mcp-header).
+        self.schemas: dict[str, Any] = {}
 
     def run(self) -> int:
         self.reader.start()
@@ -85,7 +88,8 @@ class Bridge:
             self._unreadable(str(exc))
             return
         if mcp.is_modern(message):
-            self._post(line, message, mcp.request_headers(message))  # stateless: never waits
+            # Stateless: never waits; the schemas seen tell which arguments go in headers too.
+            self._post(line, message, mcp.request_headers(message, self.schemas))
             return
         if self.initializing:
             self.waiting.append(line)
@@ -140,9 +144,18 @@ class Bridge:
         except ValueError:
             answer = None
         if isinstance(answer, (dict, list)):
+            self._learn(message, answer)
             self._write(answer)
         else:
             self._answer_error(message, f"the tools endpoint answered HTTP {response.status}")
+
+    def _learn(self, message: Any, answer: Any) -> None:
+        if isinstance(message, dict) and message.get("method") == "tools/list" and isinstance(answer, dict):
+            result = answer.get("result")
+            tools = result.get("tools") if isinstance(result, dict) else None
+            for tool in tools if isinstance(tools, list) else ():
+                if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                    self.schemas[tool["name"]] = tool.get("inputSchema")
 
     def _answer_error(self, message: Any, why: str) -> None:
         if isinstance(message, dict) and "id" in message and "method" in message:

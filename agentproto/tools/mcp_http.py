@@ -12,7 +12,8 @@ Rules of this file:
   no version served is 400 (-32022, the versions served in its data).
 - 2026-07-28: one JSON-RPC message per POST, no session (an ``Mcp-Session-Id`` is ignored,
   none is given); a bad ``_meta`` is 400 (-32602), headers that disagree with the body
-  (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``) 400 (-32020), an unknown
+  (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``, the ``Mcp-Param-`` headers a
+  tool's ``x-mcp-header`` calls for) 400 (-32020), an unknown
   method 404 (-32601); a notification 202. Every error keeps the request's id when it
   has one.
 - An answer not given yet keeps its HTTP request open (a deferred response).
@@ -162,7 +163,11 @@ class McpHttp:
             response.json(400, error_of(message, RpcError(INVALID_REQUEST, why)))
             return
         if "id" in message:
-            problem = mcp.modern_problem(message.get("params")) or mcp.header_problem(message, request.headers)
+            problem = (
+                mcp.modern_problem(message.get("params"))
+                or mcp.header_problem(message, request.headers)
+                or mcp.param_problem(message, request.headers, self.tools.tools())
+            )
             if problem is not None:
                 response.json(400, error_of(message, problem))
                 return

@@ -17,6 +17,20 @@ LOOKUP = {
     "description": "Look a word up",
     "input_schema": {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]},
 }
+#: A tool whose schema mirrors two arguments into headers (MCP 2026-07-28's x-mcp-header).
+ROUTED = {
+    "name": "routed",
+    "description": "A query routed by region",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "shard": {"type": "object", "properties": {"n": {"type": "integer", "x-mcp-header": "Shard"}}},
+            "query": {"type": "string"},
+        },
+        "required": ["region", "query"],
+    },
+}
 AREA = {
     "name": "area",
     "description": "The area of a rectangle",

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from listener_support import AREA, LOOKUP, BlockingMcp, InThread, closed_requests, opened_request, post, raw_request, split, text_result
+from listener_support import AREA, LOOKUP, ROUTED, BlockingMcp, InThread, closed_requests, opened_request, post, raw_request, split, text_result
 from mcp import Client
 from ops_support import write_script
 from sidecar import ROOT, Sidecar, kind_name, kinds, script
@@ -251,6 +251,41 @@ def test_mcp_2026_07_28_refusals_keep_the_id_with_the_specs_codes_and_statuses(c
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}}}
     started = post(url, init)
     assert started.status == 200 and started.headers["mcp-session-id"] and started.json()["result"]["protocolVersion"] == "2025-11-25"
+
+
+def test_mcp_2026_07_28_mcp_param_headers_of_a_tools_x_mcp_header_arguments(car: Sidecar) -> None:
+    info = car.ok({"cmd": "open", "agent": "mock", "dir": str(ROOT), "tools": [ROUTED]})
+    url = info["tools_url"]
+    arguments = {"region": "Zürich", "shard": {"n": 42}, "query": "select 1"}
+    body = modern(5, "tools/call", {"name": "routed", "arguments": arguments})
+    base = modern_headers("tools/call", "routed")
+    right = {**base, "Mcp-Param-Region": "=?base64?WsO8cmljaA==?=", "mcp-param-shard": "42.0"}  # numeric compare
+    for label, headers in (
+        ("no Region", {k: v for k, v in right.items() if k != "Mcp-Param-Region"}),
+        ("no Shard", {k: v for k, v in right.items() if k != "mcp-param-shard"}),
+        ("Region differs", {**right, "Mcp-Param-Region": "Zurich"}),
+        ("Shard differs", {**right, "mcp-param-shard": "43"}),
+    ):
+        refused = post(url, body, headers)
+        assert refused.status == 400 and refused.json()["error"]["code"] == -32020 and refused.json()["id"] == 5, label
+    # Without a value in the body, no header is expected.
+    calls = InThread(lambda: [post(url, body, right), post(url, modern(6, "tools/call", {"name": "routed", "arguments": {"region": "eu", "query": "q"}}), {**base, "Mcp-Param-Region": "eu"})])
+    for _ in range(2):
+        request = opened_request(car, info["id"])["kind"]["RequestOpened"]["ToolCall"]
+        car.ok({"cmd": "answer", "session": info["id"], "request": request["id"], "answer": text_result("routed")})
+    assert [r.status for r in calls.result()] == [200, 200]
+
+    # The SDK's client mirrors them itself, as the spec asks of every client: accepted.
+    async def agent() -> Any:
+        async with Client(url, mode="2026-07-28") as client:
+            await client.list_tools()
+            return await client.call_tool("routed", {"region": "Zürich", "shard": {"n": -7}, "query": "q"})
+
+    sdk_call = InThread(lambda: asyncio.run(agent()))
+    request = opened_request(car, info["id"])["kind"]["RequestOpened"]["ToolCall"]
+    assert request["arguments"]["shard"] == {"n": -7}
+    car.ok({"cmd": "answer", "session": info["id"], "request": request["id"], "answer": text_result("by the sdk")})
+    assert sdk_call.result().content[0].text == "by the sdk"
 
 
 def test_the_token_is_dead_once_the_session_closes(car: Sidecar) -> None:

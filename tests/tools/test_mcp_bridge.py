@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 import pytest
-from listener_support import LOOKUP, InThread, opened_request, text_result
+from listener_support import LOOKUP, ROUTED, InThread, opened_request, text_result
 from mcp import Client, StdioServerParameters
 from sidecar import ROOT, Sidecar, base_env, script
 
@@ -99,3 +99,21 @@ def test_the_bridge_needs_its_url(car: Sidecar) -> None:
     bridge = _bridge("ftp://127.0.0.1/secret-token")
     _, err = bridge.communicate(b"", timeout=20)
     assert bridge.returncode == 2 and b"secret-token" not in err
+
+
+def test_the_bridge_gives_a_2026_tool_call_the_mcp_param_headers_its_schema_asks_for(car: Sidecar) -> None:
+    info = car.ok({"cmd": "open", "agent": "mock", "dir": str(ROOT), "tools": [ROUTED]})
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "agentproto", "mcp-bridge"], env=base_env({"AGENTPROTO_TOOLS_URL": info["tools_url"]}), cwd=str(ROOT)
+    )
+
+    async def agent() -> Any:
+        async with Client(server, mode="2026-07-28") as client:
+            await client.list_tools()  # the bridge learns which arguments go in headers
+            return await client.call_tool("routed", {"region": "Zürich", "shard": {"n": 7}, "query": "q"})
+
+    calls = InThread(lambda: asyncio.run(agent()))
+    request = opened_request(car, info["id"])["kind"]["RequestOpened"]["ToolCall"]
+    assert request["arguments"]["region"] == "Zürich"
+    car.ok({"cmd": "answer", "session": info["id"], "request": request["id"], "answer": text_result("routed")})
+    assert calls.result().content[0].text == "routed"
