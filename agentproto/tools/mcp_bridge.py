@@ -27,7 +27,7 @@ import json
 import sys
 from typing import Any
 
-from agentproto.core import mcp
+from agentproto.core import mcp, mcp_headers
 from agentproto.core.jsonrpc import INTERNAL_ERROR, PARSE_ERROR, RpcError
 from agentproto.core.wire import TooLong, decode_json_line, encode
 from agentproto.loopio.loop import Loop
@@ -89,7 +89,7 @@ class Bridge:
             return
         if mcp.is_modern(message):
             # Stateless: never waits; the schemas seen tell which arguments go in headers too.
-            self._post(line, message, mcp.request_headers(message, self.schemas))
+            self._post(line, message, mcp_headers.request_headers(message, self.schemas))
             return
         if self.initializing:
             self.waiting.append(line)

@@ -27,7 +27,7 @@ import secrets
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from agentproto.core import mcp
+from agentproto.core import mcp, mcp_headers
 from agentproto.core.jsonrpc import INVALID_REQUEST, PARSE_ERROR, RpcError
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class _Reply:
         self.headers = headers
         self.responses: list[RpcMessage] = []
         self.is_batch = False
-        #: A 2026-07-28 request: its error's code sets the status (mcp.http_status).
+        #: A 2026-07-28 request: its error's code sets the status (mcp_headers.http_status).
         self.modern = modern
 
     def batch(self) -> None:
@@ -80,7 +80,8 @@ class _Reply:
             self.response.empty(202, self.headers)  # only notifications (or responses) came
         else:
             body = self.responses if self.is_batch else self.responses[0]
-            status = mcp.http_status(self.responses[0].get("error")) if self.modern and not self.is_batch else 200
+            modern = self.modern and not self.is_batch
+            status = mcp_headers.http_status(self.responses[0].get("error")) if modern else 200
             self.response.json(status, body, self.headers)
 
 
@@ -165,8 +166,8 @@ class McpHttp:
         if "id" in message:
             problem = (
                 mcp.modern_problem(message.get("params"))
-                or mcp.header_problem(message, request.headers)
-                or mcp.param_problem(message, request.headers, self.tools.tools())
+                or mcp_headers.header_problem(message, request.headers)
+                or mcp_headers.param_problem(message, request.headers, self.tools.tools())
             )
             if problem is not None:
                 response.json(400, error_of(message, problem))

@@ -10,7 +10,7 @@ import pytest
 
 from agentproto.core import jsonrpc
 from agentproto.core.jsonrpc import RpcError
-from agentproto.core import mcp
+from agentproto.core import mcp, mcp_headers
 from agentproto.core.mcp import VERSIONS, McpEndpoint, ToolCall
 
 
@@ -316,17 +316,17 @@ def test_a_2026_request_in_a_batch_is_refused_alone(endpoint):
 
 def test_http_headers_must_match_the_body():
     msg = modern(1, "tools/call", {"name": "café"})
-    headers = {k.lower(): v for k, v in mcp.request_headers(msg).items()}
+    headers = {k.lower(): v for k, v in mcp_headers.request_headers(msg).items()}
     assert headers == {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "=?base64?Y2Fmw6k=?="}
-    assert mcp.header_problem(msg, headers) is None
+    assert mcp_headers.header_problem(msg, headers) is None
     for name, value in (("mcp-protocol-version", "2025-11-25"), ("mcp-method", "tools/list"), ("mcp-name", "cafe"), ("mcp-name", "=?base64?!!?=")):
-        problem = mcp.header_problem(msg, {**headers, name: value})
+        problem = mcp_headers.header_problem(msg, {**headers, name: value})
         assert problem is not None and problem.code == mcp.HEADER_MISMATCH, name
     for name in headers:
-        problem = mcp.header_problem(msg, {k: v for k, v in headers.items() if k != name})
+        problem = mcp_headers.header_problem(msg, {k: v for k, v in headers.items() if k != name})
         assert problem is not None and problem.code == mcp.HEADER_MISMATCH and "no " in problem.message, name
     listing = modern(2, "tools/list")
-    assert mcp.header_problem(listing, {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"}) is None
-    assert mcp.request_headers(request(3, "tools/list")) == {}  # a handshake request: its session's headers
-    assert [mcp.http_status({"code": c}) for c in (-32602, -32020, -32022, -32601, -32603)] == [400, 400, 400, 404, 200]
-    assert mcp.http_status(None) == 200
+    assert mcp_headers.header_problem(listing, {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"}) is None
+    assert mcp_headers.request_headers(request(3, "tools/list")) == {}  # a handshake request: its session's headers
+    assert [mcp_headers.http_status({"code": c}) for c in (-32602, -32020, -32022, -32601, -32603)] == [400, 400, 400, 404, 200]
+    assert mcp_headers.http_status(None) == 200
