@@ -314,11 +314,12 @@ def shown_output(block: str) -> list[str]:
     return tail[::-1]
 
 
-@pytest.mark.parametrize("name", ["ops-loop", "jsonrpc", "http", "unix"])
+@pytest.mark.parametrize("name", ["ops-loop", "jsonrpc", "http", "unix", "mcp-http"])
 def test_the_transport_sessions_print_what_they_say(name: str, tmp_path: Path) -> None:
     block = recipe(name)
-    if name == "http":
-        block = block.replace("8080", str(free_port()))  # the port as written may be taken here
+    if name in ("http", "mcp-http"):
+        port = str(free_port())  # the port as written may be taken here
+        block = block.replace("8080", port).replace("8090", port)
     env = python_path_env(tmp_path)
     env.pop("AGENTPROTO_AUTH_TOKEN", None)
     done = run(block, tmp_path, env)
