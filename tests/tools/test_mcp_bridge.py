@@ -117,3 +117,19 @@ def test_the_bridge_gives_a_2026_tool_call_the_mcp_param_headers_its_schema_asks
     assert request["arguments"]["region"] == "Zürich"
     car.ok({"cmd": "answer", "session": info["id"], "request": request["id"], "answer": text_result("routed")})
     assert calls.result().content[0].text == "routed"
+
+
+def test_a_2026_refusal_is_relayed_and_the_bridge_goes_on(car: Sidecar) -> None:
+    info = car.ok({"cmd": "open", "agent": "mock", "dir": str(ROOT), "tools": [LOOKUP]})
+    bridge = _bridge(info["tools_url"])
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": meta}},  # 404 from the listener: an answer
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": {**meta, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": meta}},
+    ]
+    out, _ = bridge.communicate(b"".join(json.dumps(line).encode() + b"\n" for line in lines), timeout=20)
+    assert bridge.returncode == 0  # not "gone": a 404 carrying a JSON-RPC error is the method's answer
+    answers = {a["id"]: a for a in map(json.loads, out.splitlines())}
+    assert answers[1]["error"]["code"] == -32601 and answers[2]["error"]["code"] == -32022
+    assert answers[3]["result"]["tools"][0]["name"] == "lookup" and answers[3]["result"]["resultType"] == "complete"
