@@ -31,7 +31,9 @@ Rules of this file:
 - A batch is bounded by ``jsonrpc.batch_entries``; its entries run concurrently and each
   answer goes to the reply as it comes (``Reply.respond``), never collected here. Once
   ``initialize`` has settled on ``NO_BATCHES`` or later (MCP 2025-06-18 removed batching),
-  a batch is one Invalid Request error (id null) and none of its entries runs.
+  a batch is one Invalid Request error (id null) and none of its entries runs. A
+  2026-07-28 request in a batch is one Invalid Request error (with its id), the others
+  run.
 - Progress notifications go out only for a call whose client gave a ``progressToken``,
   numbered from 1.
 """
