@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 from typing import Any
 
 import anyio
@@ -142,3 +143,23 @@ def test_without_listen_it_is_still_stdio() -> None:
     finally:
         proc.stop()
 
+
+
+def test_a_session_idle_past_session_idle_timeout_is_closed() -> None:
+    s = Server("--port", "0", "--session-idle-timeout", "0.5")
+    try:
+        def call(rpc_id: int, name: str, arguments: dict[str, Any]) -> Any:
+            body = {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": {"name": name, "arguments": arguments, "_meta": META}}
+            status, _, answer = s.post(body, {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name})
+            assert status == 200, answer
+            return answer["result"]["structuredContent"]
+
+        session = call(1, "agentproto_open", {"agent": "mock", "dir": "/tmp"})["session"]["id"]
+        deadline = time.monotonic() + 30
+        while f"{session}: idle for 0.5 s" not in s.proc.stderr:  # a request for it would restart the clock
+            assert time.monotonic() < deadline, s.proc.stderr[-2000:]
+            time.sleep(0.05)
+        info = call(2, "agentproto_info", {"session": session})  # closed as a close op would
+        assert info["ok"] is False and info["error"]["kind"] == "SessionClosed"
+    finally:
+        s.stop()
