@@ -206,7 +206,8 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         "  python3 -m agentproto serve --mock fixtures/mock-scripts/turn.json\n"
         "  python3 -m agentproto serve --transport unix --listen /tmp/agentproto.sock\n"
         "  AGENTPROTO_AUTH_TOKEN=$(openssl rand -hex 16) python3 -m agentproto serve --transport http --port 8080\n"
-        "  python3 -m agentproto serve --transport mcp     # register it with an MCP host",
+        "  python3 -m agentproto serve --transport mcp     # register it with an MCP host\n"
+        "  python3 -m agentproto serve --transport mcp --port 8090   # the same over HTTP: POST /mcp",
     )
     _mock_option(serve)
     serve.add_argument(
