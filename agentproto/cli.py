@@ -1,5 +1,5 @@
-"""Command line: the commands (``serve``, ``agent``, ``list``, ``chat``, ``schema``, ``mcp-bridge``,
-``replay``, ``inspect``), run on what cli_args.py parsed.
+"""Command line: the commands (``serve`` and ``mcp``, ``agent``, ``list``, ``chat``, ``schema``,
+``mcp-bridge``, ``replay``, ``inspect``, ``completion``), run on what cli_args.py parsed.
 
 Each command builds its runtime and hands it to its frontend's module (serve.py,
 ops_stdio.py, jsonrpc_server.py, mcp_stdio.py, unix.py, frontends/ops_http.py, chat.py). Start-up
@@ -25,7 +25,7 @@ import os
 import sys
 
 from agentproto.cli_args import build_parser as _build_parser
-from agentproto.cli_args import check_usage
+from agentproto.cli_args import check_usage, program_name, unknown_arguments
 from agentproto.core.errors import log
 from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.loopio import private
@@ -54,19 +54,25 @@ def _load_mock(path: str | None) -> dict[str, Any] | None:
     return _read_mock(path)[0]
 
 
-def _read_mock(path: str | None) -> tuple[dict[str, Any] | None, bytes]:
-    """The ``--mock`` script, checked, and its bytes: read once, so that a record's header
-    describes the very script that is played."""
-    if path is None:
-        return None, b""
-    from agentproto.drivers.mock import ScriptError, load_script
+def _read_mock(spec: str | None) -> tuple[dict[str, Any] | None, str, bytes]:
+    """The ``--mock`` script, checked, where it was read from, and its bytes: read once, so
+    that a record's header describes the very script that is played. ``spec`` is a path if
+    a file of that name exists or it holds a ``/``, else the name of a shipped script
+    (``--mock turn``: drivers/mock.py's ``shipped_script``)."""
+    if spec is None:
+        return None, "", b""
+    from agentproto.drivers.mock import ScriptError, load_script, shipped_script
 
+    path = spec
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
-        return load_script(raw.decode("utf-8")), raw
+        if os.path.exists(spec) or os.sep in spec or "/" in spec:
+            with open(spec, "rb") as f:
+                raw = f.read()
+        else:
+            path, raw = shipped_script(spec)
+        return load_script(raw.decode("utf-8")), path, raw
     except OSError as exc:
-        raise SystemExit(_fail(f"cannot read mock script {path}: {exc.strerror}")) from None
+        raise SystemExit(_fail(f"cannot read mock script {spec}: {exc.strerror}")) from None
     except UnicodeDecodeError as exc:
         raise SystemExit(_fail(f"mock script {path}: not UTF-8 text (at byte {exc.start})")) from None
     except ScriptError as exc:
@@ -101,12 +107,12 @@ class _Sidecar:
             log(f"--db-keep (or {KEEP_ENV}) {exc}")
             raise SystemExit(EXIT_USAGE) from None
         self.observer = Observer(loop, db_path(getattr(args, "db", None)), keep)
-        script, raw = _read_mock(args.mock)
+        script, where, raw = _read_mock(args.mock)
         self.recorder: "Recorder | None" = None
         if args.record:
             from agentproto.loopio.record import Recorder, mock_facts
 
-            mock = None if script is None else mock_facts(args.mock, raw)
+            mock = None if script is None else mock_facts(where, raw)
             self.recorder = Recorder(args.record, loop=loop, frontend=frontend, mock=mock)
         self.runtime = Engine(
             loop,
@@ -318,12 +324,20 @@ def cmd_mcp_bridge(args: argparse.Namespace) -> int:
     return run_bridge(url)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def cmd_completion(args: argparse.Namespace) -> int:
+    from agentproto.commands.completion import run
+
+    return run(build_parser(), args.shell)
+
+
+def build_parser(prog: str = "agentproto") -> argparse.ArgumentParser:
     return _build_parser(
         {
             "serve": cmd_serve, "agent": cmd_agent, "list": cmd_list, "chat": cmd_chat, "schema": cmd_schema,
-            "mcp-bridge": cmd_mcp_bridge, "replay": cmd_replay, "inspect": cmd_inspect,
-        }
+            "mcp-bridge": cmd_mcp_bridge, "replay": cmd_replay, "inspect": cmd_inspect, "mcp": cmd_serve,
+            "completion": cmd_completion,
+        },
+        prog,
     )  # fmt: skip
 
 
@@ -349,8 +363,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
+        parser = build_parser(program_name())
+        args, extras = parser.parse_known_args(argv)
+        if extras:
+            unknown_arguments(parser, args, extras)
         check_usage(parser, args)
         if args.top_replay and not getattr(args, "func", None):
             args.func, args.path, args.update = cmd_replay, args.top_replay, False
@@ -361,8 +377,7 @@ def _main(argv: list[str] | None) -> int:
             args.single_shot = True  # `--single-shot agent`: the same as `agent --single-shot`
         if not getattr(args, "func", None):
             parser.print_help(sys.stderr)
-            commands = "serve, agent, list, chat, schema, mcp-bridge, replay, inspect"
-            sys.stderr.write(f"\nagentproto: give a command ({commands})\n")
+            sys.stderr.write(f"\n{parser.prog}: give a command (see the list above)\n")
             return EXIT_USAGE
         if args.func not in (cmd_serve, cmd_agent):
             _settle()  # serve and agent settle once their frontend's modules are in

@@ -1,6 +1,15 @@
 """The command line's grammar: every command, flag, help text and example, the one-line usage
 errors (exit 2), and the flags that would be silently ignored refused as usage errors.
-cli.py runs what this parses; nothing here imports more than argparse (start-up time)."""
+cli.py runs what this parses; nothing here imports more than argparse (start-up time).
+
+- The program is named as it was typed (``program_name``: ``python3 -m agentproto``,
+  ``agentproto``, ``python3 agentproto.pyz``) in usage lines, errors and every help example,
+  so each example runs as shown from a checkout, a zipapp or an install.
+- A mistyped command, flag or choice is one usage line with the nearest valid one
+  (``Did you mean 'list'?``); difflib is imported only then.
+- The top-level ``--help`` lists each command once (generated from the commands defined
+  here); ``completion bash|zsh`` prints a completion script generated from the same parser
+  (completion.py)."""
 
 from __future__ import annotations
 
@@ -69,7 +78,10 @@ def _listener_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _mock_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent")
+    parser.add_argument(
+        "--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent: a path, or the name of a "
+        "shipped one (turn, question, tools, plan, ...; a wrong name lists them)",
+    )  # fmt: skip
 
 
 def _terminals_option(parser: argparse.ArgumentParser) -> None:
@@ -131,13 +143,51 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, help="show the version and exit", **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
-        sys.stdout.write(f"agentproto {__version__}\n")
+        sys.stdout.write(f"agentproto {version_stamp()}\n")
         parser.exit()
+
+
+def version_stamp() -> str:
+    """The version, or the VERSION stamp a copy made by scripts/vendor.py, build_pyz.py or
+    install.py carries (``0.1.0+g<commit>``), read through the package's loader (a zipapp's
+    too) without importing importlib.resources."""
+    import agentproto
+
+    try:
+        loader: Any = agentproto.__spec__.loader
+        stamp = loader.get_data(os.path.join(os.path.dirname(agentproto.__file__), "VERSION"))
+    except (AttributeError, OSError, TypeError):
+        return __version__
+    text = stamp.decode("utf-8", "replace").strip()
+    return text if text.startswith(__version__) else __version__
+
+
+def program_name(argv0: str | None = None) -> str:
+    """The program as it was typed: ``python3 -m agentproto`` (argv[0] is the package's
+    __main__.py), ``python3 X`` for a zipapp or the package directory run as a script, else
+    ``agentproto`` (the installed launcher, a wheel's console script, an embedder)."""
+    arg0 = sys.argv[0] if argv0 is None else argv0
+    if os.path.basename(arg0) == "__main__.py":
+        return "python3 -m agentproto"
+    if arg0.endswith(".pyz") or (arg0 not in ("", "-c") and os.path.isdir(arg0)):
+        return f"python3 {arg0}"
+    return "agentproto"
+
+
+def _did_you_mean(word: str, choices: Any) -> str:
+    """`` Did you mean 'X'?`` for the choice nearest ``word``, or nothing."""
+    import difflib  # only on a usage error: it costs start-up time
+
+    near = difflib.get_close_matches(word, [str(choice) for choice in choices], n=1, cutoff=0.6)
+    return f" Did you mean '{near[0]}'?" if near else ""
 
 
 class Parser(argparse.ArgumentParser):
     """argparse whose usage errors are one line (what was wrong, and where to look), exit 2;
     its help formatter is told the width without shutil (``_Formatter``)."""
+
+    #: A command's one-line summary (the top-level help's list, the zsh completion).
+    summary = ""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _Formatter)
@@ -146,32 +196,62 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """A command or a choice that is not one: the nearest valid one named."""
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        near = _did_you_mean(str(value), choices)
+        if isinstance(action, argparse._SubParsersAction):
+            self.error(f"unknown command '{value}'.{near}")
+        names = ", ".join(map(str, choices))
+        where = "/".join(action.option_strings) or action.metavar or action.dest
+        self.error(f"argument {where}: invalid choice: '{value}'.{near} Choose from {names}")
 
-EPILOG = """commands:
-  serve        speak protocol 1 (anyagent's sidecar protocol) on stdin/stdout, or another transport
-  agent        the ops framing: {"op": ...} requests answered by kind lines and a done line
-  list         the agents this machine has, their versions, and how to install the others
-  chat         chat with an agent in the terminal; from a pipe, one turn
-  schema       print the JSON Schema of every line
-  mcp-bridge   a stdio MCP server relayed to a session's tools_url
-  replay       re-run a recording made with --record, offline, and check every response
-  inspect      a running sidecar's live sessions, or what turns cost
 
-examples:
+def unknown_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> NoReturn:
+    """What argparse left over (``parse_known_args``): a usage error from the command's own
+    parser, naming the first unknown flag and the nearest one that command has (or the
+    commands that have it)."""
+    sub = _subparser(parser, args.command) if args.command else parser
+    first = extras[0]
+    if not first.startswith("-") or first == "-":
+        sub.error(f"unexpected argument '{first}'")
+    flag = first.split("=", 1)[0]
+    near = _did_you_mean(flag, _flags(sub))
+    if not near:
+        owners = [name for name, command in _subparsers(parser).items() if flag in _flags(command)]
+        if owners:
+            near = f" It is a flag of: {', '.join(owners)} (`{parser.prog} {owners[0]} {flag}`)"
+    sub.error(f"unknown flag '{flag}'.{near}")
+
+
+def _flags(parser: argparse.ArgumentParser) -> list[str]:
+    """The flags a parser shows in its help (hidden ones are not suggested)."""
+    return [flag for a in parser._actions if a.help != argparse.SUPPRESS for flag in a.option_strings]
+
+
+EPILOG = """examples:
   echo 'hello' | python3 -m agentproto chat mock
-  python3 -m agentproto serve --mock fixtures/mock-scripts/turn.json
+  python3 -m agentproto serve --mock turn
   echo '{"op":"capabilities"}' | python3 -m agentproto --single-shot
 
 Each command's --help has more. Exit codes: 0 success, 1 failure, 2 usage error,
 130 interrupted (Ctrl-C; 128 + the signal number for other signals)."""
 
 
-def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> argparse.ArgumentParser:
-    """The whole command line; ``commands`` maps each subcommand to the function that runs it."""
+def build_parser(
+    commands: dict[str, Callable[[argparse.Namespace], int]], prog: str = "agentproto"
+) -> argparse.ArgumentParser:
+    """The whole command line; ``commands`` maps each subcommand to the function that runs it;
+    ``prog`` is the program as typed (``program_name``), which every example is rewritten to."""
+
+    def typed(text: str) -> str:
+        return text.replace("python3 -m agentproto", prog)
+
     parser = Parser(
-        prog="agentproto",
+        prog=prog,
         description="One line-delimited JSON contract between programs and coding agents.",
-        epilog=EPILOG,
         formatter_class=_RawFormatter,
     )
     parser.add_argument("--version", action=_Version, default=argparse.SUPPRESS)
@@ -184,17 +264,21 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         "--record", dest="top_record", metavar="PATH", help="with --single-shot: append the pair to PATH"
     )
     parser.add_argument("--replay", dest="top_replay", metavar="PATH", help="replay a recording (as `replay PATH`)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=Parser, help="one of the commands below"
+    )
+    summaries: dict[str, str] = {}  # the top-level help's one list of the commands
 
     def command(name: str, summary: str, description: str, examples: str) -> argparse.ArgumentParser:
         """A subcommand: its help, its examples, and the function in ``commands`` that runs it."""
-        found: argparse.ArgumentParser = sub.add_parser(
+        summaries[name] = summary
+        found: Parser = sub.add_parser(
             name,
-            help=summary,
-            description=description,
-            epilog="examples:\n" + examples,
+            description=typed(description),
+            epilog="examples:\n" + typed(examples),
             formatter_class=_RawFormatter,
         )
+        found.summary = summary
         found.set_defaults(func=commands[name])
         return found
 
@@ -203,10 +287,10 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         "Protocol 1 on stdin/stdout: one JSON command per line in; the hello, replies, events, session\n"
         "errors and closed lines out. --transport serves the same operations another way.",
         "  echo '{\"id\": 1, \"cmd\": \"discover\"}' | python3 -m agentproto serve\n"
-        "  python3 -m agentproto serve --mock fixtures/mock-scripts/turn.json\n"
+        "  python3 -m agentproto serve --mock turn\n"
         "  python3 -m agentproto serve --transport unix --listen /tmp/agentproto.sock\n"
         "  AGENTPROTO_AUTH_TOKEN=$(openssl rand -hex 16) python3 -m agentproto serve --transport http --port 8080\n"
-        "  python3 -m agentproto serve --transport mcp     # register it with an MCP host\n"
+        "  python3 -m agentproto serve --transport mcp     # register it with an MCP host (or: mcp)\n"
         "  python3 -m agentproto serve --transport mcp --port 8090   # the same over HTTP: POST /mcp",
     )
     _mock_option(serve)
@@ -281,7 +365,7 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         "'{\"id\": \"claude\", \"path\": ...}'). NO_COLOR (or --color never) turns colour off.",
         "  python3 -m agentproto chat claude\n"
         "  echo 'title for this diff' | python3 -m agentproto chat codex > title.txt\n"
-        "  python3 -m agentproto chat --mock fixtures/mock-scripts/turn.json\n"
+        "  python3 -m agentproto chat --mock question\n"
         "  python3 -m agentproto chat '{\"acp\": {\"name\": \"mine\", \"path\": \"/opt/mine\", \"args\": []}}'\n"
         "  echo hi | python3 -m agentproto chat --json mock | jq -c .kind",
     )
@@ -349,6 +433,34 @@ def build_parser(commands: dict[str, Callable[[argparse.Namespace], int]]) -> ar
         "the XDG state dir); again to unite several (one per machine)"
     )
     inspect.add_argument("--format", choices=("table", "json"), help="default: table on a terminal, else json")
+
+    mcp = command(
+        "mcp", "an MCP server on stdin/stdout (the same as serve --transport mcp)",
+        "An MCP server on stdin/stdout: the same as `serve --transport mcp`, without the --transport\n"
+        "flag that some MCP hosts (the MCP Inspector) take as their own. It takes serve's other options.",
+        "  python3 -m agentproto mcp --mock turn\n"
+        "  claude mcp add agentproto -- agentproto mcp   # installed by scripts/install.py: runs from any directory",
+    )
+    transport_only = {"help", "transport", "listen", "socket", "port", "auth_token", "session_idle_timeout"}
+    for action in serve._actions:  # serve's options, whoever added them, but the other transports'
+        if action.dest not in transport_only:
+            mcp._add_action(action)
+    mcp.set_defaults(transport="mcp", **dict.fromkeys(transport_only - {"help", "transport"}))
+
+    completion = command(
+        "completion", "print a shell completion script (bash or zsh)",
+        "Prints a completion script for the agentproto command: its commands, flags and choices.",
+        "  source <(python3 -m agentproto completion bash)      # or in ~/.bashrc\n"
+        "  python3 -m agentproto completion zsh > ~/.zfunc/_agentproto   # a directory on $fpath",
+    )
+    completion.add_argument("shell", choices=("bash", "zsh"))
+
+    # The one list of the commands, in the order they are shown (mcp next to serve).
+    order = list(summaries)
+    order.insert(order.index("serve") + 1, order.pop(order.index("mcp")))
+    width = max(map(len, order)) + 3
+    listing = "\n".join(f"  {name:<{width}}{summaries[name]}" for name in order)
+    parser.epilog = f"commands:\n{listing}\n\n" + typed(EPILOG)
     return parser
 
 
@@ -359,13 +471,13 @@ def check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
     if args.top_replay is not None and (command or args.top_single_shot or flag):
         parser.error(f"--replay PATH goes alone (it is `replay PATH`), not with {command or flag or '--single-shot'}")
     if args.top_single_shot and command not in (None, "agent"):
-        parser.error(f"--single-shot is the ops framing's, not {command}'s: use `agentproto --single-shot` alone")
+        parser.error(f"--single-shot is the ops framing's, not {command}'s: use `{parser.prog} --single-shot` alone")
     if command is None:
         if flag and not args.top_single_shot:
             parser.error(f"{flag} without a command needs --single-shot (or goes after one: serve {flag} …)")
         return
     if flag:
-        parser.error(f"{flag} goes after the command: agentproto {command} {flag} …")
+        parser.error(f"{flag} goes after the command: {parser.prog} {command} {flag} …")
     sub = _subparser(parser, command)
     if command == "serve":
         transport = args.transport
@@ -393,8 +505,12 @@ def check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    return _subparsers(parser).get(name, parser)
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Each command's parser, by name."""
     for action in parser._actions:  # argparse keeps its subparsers here, and only here
         if isinstance(action, argparse._SubParsersAction):
-            found: argparse.ArgumentParser = action.choices[name]
-            return found
-    return parser
+            return dict(action.choices)
+    return {}

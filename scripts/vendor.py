@@ -4,10 +4,11 @@
     python scripts/vendor.py third_party/        # writes third_party/agentproto/
     cd third_party && python3 -m agentproto serve
 
-Only the package is copied (its modules and the package data the wheel ships; no tests, no
-scripts, no bytecode), plus agentproto/VERSION: the version, and the git commit it was
-copied from when this checkout is a git repository (`0.1.0+g<commit>`, `.dirty` when the
-package had uncommitted changes). Running it again replaces a copy it made before; it never
+Only the package is copied (its modules and the package data the wheel ships: the schema and
+the mock scripts; no tests, no scripts, no bytecode), plus agentproto/VERSION: the version,
+and the git commit it was copied from when this checkout is a git repository
+(`0.1.0+g<commit>`, `.dirty` when the package had uncommitted changes); the copy's
+`--version` shows it. Running it again replaces a copy it made before; it never
 overwrites a directory named agentproto that it did not write.
 """
 
@@ -25,13 +26,14 @@ PACKAGE = ROOT / "agentproto"
 
 #: The package data, as in pyproject.toml's [tool.setuptools.package-data] (the packaging
 #: tests check that the wheel, the zipapp and a vendored copy hold the same files).
-DATA_FILES = ("schema.json",)
+DATA_FILES = ("schema.json", "mock_scripts/*.json")
 
 
 def package_files() -> list[Path]:
     """The files that make up the package, relative to agentproto/."""
     files = [p.relative_to(PACKAGE) for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts]
-    return sorted(files + [Path(name) for name in DATA_FILES])
+    data = [p.relative_to(PACKAGE) for pattern in DATA_FILES for p in PACKAGE.glob(pattern)]
+    return sorted(files + data)
 
 
 def version_stamp() -> str:
