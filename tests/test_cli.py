@@ -90,7 +90,7 @@ def test_chat_help_names_the_commands_no_color_and_agent_references() -> None:
 def test_no_command_is_a_usage_error() -> None:
     result = run()
     assert result.returncode == 2
-    assert result.stdout == b"" and b"usage: agentproto" in result.stderr and b"give a command" in result.stderr
+    assert result.stdout == b"" and b"usage: python3 -m agentproto" in result.stderr and b"give a command" in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,7 @@ def test_no_command_is_a_usage_error() -> None:
         (["--single-shot", "serve"], "--single-shot is the ops framing's, not serve's"),
         (["--mock", "x.json"], "--mock without a command needs --single-shot"),
         (["--record", "r.jsonl"], "--record without a command needs --single-shot"),
-        (["--mock", "x.json", "serve"], "--mock goes after the command: agentproto serve --mock"),
+        (["--mock", "x.json", "serve"], "--mock goes after the command: python3 -m agentproto serve --mock"),
         (["serve", "--port", "8080"], "--port needs --transport http or --transport mcp (the transport is stdio)"),
         (["serve", "--listen", "/tmp/x.sock"], "--listen needs --transport unix or --transport http or --transport mcp"),
         (["serve", "--socket", "/tmp/x.sock", "--transport", "http"], "--socket needs --transport unix"),
@@ -110,7 +110,7 @@ def test_no_command_is_a_usage_error() -> None:
         (["agent", "--stall-timeout", "0"], "must be a number of seconds above 0, got 0"),
         (["chat", "codex", "--mock", "x.json"], "--mock plays a script as the mock agent; it does not go with codex"),
         (["serve", "--transport", "carrier-pigeon"], "argument --transport: invalid choice"),
-        (["list", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["list", "--frobnicate"], "unknown flag '--frobnicate'"),
         (["--replay", "r.ndjson", "schema"], "--replay PATH goes alone (it is `replay PATH`), not with schema"),
         (["--replay", "r.ndjson", "--single-shot"], "--replay PATH goes alone (it is `replay PATH`), not with --single"),
         (["--replay", "r.ndjson", "--record", "x"], "--replay PATH goes alone (it is `replay PATH`), not with --record"),

@@ -61,16 +61,18 @@ def run(argv: list[str], cwd: Path, stdin: str = "", timeout: float = 120, **ext
     return subprocess.run(argv, cwd=cwd, input=stdin, capture_output=True, text=True, timeout=timeout, env=clean_env(**extra))
 
 
-def check_entry_point(argv: list[str], cwd: Path) -> None:
-    """`--version`, `schema`, `--single-shot` capabilities, the MCP tools' schemas (read
-    from the package data at run time) and an echo-mock session through `serve`."""
-    version = run([*argv, "--version"], cwd)
-    assert version.returncode == 0 and version.stdout.strip() == f"agentproto {__version__}", version
-    schema = run([*argv, "schema"], cwd)
+def check_entry_point(argv: list[str], cwd: Path, version: str = __version__, **extra: str) -> None:
+    """`--version` (``version``: a copy's VERSION stamp where it has one), `schema`,
+    `--single-shot` capabilities, the MCP tools' schemas (read from the package data at run
+    time) through `serve --transport mcp` and `mcp`, a shipped mock script by name, and an
+    echo-mock session through `serve`. ``extra``: environment variables (PATH, HOME)."""
+    shown = run([*argv, "--version"], cwd, **extra)
+    assert shown.returncode == 0 and shown.stdout.strip() == f"agentproto {version}", shown
+    schema = run([*argv, "schema"], cwd, **extra)
     assert schema.returncode == 0, schema.stderr
     assert json.loads(schema.stdout) == json.loads(SCHEMA_TEXT)
 
-    shot = run([*argv, "--single-shot"], cwd, stdin='{"op": "capabilities"}\n')
+    shot = run([*argv, "--single-shot"], cwd, stdin='{"op": "capabilities"}\n', **extra)
     lines = [json.loads(line) for line in shot.stdout.splitlines()]
     assert shot.returncode == 0 and lines[-1] == {"kind": "done", "exit_code": 0}, shot
     result = next(line for line in lines if line["kind"] == "result")
@@ -82,20 +84,24 @@ def check_entry_point(argv: list[str], cwd: Path) -> None:
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ]
-    mcp = run([*argv, "serve", "--transport", "mcp"], cwd, stdin="".join(json.dumps(f) + "\n" for f in frames))
-    replies = {r["id"]: r for r in map(json.loads, mcp.stdout.splitlines()) if "id" in r}
-    assert mcp.returncode == 0 and 2 in replies, mcp
-    tools = {t["name"]: t for t in replies[2]["result"]["tools"]}
-    assert {"agent", "dir"} <= set(tools["agentproto_open"]["inputSchema"]["properties"])
+    for spelling in (["serve", "--transport", "mcp"], ["mcp"]):
+        mcp = run([*argv, *spelling], cwd, stdin="".join(json.dumps(f) + "\n" for f in frames), **extra)
+        replies = {r["id"]: r for r in map(json.loads, mcp.stdout.splitlines()) if "id" in r}
+        assert mcp.returncode == 0 and 2 in replies, mcp
+        tools = {t["name"]: t for t in replies[2]["result"]["tools"]}
+        assert {"agent", "dir"} <= set(tools["agentproto_open"]["inputSchema"]["properties"])
 
-    assert mock_session(argv, cwd) == "hello from elsewhere"
+    played = run([*argv, "chat", "--mock", "turn"], cwd, stdin="go", **extra)  # the shipped turn.json, by name
+    assert played.returncode == 0 and played.stdout.strip() == "Let me check. Done.", played
+
+    assert mock_session(argv, cwd, **extra) == "hello from elsewhere"
 
 
-def mock_session(argv: list[str], cwd: Path) -> str:
+def mock_session(argv: list[str], cwd: Path, **extra: str) -> str:
     """open + prompt on the echo mock through `serve`, then EOF; every line schema-checked.
     Returns the streamed text."""
     proc = subprocess.Popen(
-        [*argv, "serve"], cwd=cwd, env=clean_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*argv, "serve"], cwd=cwd, env=clean_env(**extra), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     assert proc.stdin and proc.stdout and proc.stderr
     lines: queue.Queue[Any] = queue.Queue()
@@ -179,7 +185,9 @@ def test_zipapp_holds_the_package_its_data_and_a_version_stamp(pyz):
 
 
 def test_zipapp_runs_isolated_from_another_directory(pyz, tmp_path):
-    check_entry_point([BASE_PYTHON, "-I", str(pyz)], tmp_path)
+    with zipfile.ZipFile(pyz) as archive:
+        stamp = archive.read("agentproto/VERSION").decode().strip()
+    check_entry_point([BASE_PYTHON, "-I", str(pyz)], tmp_path, version=stamp)
 
 
 def test_build_pyz_writes_dist_by_default(tmp_path):
@@ -192,7 +200,7 @@ def test_build_pyz_writes_dist_by_default(tmp_path):
     target = checkout / "dist" / "agentproto.pyz"
     assert done.stdout.startswith(f"wrote {target}")
     version = run([BASE_PYTHON, "-I", str(target), "--version"], tmp_path)
-    assert version.stdout.strip() == f"agentproto {__version__}"
+    assert version.stdout.strip().startswith(f"agentproto {__version__}"), version
 
 
 # -- vendoring ------------------------------------------------------------------------------
@@ -214,10 +222,10 @@ def test_vendored_copy_runs_as_python_m_agentproto(tmp_path):
     # The copy, not something else, is what runs.
     where = run([BASE_PYTHON, "-c", "import agentproto; print(agentproto.__file__)"], copy.parent)
     assert where.stdout.strip() == str(copy / "__init__.py")
-    check_entry_point([BASE_PYTHON, "-m", "agentproto"], copy.parent)
+    check_entry_point([BASE_PYTHON, "-m", "agentproto"], copy.parent, version=stamp)
     # The directory run as a script, from elsewhere: its own modules (inspect.py…) must not
     # stand in for the stdlib's, and the package must still be found.
-    check_entry_point([BASE_PYTHON, str(copy)], tmp_path)
+    check_entry_point([BASE_PYTHON, str(copy)], tmp_path, version=stamp)
 
 
 def test_vendor_replaces_its_own_copy_and_refuses_a_foreign_directory(tmp_path):

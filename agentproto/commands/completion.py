@@ -55,7 +55,7 @@ def bash(parser: argparse.ArgumentParser, mock_names: list[str]) -> str:
     lines = [
         "# bash completion for agentproto: source <(agentproto completion bash)",
         "_agentproto() {",
-        '    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" cmd="" i words',
+        '    local cur="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" cmd="" i words flags',
         "    for ((i = 1; i < COMP_CWORD; i++)); do",
         '        case "${COMP_WORDS[i]}" in',
         f"            {'|'.join(commands)}) cmd=\"${{COMP_WORDS[i]}}\"; break ;;",
@@ -76,14 +76,15 @@ def bash(parser: argparse.ArgumentParser, mock_names: list[str]) -> str:
             lines.append(f"        {pattern}) {reply}; return ;;")
     lines += ["    esac", '    case "$cmd" in']
     for name, sub in [("", parser), *commands.items()]:
-        words = [flag for action in _options(sub) for flag in action.option_strings]
+        flags = [flag for action in _options(sub) for flag in action.option_strings]
         if name == "":
-            words += list(commands)
+            others = list(commands)
         else:
-            words += [str(c) for a in sub._actions if not a.option_strings and a.choices for c in a.choices]
-        lines.append(f'        "{name}") words="{" ".join(words)}" ;;')
+            others = [str(c) for a in sub._actions if not a.option_strings and a.choices for c in a.choices]
+        lines.append(f'        "{name}") flags="{" ".join(flags)}" words="{" ".join(others)}" ;;')
     lines += [
         "    esac",
+        '    [[ "$cur" == -* ]] && words=$flags',  # a flag once one is begun, else commands or values
         '    COMPREPLY=($(compgen -W "$words" -- "$cur"))',
         "}",
         "complete -o default -F _agentproto agentproto",
