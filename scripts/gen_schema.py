@@ -270,10 +270,10 @@ def _tools_and_hooks(d: dict) -> None:
             "ToolResult",
             {
                 "content": {"type": "array", "items": {"$ref": "#/definitions/ToolContent"}},
-                "is_error": {"type": "boolean"},
+                "is_error": {"description": "Left out: false.", "type": "boolean"},
                 "structured": {"description": "Required by a tool with an output_schema (unless is_error).", "type": ["object", "null"]},
             },
-            ["content", "is_error"],
+            ["content"],
             "The result of a ToolCall. Deny gives the agent an error result with its message, Cancel one saying cancelled.",
         ),
         _variant("HookResult", {}, [], "The hook's output, passed to the agent as it is. Cancel gives it the neutral {}."),

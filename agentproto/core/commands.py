@@ -136,7 +136,7 @@ def _answer(value: Any) -> str | None:
     expected = (
         '{"Permission": "AllowOnce"|"AllowAlways"|"DenyOnce"|"DenyAlways"}, '
         '{"Question": [{"Choices": [..]}|{"Text": ".."}]}, {"Deny": {"message": ".."}}, '
-        '{"ToolResult": {"content", "is_error", "structured"?}}, {"HookResult": {..}} or "Cancel"'
+        '{"ToolResult": {"content", "is_error"?, "structured"?}}, {"HookResult": {..}} or "Cancel"'
     )
     if value == "Cancel":
         return None

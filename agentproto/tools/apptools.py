@@ -189,8 +189,9 @@ def tool_result(tool: CheckedTool, answer: Any) -> CallToolResult | str:
     unknown = sorted(set(body) - {"content", "is_error", "structured"})
     if unknown:
         return f"ToolResult: unknown field `{unknown[0]}` (it has content, is_error, structured)"
-    if not isinstance(body.get("is_error"), bool):
-        return f"ToolResult.is_error: expected a boolean, got {_type_name(body.get('is_error'))}"
+    is_error = body.get("is_error", False)  # left out: not an error
+    if not isinstance(is_error, bool):
+        return f"ToolResult.is_error: expected a boolean, got {_type_name(is_error)}"
     content = body.get("content")
     if not isinstance(content, list):
         return f"ToolResult.content: expected an array of content items, got {_type_name(content)}"
@@ -200,7 +201,7 @@ def tool_result(tool: CheckedTool, answer: Any) -> CallToolResult | str:
         if isinstance(converted, str):
             return converted
         items.append(converted)
-    result: CallToolResult = {"content": items, "isError": body["is_error"]}
+    result: CallToolResult = {"content": items, "isError": is_error}
     structured = body.get("structured")
     if structured is not None:
         if not isinstance(structured, dict):
@@ -210,7 +211,7 @@ def tool_result(tool: CheckedTool, answer: Any) -> CallToolResult | str:
             # MCP: a structured result also comes as its JSON text, for clients that read only content.
             result["content"] = [{"type": "text", "text": json.dumps(structured, separators=(",", ":"))}]
     schema = tool.get("output_schema")
-    if schema is not None and not body["is_error"]:
+    if schema is not None and not is_error:
         if structured is None:
             return f"{tool['name']} declares an output_schema: a result that is not an error needs `structured`"
         from agentproto.core.jsonschema_lite import validate_json  # only tools with an output_schema need it

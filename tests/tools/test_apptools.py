@@ -99,11 +99,20 @@ def test_a_tool_result_becomes_mcps_call_tool_result() -> None:
     assert structured == {"content": [{"type": "text", "text": '{"a":1}'}], "isError": False, "structuredContent": {"a": 1}}
 
 
+def test_a_tool_result_without_is_error_is_not_an_error() -> None:
+    """An app that leaves is_error out means a result, not a failure (it was "expected a
+    boolean, got null")."""
+    answer = {"ToolResult": {"content": [{"type": "text", "text": "found"}]}}
+    assert _definition("Answer").is_valid(answer)
+    assert apptools.tool_result(LOOKUP, answer) == {"content": [{"type": "text", "text": "found"}], "isError": False}
+
+
 @pytest.mark.parametrize(
     ("answer", "why"),
     [
         ({"Permission": "AllowOnce"}, "a tool call takes a ToolResult, Deny or Cancel answer"),
-        ({"ToolResult": {"content": []}}, "ToolResult.is_error"),
+        ({"ToolResult": {"content": [], "is_error": None}}, "ToolResult.is_error: expected a boolean, got null"),
+        ({"ToolResult": {"content": [], "is_error": "no"}}, "ToolResult.is_error: expected a boolean, got string"),
         ({"ToolResult": {"content": "hi", "is_error": False}}, "ToolResult.content"),
         ({"ToolResult": {"content": [{"type": "text"}], "is_error": False}}, "ToolResult.content[0]"),
         ({"ToolResult": {"content": [{"type": "text", "text": "a", "extra": 1}], "is_error": False}}, "ToolResult.content[0]"),
@@ -196,3 +205,25 @@ def test_tool_answers_are_checked_by_shape_on_the_wire(sidecar: Sidecar) -> None
     assert error["kind"] == "BadFrame" and "ToolResult" in error["message"]
     error = sidecar.error({"cmd": "answer", "session": session, "request": "call-1", "answer": {"HookResult": {}}})
     assert error["kind"] == "InvalidRequest" and "no open request call-1" in error["message"]
+
+
+def test_a_tool_result_without_is_error_completes_the_call_on_the_wire() -> None:
+    """Through a real `agent` process: the mock calls `lookup`, the app answers with content
+    only, and the call completes (the agent gets the text, the turn goes on)."""
+    from ops_support import Proc, result_of
+    from sidecar import kind_name, script
+
+    proc = Proc(["agent", "--mock", script("tools")])
+    try:
+        opened = result_of(proc.request({"op": "open", "agent": "mock", "dir": str(ROOT), "tools": [LOOKUP]}))
+        assert opened["ok"], opened
+        call = result_of(proc.request({"op": "prompt", "text": "go"}))["waiting"]["ToolCall"]
+        lines = proc.request({"op": "answer", "request": call["id"],
+                              "answer": {"ToolResult": {"content": [{"type": "text", "text": "found"}]}}})  # fmt: skip
+        done = result_of(lines)
+        assert done["ok"] and done["stop"] == {"Completed": {"source": "Protocol"}}, lines
+        updated = [line["event"]["kind"]["ToolUpdated"] for line in lines
+                   if line["kind"] == "event" and kind_name(line["event"]["kind"]) == "ToolUpdated"]  # fmt: skip
+        assert updated and updated[-1]["status"] == "Completed", updated
+    finally:
+        proc.stop()
