@@ -114,7 +114,7 @@ def parse_request(obj: Any, default_session: str | None = None) -> tuple[str, di
     if not isinstance(op, str):
         raise OpsError(f"invalid `op`: must be a string (an op name), got {json_type_name(op)}")
     if op not in CHECKS:
-        raise OpsError(f"unknown op: {op}")
+        raise OpsError(f"unknown op: {op} (valid ops: {', '.join(CHECKS)})")
     required, optional = CHECKS[op]
     try:
         # The one validation loop (wire.py's); in this framing a null is "not given" and

@@ -56,7 +56,7 @@ def test_parse_request_messages():
         '{"op": "open", "dir": "."}': "missing required `agent`",
         '{"text": "x"}': "missing required `op`",
         '{"op": 5}': "invalid `op`: must be a string (an op name), got number",
-        '{"op": "nope"}': "unknown op: nope",
+        '{"op": "nope"}': f"unknown op: nope (valid ops: {', '.join(CHECKS)})",
         '{"op": "answer", "session": "s1", "request": "r", "answer": {"Permission": "Maybe"}}': "invalid `answer`",
         '{"op": "open", "agent": "mock", "dir": "/", "permission_mode": "Yolo"}': "invalid `permission_mode`: must "
         'be one of "Ask", "AcceptEdits", "AutoApprove" or null, got string "Yolo"',
