@@ -262,8 +262,24 @@ def cmd_schema(_args: argparse.Namespace) -> int:
     from importlib import resources  # only here: it costs start-up time on every other path
 
     text = resources.files("agentproto").joinpath("schema.json").read_text(encoding="utf-8")
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    _write_all((text if text.endswith("\n") else text + "\n").encode("utf-8"))
     return EXIT_OK
+
+
+def _write_all(data: bytes) -> None:
+    """All of ``data`` to stdout, or BrokenPipeError. Unbuffered (``python -u``,
+    PYTHONUNBUFFERED) a write is one write(2), and a reader that goes mid-write leaves a short
+    count that the text layer drops without a word: the rest is written, or fails, here."""
+    sys.stdout.flush()
+    out, view = sys.stdout.buffer, memoryview(data)
+    while view:
+        written = out.write(view)
+        if written is None:  # a non-blocking stdout (its parent's doing), full: wait for room
+            import select
+
+            select.select([], [out], [])
+            continue
+        view = view[written:]
 
 
 def cmd_list(args: argparse.Namespace) -> int:

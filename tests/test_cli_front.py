@@ -206,3 +206,46 @@ def test_a_recording_made_with_a_mock_name_replays(tmp_path: Path) -> None:
     assert header["mock"]["text"] == shipped and header["mock"]["path"] == str(ROOT / "agentproto" / "mock_scripts" / "question.json")
     replayed = run("replay", str(record), cwd=tmp_path)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+# -- `schema | head -c 10` ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_schema_into_head_ends_as_a_closed_reader_does(unbuffered: str) -> None:
+    """README: a stdout whose reader went away ends any command quietly, status 1. The schema
+    is more than a pipe holds: the reader goes while the write is under way, which an
+    unbuffered stdout (PYTHONUNBUFFERED, as many hosts set it) took as a short count: it
+    ended 0, the rest of the schema dropped unsaid."""
+    import fcntl
+    import os
+    import termios
+    import time
+
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "agentproto", "schema"], stdout=write_end, stderr=subprocess.PIPE,
+                            env={**base_env(), "PYTHONUNBUFFERED": unbuffered}, cwd=str(ROOT))  # fmt: skip
+    os.close(write_end)
+    try:
+        assert len(os.read(read_end, 10)) == 10
+        deadline = time.monotonic() + 30
+        while True:  # the pipe full again: the writer is inside its write
+            buffered = bytearray(4)
+            fcntl.ioctl(read_end, termios.FIONREAD, buffered)
+            if int.from_bytes(buffered, sys.byteorder) >= 60000:
+                break
+            assert time.monotonic() < deadline and proc.poll() is None, "the schema was never more than a pipe"
+            time.sleep(0.01)
+    finally:
+        os.close(read_end)
+    assert proc.wait(timeout=30) == 1
+    assert proc.stderr is not None and proc.stderr.read() == b""
+
+
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_schema_into_a_shell_pipeline_into_head(unbuffered: str) -> None:
+    """The README's words, as typed: `… | head -c 10` (pipefail shows the command's status)."""
+    done = subprocess.run(["bash", "-c", "set -o pipefail; python3 -m agentproto schema | head -c 10"],
+                          capture_output=True, text=True, env={**base_env(), "PYTHONUNBUFFERED": unbuffered},
+                          cwd=str(ROOT), timeout=60)  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (1, '{\n  "$sche', "")
