@@ -25,7 +25,7 @@ import os
 import sys
 
 from agentproto.cli_args import build_parser as _build_parser
-from agentproto.cli_args import check_usage, program_name, unknown_arguments
+from agentproto.cli_args import check_usage, program_name
 from agentproto.core.errors import log
 from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.loopio import private
@@ -382,6 +382,8 @@ def _main(argv: list[str] | None) -> int:
         parser = build_parser(program_name())
         args, extras = parser.parse_known_args(argv)
         if extras:
+            from agentproto.commands.usage import unknown_arguments
+
             unknown_arguments(parser, args, extras)
         check_usage(parser, args)
         if args.top_replay and not getattr(args, "func", None):

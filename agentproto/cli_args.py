@@ -6,7 +6,7 @@ cli.py runs what this parses; nothing here imports more than argparse (start-up 
   ``agentproto``, ``python3 agentproto.pyz``) in usage lines, errors and every help example,
   so each example runs as shown from a checkout, a zipapp or an install.
 - A mistyped command, flag or choice is one usage line with the nearest valid one
-  (``Did you mean 'list'?``); difflib is imported only then.
+  (``Did you mean 'list'?``): commands/usage.py, imported (with difflib) only then.
 - The top-level ``--help`` lists each command once (generated from the commands defined
   here); ``completion bash|zsh`` prints a completion script generated from the same parser
   (completion.py)."""
@@ -174,14 +174,6 @@ def program_name(argv0: str | None = None) -> str:
     return "agentproto"
 
 
-def _did_you_mean(word: str, choices: Any) -> str:
-    """`` Did you mean 'X'?`` for the choice nearest ``word``, or nothing."""
-    import difflib  # only on a usage error: it costs start-up time
-
-    near = difflib.get_close_matches(word, [str(choice) for choice in choices], n=1, cutoff=0.6)
-    return f" Did you mean '{near[0]}'?" if near else ""
-
-
 class Parser(argparse.ArgumentParser):
     """argparse whose usage errors are one line (what was wrong, and where to look), exit 2;
     its help formatter is told the width without shutil (``_Formatter``)."""
@@ -197,38 +189,11 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
-        """A command or a choice that is not one: the nearest valid one named."""
-        choices = action.choices
-        if choices is None or value in choices:
-            return
-        near = _did_you_mean(str(value), choices)
-        if isinstance(action, argparse._SubParsersAction):
-            self.error(f"unknown command '{value}'.{near}")
-        names = ", ".join(map(str, choices))
-        where = "/".join(action.option_strings) or action.metavar or action.dest
-        self.error(f"argument {where}: invalid choice: '{value}'.{near} Choose from {names}")
+        """A command or a choice that is not one: the nearest valid one named (usage.py)."""
+        if action.choices is not None and value not in action.choices:
+            from agentproto.commands.usage import not_a_choice
 
-
-def unknown_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> NoReturn:
-    """What argparse left over (``parse_known_args``): a usage error from the command's own
-    parser, naming the first unknown flag and the nearest one that command has (or the
-    commands that have it)."""
-    sub = _subparser(parser, args.command) if args.command else parser
-    first = extras[0]
-    if not first.startswith("-") or first == "-":
-        sub.error(f"unexpected argument '{first}'")
-    flag = first.split("=", 1)[0]
-    near = _did_you_mean(flag, _flags(sub))
-    if not near:
-        owners = [name for name, command in _subparsers(parser).items() if flag in _flags(command)]
-        if owners:
-            near = f" It is a flag of: {', '.join(owners)} (`{parser.prog} {owners[0]} {flag}`)"
-    sub.error(f"unknown flag '{flag}'.{near}")
-
-
-def _flags(parser: argparse.ArgumentParser) -> list[str]:
-    """The flags a parser shows in its help (hidden ones are not suggested)."""
-    return [flag for a in parser._actions if a.help != argparse.SUPPRESS for flag in a.option_strings]
+            not_a_choice(self, action, value)
 
 
 EPILOG = """examples:
@@ -505,12 +470,8 @@ def check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
-    return _subparsers(parser).get(name, parser)
-
-
-def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    """Each command's parser, by name."""
     for action in parser._actions:  # argparse keeps its subparsers here, and only here
         if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    return {}
+            found: argparse.ArgumentParser = action.choices[name]
+            return found
+    return parser

@@ -12,17 +12,11 @@ from __future__ import annotations
 
 import argparse
 
+from agentproto.commands.usage import subparsers
 from agentproto.core.typecheck import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Iterator
-
-
-def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    return {}
 
 
 def _options(parser: argparse.ArgumentParser) -> Iterator[argparse.Action]:
@@ -51,7 +45,7 @@ def _values(action: argparse.Action, mock_names: list[str]) -> tuple[list[str], 
 
 
 def bash(parser: argparse.ArgumentParser, mock_names: list[str]) -> str:
-    commands = _commands(parser)
+    commands = subparsers(parser)
     lines = [
         "# bash completion for agentproto: source <(agentproto completion bash)",
         "_agentproto() {",
@@ -124,7 +118,7 @@ def _zsh_specs(parser: argparse.ArgumentParser, mock_names: list[str]) -> list[s
 
 
 def zsh(parser: argparse.ArgumentParser, mock_names: list[str]) -> str:
-    commands = _commands(parser)
+    commands = subparsers(parser)
     described = " ".join(f"'{name}:{_zsh_quote(_summary(sub))}'" for name, sub in commands.items())
     lines = [
         "#compdef agentproto",
