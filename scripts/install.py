@@ -149,8 +149,11 @@ class Install:
         # The launcher last, atomically: a start sees the old one or the new one.
         text = launcher_text(python, target)
         fresh = self.bin / ".agentproto.partial"
-        fresh.write_text(text, encoding="utf-8")
-        fresh.chmod(0o755)
+        fresh.unlink(missing_ok=True)  # never written through: created anew, no symlink followed
+        fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(fresh, 0o755)  # whatever the umask
         fresh.replace(self.launcher)
         launcher = {"path": str(self.launcher), "sha256": sha256(self.launcher)}
 

@@ -189,6 +189,27 @@ def test_an_upgrade_keeps_the_version_before_it_and_no_older(tmp_path: Path) -> 
     assert sorted(p.name for p in lib.iterdir()) == sorted([current["version"], "install-manifest.json", "0.0.2"])
 
 
+def test_the_launcher_runs_isolated_from_the_environment_and_the_directory(installed: Path, tmp_path: Path) -> None:
+    """An MCP host's environment or a project directory cannot put modules of its own in
+    front of agentproto's or the stdlib's: the launcher's -I -S ignores PYTHONPATH,
+    PYTHONSTARTUP, sitecustomize and the current directory."""
+    marker = tmp_path / "hijacked"
+    planted = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    for where in (tmp_path / "cwd", tmp_path / "path"):
+        (where / "agentproto").mkdir(parents=True)
+        (where / "agentproto" / "__init__.py").write_text(planted)
+        (where / "json.py").write_text(planted)
+        (where / "sitecustomize.py").write_text(planted)
+    (tmp_path / "startup.py").write_text(planted)
+    _, env = elsewhere(installed)
+    env.update(PYTHONPATH=str(tmp_path / "path"), PYTHONSTARTUP=str(tmp_path / "startup.py"))
+    for args, stdin in ((["--version"], ""), (["--single-shot"], '{"op": "capabilities"}')):
+        done = subprocess.run(["agentproto", *args], input=stdin, capture_output=True, text=True, env=env,
+                              cwd=tmp_path / "cwd", timeout=60)  # fmt: skip
+        assert done.returncode == 0 and done.stderr == "", done
+    assert not marker.exists(), marker.read_text()
+
+
 # -- every example of every --help, from the install --------------------------------------------
 
 #: Examples that cannot run here, with the reason; every other example runs (and must).
