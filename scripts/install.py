@@ -40,6 +40,10 @@ import shutil
 import sys
 from pathlib import Path
 
+if sys.version_info < (3, 10):  # the launcher runs this interpreter: it must run agentproto
+    sys.exit("install.py: agentproto needs Python 3.10 or newer (this is %d.%d.%d): run it with a newer python3"
+             % tuple(sys.version_info[:3]))  # fmt: skip
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 

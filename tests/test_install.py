@@ -314,6 +314,20 @@ def _run_server(line: str, kind: str, env: dict[str, str], cwd: Path) -> None:
         proc.communicate(timeout=30)
 
 
+def test_python_3_9_installs_nothing(tmp_path: Path) -> None:
+    """The launcher would run the interpreter that installed: an old one is refused, in words."""
+    from tests.test_packaging import python39
+
+    py = python39()
+    done = subprocess.run([py, INSTALL], capture_output=True, text=True, env=clean_env(HOME=str(tmp_path)),
+                          cwd=tmp_path, timeout=60)  # fmt: skip
+    version = subprocess.run([py, "-c", "import platform; print(platform.python_version())"], capture_output=True,
+                             text=True).stdout.strip()  # fmt: skip
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == f"install.py: agentproto needs Python 3.10 or newer (this is {version}): run it with a newer python3\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_the_base_interpreter_is_what_installs(installed: Path) -> None:
     """What makes the runs above mean something: the launcher's interpreter has no
     agentproto of its own, and no venv."""
