@@ -25,7 +25,7 @@ import os
 import sys
 
 from agentproto.cli_args import build_parser as _build_parser
-from agentproto.cli_args import check_usage, program_name
+from agentproto.cli_args import check_usage, program_name, translations_once
 from agentproto.core.errors import log
 from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.loopio import private
@@ -347,14 +347,16 @@ def cmd_completion(args: argparse.Namespace) -> int:
 
 
 def build_parser(prog: str = "agentproto") -> argparse.ArgumentParser:
-    return _build_parser(
-        {
-            "serve": cmd_serve, "agent": cmd_agent, "list": cmd_list, "chat": cmd_chat, "schema": cmd_schema,
-            "mcp-bridge": cmd_mcp_bridge, "replay": cmd_replay, "inspect": cmd_inspect, "mcp": cmd_serve,
-            "completion": cmd_completion,
-        },
-        prog,
-    )  # fmt: skip
+    commands = {
+        "serve": cmd_serve, "agent": cmd_agent, "list": cmd_list, "chat": cmd_chat, "schema": cmd_schema,
+        "mcp-bridge": cmd_mcp_bridge, "replay": cmd_replay, "inspect": cmd_inspect, "mcp": cmd_serve,
+        "completion": cmd_completion,
+    }  # fmt: skip
+    restore = translations_once()
+    try:
+        return _build_parser(commands, prog)
+    finally:
+        restore()
 
 
 def _stdout_gone() -> int:

@@ -174,6 +174,27 @@ def program_name(argv0: str | None = None) -> str:
     return "agentproto"
 
 
+def translations_once() -> Callable[[], None]:
+    """While the parser is built, each of argparse's own texts ("options", "show this help
+    message and exit", ...) is translated once, not once per command: gettext searches the
+    locale's files on every call, 2 ms of every start. The results are gettext's own; the
+    returned function puts argparse's lookup back (help and errors translate as before)."""
+    translate: Callable[[str], str] = argparse._  # type: ignore[attr-defined]
+    seen: dict[str, str] = {}
+
+    def once(text: str) -> str:
+        found = seen.get(text)
+        if found is None:
+            found = seen[text] = translate(text)
+        return found
+
+    def restore() -> None:
+        argparse._ = translate  # type: ignore[attr-defined]
+
+    argparse._ = once  # type: ignore[attr-defined]
+    return restore
+
+
 class Parser(argparse.ArgumentParser):
     """argparse whose usage errors are one line (what was wrong, and where to look), exit 2;
     its help formatter is told the width without shutil (``_Formatter``)."""

@@ -249,3 +249,16 @@ def test_schema_into_a_shell_pipeline_into_head(unbuffered: str) -> None:
                           capture_output=True, text=True, env={**base_env(), "PYTHONUNBUFFERED": unbuffered},
                           cwd=str(ROOT), timeout=60)  # fmt: skip
     assert (done.returncode, done.stdout, done.stderr) == (1, '{\n  "$sche', "")
+
+
+def test_building_the_parser_leaves_argparse_as_it_was() -> None:
+    """cli_args.translations_once looks argparse's texts up once per build, then puts
+    argparse's gettext back: an embedder's own parsers translate as before."""
+    import argparse
+
+    from agentproto.cli import build_parser
+
+    before = argparse._  # type: ignore[attr-defined]
+    parser = build_parser()
+    assert argparse._ is before  # type: ignore[attr-defined]
+    assert "show this help message and exit" in parser.format_help()
