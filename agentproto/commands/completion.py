@@ -89,7 +89,7 @@ def bash(parser: argparse.ArgumentParser, mock_names: list[str]) -> str:
 
 def _zsh_quote(text: str) -> str:
     """Text inside a single-quoted _arguments spec: no quote, no brackets, no colons."""
-    for bad, good in (("'", ""), ("[", "("), ("]", ")"), (":", " -"), ("\\", "/"), ("`", "")):
+    for bad, good in (("'", ""), ("[", "("), ("]", ")"), (":", " -"), ("\\", "/"), ("`", ""), ("$", "")):
         text = text.replace(bad, good)
     return text
 
@@ -97,7 +97,9 @@ def _zsh_quote(text: str) -> str:
 def _zsh_specs(parser: argparse.ArgumentParser, mock_names: list[str]) -> list[str]:
     specs = []
     for action in _options(parser):
-        helped = _zsh_quote(str(action.help or "").split(";")[0].split(". ")[0])[:70]
+        helped = _zsh_quote(str(action.help or "").split(";")[0].split(". ")[0])
+        if len(helped) > 70:
+            helped = helped[:70].rsplit(" ", 1)[0] + " ..."
         for flag in action.option_strings:
             if not _takes_value(action):
                 specs.append(f"'{flag}[{helped}]'")
