@@ -13,6 +13,8 @@ asserts a time.
 
 from __future__ import annotations
 
+import bench_state  # noqa: F401  (first: the sidecars' observations database in a temp dir)
+
 import argparse
 import os
 import statistics
@@ -40,7 +42,7 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "AGENTPROTO_"))}
     with tempfile.TemporaryDirectory() as tmp:
         prefix = Path(tmp) / "prefix"
-        env_db = {**env, "HOME": tmp, "AGENTPROTO_DB": "off"}
+        env_db = {**env, "HOME": tmp}
         done = subprocess.run([args.python, "-I", str(ROOT / "scripts" / "install.py"), "--prefix", str(prefix)],
                               capture_output=True, text=True, env=env_db)  # fmt: skip
         if done.returncode != 0:

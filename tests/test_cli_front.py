@@ -166,7 +166,10 @@ def test_mcp_is_serve_transport_mcp_with_serves_other_options(tmp_path: Path) ->
 
 def test_mock_takes_a_shipped_name_a_path_or_a_file_of_that_name(tmp_path: Path) -> None:
     assert run("chat", "--mock", "turn", stdin="go").stdout == "Let me check. Done.\n"
-    assert run("chat", "--mock", "turn.json", stdin="go").stdout == "Let me check. Done.\n"
+    # A name is a name: `turn.json` that is not there is an error, never the shipped turn.
+    absent = run("chat", "--mock", "turn.json", stdin="go", cwd=tmp_path)
+    assert absent.returncode == 1 and "mock script turn.json: no such file, nor a shipped mock script of that name. " \
+        "Did you mean 'turn'?" in absent.stderr, absent.stderr
     # A file of that name in the current directory is the file (a path wins).
     (tmp_path / "turn").write_text(json.dumps({"turns": [[{"Emit": {"TextDelta": {"message_id": "m", "text": "mine"}}},
                                                           {"End": {"Completed": {"source": "Protocol"}}}]]}))  # fmt: skip

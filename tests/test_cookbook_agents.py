@@ -56,11 +56,12 @@ def test_the_node_app_speaks_protocol_1(tmp_path: Path, name: str, printed: str)
 
 
 def installed_launcher(home: str) -> None:
-    """``~/.local/bin/agentproto`` in ``home``: this checkout's agentproto, as installed."""
-    launcher = Path(home) / ".local" / "bin" / "agentproto"
-    launcher.parent.mkdir(parents=True, exist_ok=True)
-    launcher.write_text(f'#!/bin/sh\nPYTHONPATH={shlex.quote(str(ROOT))} exec {sys.executable} -m agentproto "$@"\n')
-    launcher.chmod(0o755)
+    """``~/.local/bin/agentproto`` in ``home``: this checkout's agentproto, installed by
+    scripts/install.py as the README says."""
+    env = {**base_env(), "HOME": home}
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "install.py")], capture_output=True, text=True,
+                          env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and (Path(home) / ".local" / "bin" / "agentproto").is_file(), done.stderr
 
 
 def commands(tool: str, home: str) -> list[list[str]]:
@@ -77,7 +78,7 @@ def test_the_mcp_commands_are_absolute() -> None:
     for tool in ("claude", "codex"):
         add = commands(tool, "/home/someone")[0]
         server = add[add.index("--") + 1:]
-        assert server == ["/home/someone/.local/bin/agentproto", "serve", "--transport", "mcp"], server
+        assert server == ["/home/someone/.local/bin/agentproto", "mcp"], server
 
 
 def delegated(tmp_path: Path) -> tuple[Path, dict[str, Any]]:

@@ -86,12 +86,13 @@ def test_every_cookbook_block_is_taken_by_a_test() -> None:
 
 
 def agentproto_on_path(tmp_path: Path) -> dict[str, str]:
-    """An environment whose PATH has ``python3`` (this checkout importable) and an
-    ``agentproto`` launcher (as the install script makes), HOME and XDG dirs in ``tmp_path``."""
+    """An environment whose PATH has ``python3`` (this checkout importable) and the
+    ``agentproto`` launcher the install script writes (``--prefix tmp_path``), HOME and XDG
+    dirs in ``tmp_path``."""
     env = python_path_env(tmp_path)
-    launcher = tmp_path / "bin" / "agentproto"
-    launcher.write_text(f'#!/bin/sh\nexec {sys.executable} -m agentproto "$@"\n')
-    launcher.chmod(0o755)
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "install.py"), "--prefix", str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and (tmp_path / "bin" / "agentproto").is_file(), done.stderr
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     env["HOME"] = str(home)
@@ -117,11 +118,10 @@ def run(command: str | list[str], tmp_path: Path, env: dict[str, str], cwd: str 
 
 
 def install_script_runs(tmp_path: Path, env: dict[str, str]) -> None:
-    """The install script, built by another change of this wave: when it is here, its help runs."""
-    script = ROOT / "scripts" / "install.py"
-    if script.exists():
-        done = run([sys.executable, str(script), "--help"], tmp_path, env)
-        assert done.returncode == 0 and "--prefix" in done.stdout, done.stderr
+    """The install script's help runs (agentproto_on_path installed with it; tests/test_install.py
+    runs it into ~/.local of a temp HOME)."""
+    done = run([sys.executable, str(ROOT / "scripts" / "install.py"), "--help"], tmp_path, env)
+    assert done.returncode == 0 and "--prefix" in done.stdout and "--uninstall" in done.stdout, done.stderr
 
 
 def check_first_commands(block: Block, tmp_path: Path) -> None:

@@ -95,23 +95,23 @@ def shipped_names() -> list[str]:
 
 
 def shipped_script(name: str) -> tuple[str, bytes]:
-    """The shipped script ``name`` (``turn`` or ``turn.json``): where it lives (a file, or a
-    place inside a zipapp: only ever shown, never reopened) and its bytes. An unknown name
-    is a ScriptError that lists the names, nearest first."""
+    """The shipped script ``name`` (``turn``): where it lives (a file, or a place inside a
+    zipapp: only ever shown, never reopened) and its bytes. An unknown name (``turn.json``
+    included: a file that is not there must not play a shipped script instead) is a
+    ScriptError that lists the names, nearest first."""
     from importlib import resources
 
-    stem = name[: -len(".json")] if name.endswith(".json") else name
     names = shipped_names()
-    if stem not in names:
+    if name not in names:
         import difflib
 
-        near = difflib.get_close_matches(stem, names, n=1)
+        near = difflib.get_close_matches(name.removesuffix(".json"), names, n=1)
         hint = f" Did you mean '{near[0]}'?" if near else ""
         raise ScriptError(
             f"no such file, nor a shipped mock script of that name.{hint} "
             f"The shipped ones: {', '.join(names)} (or give a path)"
         )
-    entry = resources.files("agentproto").joinpath(SHIPPED).joinpath(stem + ".json")
+    entry = resources.files("agentproto").joinpath(SHIPPED).joinpath(name + ".json")
     return str(entry), entry.read_bytes()
 
 
