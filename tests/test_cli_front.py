@@ -265,3 +265,36 @@ def test_building_the_parser_leaves_argparse_as_it_was() -> None:
     parser = build_parser()
     assert argparse._ is before  # type: ignore[attr-defined]
     assert "show this help message and exit" in parser.format_help()
+
+
+# -- docs/cli.md's blocks -------------------------------------------------------------------------
+
+
+def test_the_typos_block_shows_what_the_command_line_says() -> None:
+    """docs/cli.md "Help, typos and completion": each command, run from the checkout, prints
+    the line under it (up to its `…`), exit 2."""
+    from tests.test_cookbook import recipe
+
+    lines = recipe("typos").splitlines()
+    pairs = [(lines[i], lines[i + 1]) for i in range(0, len(lines), 2)]
+    assert len(pairs) == 2
+    for command, shown in pairs:
+        argv = command.split("#")[0].split()
+        assert argv[:3] == ["python3", "-m", "agentproto"], command
+        said = usage_error(run(*argv[3:]))
+        expected = shown.removeprefix("# ").split("…")[0]
+        assert said.startswith(expected), (said, expected)
+
+
+def test_the_completion_block_runs_from_an_install(tmp_path: Path) -> None:
+    from tests.test_cookbook import recipe
+    from tests.test_install import install
+
+    assert install(tmp_path).returncode == 0
+    env = clean_env(HOME=str(tmp_path), PATH=f"{tmp_path}/.local/bin:/usr/bin:/bin")
+    bash_line, zsh_line = (line.split("  #")[0].strip() for line in recipe("completion").splitlines())
+    (tmp_path / ".zfunc").mkdir()
+    done = subprocess.run(["bash", "--norc", "-c", f"{bash_line}\ncomplete -p agentproto\n{zsh_line}"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)  # fmt: skip
+    assert done.returncode == 0 and done.stdout == "complete -o default -F _agentproto agentproto\n", done
+    assert (tmp_path / ".zfunc" / "_agentproto").read_text().startswith("#compdef agentproto\n")
