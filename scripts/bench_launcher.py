@@ -7,7 +7,7 @@ Installs into a temp prefix with scripts/install.py (run by PY, default this int
 then times, in interleaved rounds, each command spawned to its first line (`serve`'s hello)
 or its exit (`--version`, `--single-shot` capabilities): the launcher from another
 directory, `python3 -m agentproto` in the checkout (bytecode cached: warmed first), and
-`python3 -c pass` as the floor. Medians of wall and CPU time. Figures only: nothing here
+`python3 -c pass` and `python3 -IS -c pass` (the launcher's own flags: no site) as floors. Medians of wall and CPU time. Figures only: nothing here
 asserts a time.
 """
 
@@ -50,11 +50,12 @@ def main() -> int:
         launcher = str(prefix / "bin" / "agentproto")
         ways = {
             "python -c pass": ([args.python, "-c", "pass"], tmp),
+            "python -IS -c pass": ([args.python, "-IS", "-c", "pass"], tmp),
             "launcher": ([launcher], tmp),
             "python3 -m agentproto": ([args.python, "-m", "agentproto"], str(ROOT)),
         }
         rows: dict[str, tuple[list[float], list[float]]] = {}
-        plan = [("python -c pass", "", ([], b"", False))]
+        plan = [("python -c pass", "", ([], b"", False)), ("python -IS -c pass", "", ([], b"", False))]
         plan += [(way, name, command) for name, command in COMMANDS.items() for way in ("launcher", "python3 -m agentproto")]
         for way, name, (extra, stdin, first) in plan:  # warm-up: the checkout's bytecode is written
             argv, cwd = ways[way]
