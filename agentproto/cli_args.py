@@ -425,7 +425,7 @@ def build_parser(
         "An MCP server on stdin/stdout: the same as `serve --transport mcp`, without the --transport\n"
         "flag that some MCP hosts (the MCP Inspector) take as their own. It takes serve's other options.",
         "  python3 -m agentproto mcp --mock turn\n"
-        "  claude mcp add agentproto -- agentproto mcp   # installed by scripts/install.py: runs from any directory",
+        "  claude mcp add agentproto -- ~/.local/bin/agentproto mcp   # installed by scripts/install.py",
     )
     transport_only = {"help", "transport", "listen", "socket", "port", "auth_token", "session_idle_timeout"}
     for action in serve._actions:  # serve's options, whoever added them, but the other transports'

@@ -219,7 +219,8 @@ NOT_RUN = {
     "agentproto chat '{\"acp\": {\"name\": \"mine\", \"path\": \"/opt/mine\", \"args\": []}}'": "a placeholder agent",
     "npx json-schema-to-typescript -i agentproto.schema.json -o agentproto.d.ts": "the npm registry",
     "AGENTPROTO_TOOLS_URL=http://127.0.0.1:PORT/TOKEN/mcp/agentproto agentproto mcp-bridge": "a live session's URL",
-    "claude mcp add agentproto -- agentproto mcp": "tests/test_install_mcp_hosts.py runs it with the pinned claude",
+    "claude mcp add agentproto -- ~/.local/bin/agentproto mcp": "tests/test_install_mcp_hosts.py runs it with the "
+                                                               "pinned claude",
     "agentproto inspect --sock /tmp/ap.ctl": "run while the `serve --control /tmp/ap.ctl &` example serves",
 }
 #: What an example meant for a terminal is given on stdin (every other one gets none).

@@ -21,9 +21,13 @@ def test_claude_code_connects_to_the_installed_agentproto_mcp(tmp_path: Path) ->
     env = clean_env(HOME=str(tmp_path), PATH=f"{tmp_path}/.local/bin:{PINNED_CLAUDE.parent}:/usr/bin:/bin")
     for name in [k for k in env if k.startswith(("ANTHROPIC_", "CLAUDE_"))]:
         del env[name]
-    added = subprocess.run(["claude", "mcp", "add", "agentproto", "--", "agentproto", "mcp"], capture_output=True,
-                           text=True, env=env, cwd=project, timeout=120)  # fmt: skip
-    assert added.returncode == 0, added.stdout + added.stderr
+    # `mcp --help`'s example, as the shell expands it; and by name, found on the host's PATH.
+    launcher = f"{tmp_path}/.local/bin/agentproto"
+    for name, command in (("absolute", [launcher, "mcp"]), ("by-name", ["agentproto", "mcp"])):
+        added = subprocess.run(["claude", "mcp", "add", name, "--", *command], capture_output=True, text=True,
+                               env=env, cwd=project, timeout=120)  # fmt: skip
+        assert added.returncode == 0, added.stdout + added.stderr
     listed = subprocess.run(["claude", "mcp", "list"], capture_output=True, text=True, env=env, cwd=project, timeout=120)
     assert listed.returncode == 0, listed.stdout + listed.stderr
-    assert "agentproto: agentproto mcp - ✔ Connected" in listed.stdout, listed.stdout
+    assert f"absolute: {launcher} mcp - ✔ Connected" in listed.stdout, listed.stdout
+    assert "by-name: agentproto mcp - ✔ Connected" in listed.stdout, listed.stdout
