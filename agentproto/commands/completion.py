@@ -114,8 +114,10 @@ def _zsh_specs(parser: argparse.ArgumentParser, mock_names: list[str]) -> list[s
                 then = "_files"
             specs.append(f"'{flag}[{helped}]:{metavar}:{then}'")
     for action in parser._actions:
-        if not action.option_strings and action.choices and not isinstance(action, argparse._SubParsersAction):
-            specs.append(f"'1:{action.dest}:({' '.join(map(str, action.choices))})'")
+        if action.option_strings or isinstance(action, argparse._SubParsersAction):
+            continue
+        values = f"({' '.join(map(str, action.choices))})" if action.choices else "_files"
+        specs.append(f"'1:{action.dest}:{values}'")  # the one positional a command has
     return specs
 
 
