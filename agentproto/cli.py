@@ -58,10 +58,11 @@ def _read_mock(spec: str | None) -> tuple[dict[str, Any] | None, str, bytes]:
     """The ``--mock`` script, checked, where it was read from, and its bytes: read once, so
     that a record's header describes the very script that is played. ``spec`` is a path if
     a file of that name exists or it holds a ``/``, else the name of a shipped script
-    (``--mock turn``: drivers/mock.py's ``shipped_script``)."""
+    (``--mock turn``: drivers/mock_shipped.py's ``shipped_script``)."""
     if spec is None:
         return None, "", b""
-    from agentproto.drivers.mock import ScriptError, load_script, shipped_script
+    from agentproto.drivers.mock import ScriptError, load_script
+    from agentproto.drivers.mock_shipped import shipped_script
 
     path = spec
     try:

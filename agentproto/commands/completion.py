@@ -161,7 +161,7 @@ def zsh(parser: argparse.ArgumentParser, mock_names: list[str]) -> str:
 def run(parser: argparse.ArgumentParser, shell: str) -> int:
     import sys
 
-    from agentproto.drivers.mock import shipped_names
+    from agentproto.drivers.mock_shipped import shipped_names
 
     write = bash if shell == "bash" else zsh
     sys.stdout.write(write(parser, shipped_names()))

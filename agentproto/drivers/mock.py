@@ -4,8 +4,7 @@ Without a script it is an echo agent: each prompt streams back word by word and 
 ends. With ``serve --mock SCRIPT`` every session plays the script from its first turn
 (see shared/specs/mock-script-format.md). The scripts in agentproto/mock_scripts/ ship with
 the package (wheel, zipapp, vendored and installed copies; fixtures/mock-scripts links to
-them): ``--mock NAME`` plays one by name (``shipped_script``), read as package data so a
-zipapp reads it from inside the archive.
+them): ``--mock NAME`` plays one by name (drivers/mock_shipped.py).
 
 The mock runs inside the event loop instead of a child process, but it honours the same
 seam as process drivers: it acknowledges turns, reports ends, and stops producing while
@@ -80,39 +79,6 @@ AGENT_EVENTS = frozenset({"die"})
 
 class ScriptError(ValueError):
     pass
-
-
-#: The package-data directory of the shipped scripts (``--mock NAME``).
-SHIPPED = "mock_scripts"
-
-
-def shipped_names() -> list[str]:
-    """The names ``--mock NAME`` takes: the shipped scripts' file names without ``.json``."""
-    from importlib import resources  # only here: it costs start-up time
-
-    folder = resources.files("agentproto").joinpath(SHIPPED)
-    return sorted(entry.name[: -len(".json")] for entry in folder.iterdir() if entry.name.endswith(".json"))
-
-
-def shipped_script(name: str) -> tuple[str, bytes]:
-    """The shipped script ``name`` (``turn``): where it lives (a file, or a place inside a
-    zipapp: only ever shown, never reopened) and its bytes. An unknown name (``turn.json``
-    included: a file that is not there must not play a shipped script instead) is a
-    ScriptError that lists the names, nearest first."""
-    from importlib import resources
-
-    names = shipped_names()
-    if name not in names:
-        import difflib
-
-        near = difflib.get_close_matches(name.removesuffix(".json"), names, n=1)
-        hint = f" Did you mean '{near[0]}'?" if near else ""
-        raise ScriptError(
-            f"no such file, nor a shipped mock script of that name.{hint} "
-            f"The shipped ones: {', '.join(names)} (or give a path)"
-        )
-    entry = resources.files("agentproto").joinpath(SHIPPED).joinpath(name + ".json")
-    return str(entry), entry.read_bytes()
 
 
 #: The wire schema's patterns, compiled once (it is agentproto's own: trusted).
