@@ -1,0 +1,152 @@
+// Each rule of seed 004's "Writing a wrapper" table, tested through the real client; where the
+// mock cannot show a rule, a fake sidecar (node running a small script) stands in for it.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+
+import { AgentProtoError, Runtime, is, kindOf } from "../dist/index.js";
+import { alive, drain, fakeBin, rejects, sidecarEnv, SIDECAR, start, tempDir, until } from "./support.mjs";
+
+const HELLO = `{"hello":{"protocol":1,"anyagent":"0.0.5"}}`;
+const INFO = { id: "s1", agent: { id: "mock" }, details: {}, configuration: { options: {} }, status: "Idle" };
+const event = (sequence, kind) => ({ event: { sequence, session_id: "s1", kind, extensions: {} } });
+
+/** A fake sidecar that says hello, then answers each frame with `reply(frame)`: lines to write
+ * in ONE write (so they reach the client in one chunk). */
+function scripted(t, reply) {
+  return fakeBin(
+    t,
+    `import { createInterface } from "node:readline";
+     process.stdout.write(${JSON.stringify(HELLO)} + "\\n");
+     const reply = ${reply};
+     createInterface({ input: process.stdin }).on("line", (text) => {
+       const lines = reply(JSON.parse(text));
+       if (lines.length) process.stdout.write(lines.map((l) => JSON.stringify(l) + "\\n").join(""));
+     });`,
+  );
+}
+
+test("rule: a session is registered inside the line reader, before the next line is read", async (t) => {
+  // The open reply, an event and closed arrive in one chunk: all three are read before the
+  // app's `await rt.open()` resumes, so the session must exist when the event line is routed.
+  const bin = scripted(t, `(f) => f.cmd === "open" ? [{ id: f.id, ok: ${JSON.stringify(INFO)} }, ${JSON.stringify(event(1, { TextDelta: { message_id: "m1", text: "early" } }))}, { closed: "s1" }] : []`);
+  const rt = await Runtime.start({ bin });
+  t.after(() => rt.close(1000));
+  const session = await rt.open("mock", { dir: "." });
+  const seen = await drain(session);
+  assert.deepEqual(seen.map((ev) => ev.kind.TextDelta.text), ["early"]);
+});
+
+test("rule: info and status stay live from SessionUpdated and StatusChanged", async (t) => {
+  const rt = await start(t, "turn");
+  const session = await rt.open("mock", { dir: tempDir(t) });
+  assert.equal(session.status, "Idle");
+  await session.prompt("hi");
+  const seen = await until(session, "RequestOpened");
+  assert.ok(seen.some((ev) => is(ev, "StatusChanged") && ev.kind.StatusChanged === "Working"));
+  await until(session, "StatusChanged");
+  assert.equal(session.status, "NeedsInput");
+  // A SessionUpdated replaces the info whole (configure's test is S10).
+  const bin = scripted(t, `(f) => f.cmd === "open" ? [{ id: f.id, ok: ${JSON.stringify(INFO)} }, ${JSON.stringify(event(1, { SessionUpdated: { ...INFO, title: "renamed", status: "Working" } }))}, { closed: "s1" }] : []`);
+  const fake = await Runtime.start({ bin });
+  t.after(() => fake.close(1000));
+  const other = await fake.open("mock", {});
+  await drain(other);
+  assert.equal(other.info.title, "renamed");
+  assert.equal(other.status, "Working");
+});
+
+test("rule: a session error makes the iterator throw, then ends (a later iterator too)", async (t) => {
+  const bin = scripted(
+    t,
+    `(f) => f.cmd === "open" ? [{ id: f.id, ok: ${JSON.stringify(INFO)} }]
+      : f.cmd === "prompt" ? [{ id: f.id, ok: { prompt_id: "p1", kind: { Started: { turn_id: "t1" } } } },
+          ${JSON.stringify(event(1, "ContextCompacted"))},
+          { session: "s1", error: { kind: "AuthRequired", message: "log in", login: { command: "claude /login" } } },
+          { closed: "s1" }]
+      : [{ id: f.id, error: { kind: "SessionClosed", message: "closed" } }]`,
+  );
+  const rt = await Runtime.start({ bin });
+  t.after(() => rt.close(1000));
+  const session = await rt.open("mock", {});
+  await session.prompt("hi");
+  const seen = [];
+  const error = await rejects(
+    (async () => {
+      for await (const ev of session.events()) seen.push(kindOf(ev));
+    })(),
+    "AuthRequired",
+  );
+  assert.deepEqual(seen, ["ContextCompacted"]); // kindOf takes the string form too
+  assert.deepEqual(error.body, { kind: "AuthRequired", message: "log in", login: { command: "claude /login" } });
+  assert.deepEqual(error.fields, { login: { command: "claude /login" } });
+  assert.deepEqual(await drain(session), []); // then it ends, for every later iterator too
+  await session.close(); // a closed session: no error
+});
+
+test("rule: errors keep kind, message and every extra field (a reply's error)", async (t) => {
+  const rt = await start(t, "turn");
+  const error = await rejects(rt.open("mock", { dir: join(tempDir(t), "missing") }), "InvalidConfiguration");
+  assert.ok(error instanceof AgentProtoError && error.message.includes(error.body.message));
+  assert.ok(Object.keys(error.fields).length > 0, JSON.stringify(error.body));
+  assert.deepEqual({ ...error.fields, kind: error.kind, message: error.body.message }, error.body);
+});
+
+test("rule: the sidecar's death rejects pending calls and fails iterators with ProcessExited and its stderr", async (t) => {
+  const bin = scripted(t, `(f) => { if (f.cmd === "open") return [{ id: f.id, ok: ${JSON.stringify(INFO)} }]; process.stderr.write("boom: the last words\\n"); process.exit(3); }`);
+  const rt = await Runtime.start({ bin });
+  const session = await rt.open("mock", {});
+  const iterating = drain(session);
+  const error = await rejects(rt.discover(), "ProcessExited");
+  assert.equal(error.body.status, "3");
+  assert.match(error.body.stderr, /boom: the last words/);
+  await rejects(iterating, "ProcessExited");
+  await rejects(session.prompt("x"), "ProcessExited");
+  assert.equal(await rt.close(), 3);
+});
+
+test("rule: close() is graceful (stdin closed, the sidecar exits 0) and idempotent", async (t) => {
+  const rt = await start(t, "turn");
+  const session = await rt.open("mock", { dir: tempDir(t) });
+  const [first, second] = await Promise.all([rt.close(), rt.close()]);
+  assert.equal(first, 0);
+  assert.equal(second, 0);
+  assert.equal(await rt.close(), 0);
+  assert.deepEqual(await drain(session), []); // its `closed` came: no ProcessExited after our own close
+});
+
+test("rule: close() kills a sidecar that ignores EOF once the wait is over", async (t) => {
+  const bin = fakeBin(t, `process.stdout.write(${JSON.stringify(HELLO)} + "\\n"); process.stdin.resume(); process.stdin.on("end", () => {}); setInterval(() => {}, 1000);`);
+  const rt = await Runtime.start({ bin });
+  const pid = rt.pid;
+  assert.equal(await rt.close(300), null); // killed: no exit code
+  assert.equal(alive(pid), false);
+});
+
+test("rule: a first line that is not the hello, or silence, fails start with ProtocolFailed", async (t) => {
+  // (S11 covers another protocol and a non-JSON line; here: a JSON line that is no hello, and silence.)
+  const notHello = fakeBin(t, `process.stdout.write(JSON.stringify({id: 1, ok: process.pid}) + "\\n"); setInterval(() => {}, 1000);`);
+  const error = await rejects(Runtime.start({ bin: notHello }), "ProtocolFailed");
+  assert.match(error.message, /first line was/);
+  assert.equal(alive(Number(error.body.detail.match(/"ok":(\d+)/)[1])), false);
+  const pidFile = join(tempDir(t), "pid");
+  const silent = fakeBin(t, `(await import("node:fs")).writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); setInterval(() => {}, 1000);`);
+  await rejects(Runtime.start({ bin: silent, startTimeout: 300 }), "ProtocolFailed");
+  assert.equal(alive(Number(readFileSync(pidFile, "utf8"))), false); // killed, not left running
+});
+
+test("start: a sidecar that exits before its hello says why; a missing binary is SpawnFailed", async (t) => {
+  const home = tempDir(t);
+  const error = await rejects(Runtime.start({ bin: SIDECAR, mock: join(home, "missing.json"), env: sidecarEnv(home) }), "ProcessExited");
+  assert.match(error.message, /before its hello: .*missing\.json/);
+  await rejects(Runtime.start({ bin: join(home, "no-such-agentproto") }), "SpawnFailed");
+});
+
+test("rule: kindOf reads both forms of kind, and is() narrows", () => {
+  assert.equal(kindOf({ sequence: 1, session_id: "s1", kind: "ContextCompacted", extensions: {} }), "ContextCompacted");
+  assert.equal(kindOf({ TextDelta: { message_id: "m", text: "t" } }), "TextDelta");
+  assert.equal(kindOf("ContextCompacted"), "ContextCompacted");
+  const ev = { sequence: 1, session_id: "s1", kind: { TextDelta: { message_id: "m", text: "t" } }, extensions: {} };
+  assert.ok(is(ev, "TextDelta") && !is(ev, "TurnEnded"));
+});
