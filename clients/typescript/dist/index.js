@@ -1,0 +1,511 @@
+// agentproto's TypeScript client: drives `agentproto serve` (protocol 1 on stdio) from Node.
+//
+// Rules of this file (seed 004's "Writing a wrapper", each covered by test/wrapper.test.mjs):
+// - The line reader never pauses: stdout is read as it comes and each line is routed at once.
+// - A session is registered inside the line reader, when its `open` reply is read, before the
+//   next line is: an event right after the reply always finds its session.
+// - `session.info` and `session.status` stay live from `SessionUpdated` and `StatusChanged`;
+//   nothing else in an event is interpreted.
+// - A session error makes that session's iterator throw it, then the stream ends; `closed`
+//   ends it cleanly. Every iterator of a session reads the one queue.
+// - The sidecar's death rejects every pending call and fails every open iterator with
+//   `ProcessExited` (its status and the tail of its stderr); later calls reject the same way.
+// - `close()` is graceful and idempotent: close stdin, wait up to 5 s, then kill the group.
+// - A session's queue holds at most 4096 unconsumed events: past that the session fails with
+//   `ConsumerLagged` and is closed; the other sessions never wait for it.
+// - Errors keep `kind`, `message` and every extra field (`error.body`, `error.fields`).
+// - The first line must be a protocol 1 hello: anything else, or silence for `startTimeout`
+//   ms, fails start with `ProtocolFailed` and kills the child.
+// Zero runtime dependencies: node's own modules only. The wire types come from
+// protocol.d.ts, generated from agentproto/schema.json (scripts/build_ts_client.py).
+import { spawn } from "node:child_process";
+import { constants as osConstants } from "node:os";
+import { accessSync, constants as fsConstants, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+/** The most events a session keeps unconsumed before it fails with `ConsumerLagged`. */
+export const QUEUE_CAP = 4096;
+/** The variant name of an event's kind (or of a kind), for both the object and the string form. */
+export function kindOf(event) {
+    const kind = typeof event === "object" && event !== null && "kind" in event ? event.kind : event;
+    if (typeof kind === "string")
+        return kind;
+    if (typeof kind === "object" && kind !== null)
+        return (Object.keys(kind)[0] ?? "");
+    return "";
+}
+/** True when `event`'s kind is `name`, narrowing it: `if (is(ev, "TextDelta")) ev.kind.TextDelta.text`. */
+export function is(event, name) {
+    return kindOf(event) === name;
+}
+// -- errors -------------------------------------------------------------------------------------
+/** An ErrorBody from the sidecar (or the client's own): `kind`, `message`, every extra field. */
+export class AgentProtoError extends Error {
+    kind;
+    /** The error body as sent: `kind`, `message` and the variant's own fields. */
+    body;
+    constructor(body) {
+        super(`${body.kind}: ${body.message}`);
+        this.name = "AgentProtoError";
+        this.kind = body.kind;
+        this.body = body;
+    }
+    /** The fields beyond `kind` and `message` (`status`, `stderr`, `detail`, `login`, ...). */
+    get fields() {
+        const { kind: _kind, message: _message, ...rest } = this.body;
+        return rest;
+    }
+}
+function failure(kind, message, fields = {}) {
+    return new AgentProtoError({ ...fields, kind, message });
+}
+// -- sessions -----------------------------------------------------------------------------------
+const END = Symbol("end");
+/** One open session: its events, and the commands that act on it. */
+export class Session {
+    id;
+    #info;
+    #runtime;
+    #queue = [];
+    #head = 0;
+    #waiter = null;
+    #ended = false;
+    #gone = false;
+    /** @internal Made by `Runtime.open` inside the line reader. */
+    constructor(runtime, info) {
+        this.#runtime = runtime;
+        this.id = info.id;
+        this.#info = info;
+    }
+    /** The session's info, kept live from `SessionUpdated` and `StatusChanged`. */
+    get info() {
+        return this.#info;
+    }
+    get status() {
+        return this.#info.status ?? "Idle";
+    }
+    get resumeToken() {
+        return this.#info.resume_token ?? null;
+    }
+    /** The MCP endpoint of the app's tools (`open` with `tools`): it holds a secret. */
+    get toolsUrl() {
+        return this.#info.tools_url ?? null;
+    }
+    /** How many events wait unconsumed (at most QUEUE_CAP). */
+    get queued() {
+        let count = 0;
+        for (let i = this.#head; i < this.#queue.length; i++)
+            if (!(this.#queue[i] === END || this.#queue[i] instanceof AgentProtoError))
+                count++;
+        return count;
+    }
+    /** @internal Reader side: one event, session error or end. */
+    push(item) {
+        if (this.#ended)
+            return;
+        if (item !== END && !(item instanceof AgentProtoError)) {
+            const kind = item.kind;
+            if (typeof kind === "object") {
+                if ("SessionUpdated" in kind)
+                    this.#info = kind.SessionUpdated;
+                else if ("StatusChanged" in kind)
+                    this.#info = { ...this.#info, status: kind.StatusChanged };
+            }
+        }
+        if (this.#waiter !== null) {
+            const waiter = this.#waiter;
+            this.#waiter = null;
+            if (item === END)
+                this.#ended = true;
+            waiter(item);
+            return;
+        }
+        if (item !== END && this.#queue.length - this.#head >= QUEUE_CAP) {
+            this.#queue.push(failure("ConsumerLagged", `more than ${QUEUE_CAP} events of session ${this.id} were not consumed`, { session: this.id }), END);
+            this.#ended = true;
+            this.#runtime.sendNoWait({ cmd: "close", session: this.id });
+            return;
+        }
+        this.#queue.push(item);
+        if (item === END)
+            this.#ended = true;
+    }
+    /** @internal `closed` was read, or the sidecar is gone (`error`, unless the app closed it). */
+    end(error) {
+        this.#gone = true;
+        if (error !== undefined)
+            this.push(error);
+        this.push(END);
+    }
+    #take() {
+        if (this.#head < this.#queue.length) {
+            const item = this.#queue[this.#head];
+            if (item === END)
+                return Promise.resolve(END); // stays: later iterators end at once too
+            this.#head++;
+            if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
+                this.#queue.splice(0, this.#head);
+                this.#head = 0;
+            }
+            return Promise.resolve(item);
+        }
+        if (this.#ended)
+            return Promise.resolve(END);
+        return new Promise((resolve) => {
+            this.#waiter = resolve;
+        });
+    }
+    /** The session's events until it closes; a session error throws, then the stream ends. */
+    async *events() {
+        for (;;) {
+            const item = await this.#take();
+            if (item === END) {
+                if (this.#head >= this.#queue.length)
+                    this.#queue.push(END);
+                return;
+            }
+            if (item instanceof AgentProtoError)
+                throw item;
+            yield item;
+        }
+    }
+    prompt(text, attachments = []) {
+        return this.#runtime.request("prompt", { session: this.id, text, attachments });
+    }
+    async answer(requestId, answer) {
+        await this.#runtime.request("answer", { session: this.id, request: requestId, answer });
+    }
+    /** Answer a `ToolCall` with text and/or MCP content items (and `structured`). */
+    answerTool(requestId, result) {
+        const spec = typeof result === "string" ? { text: result } : result;
+        const content = [...(spec.text !== undefined ? [{ type: "text", text: spec.text }] : []), ...(spec.content ?? [])];
+        const body = { content, is_error: spec.isError ?? false };
+        if (spec.structured !== undefined)
+            body.structured = spec.structured;
+        return this.answer(requestId, { ToolResult: body });
+    }
+    /** Answer a `Hook` with the agent's hook output (none: the neutral `{}`). */
+    answerHook(requestId, output = {}) {
+        return this.answer(requestId, { HookResult: output });
+    }
+    async configure(option, value) {
+        await this.#runtime.request("configure", { session: this.id, option, value });
+    }
+    async cancel(options = {}) {
+        await this.#runtime.request("cancel", { session: this.id, clear_queue: options.clearQueue ?? false, ...(options.turn ? { turn: options.turn } : {}) });
+    }
+    async rollback(turns, scope = "Conversation") {
+        await this.#runtime.request("rollback", { session: this.id, turns, scope });
+    }
+    async dequeue(promptId) {
+        await this.#runtime.request("dequeue", { session: this.id, prompt: promptId });
+    }
+    async compact() {
+        await this.#runtime.request("compact", { session: this.id });
+    }
+    /** Ask the sidecar for the session's info now (it is kept live anyway). */
+    async refresh() {
+        this.#info = (await this.#runtime.request("info", { session: this.id }));
+        return this.#info;
+    }
+    /** Close the session; idempotent (a closed session, or one whose sidecar is gone, is no error). */
+    async close() {
+        if (this.#gone || this.#runtime.dead !== null)
+            return;
+        try {
+            await this.#runtime.request("close", { session: this.id });
+        }
+        catch (error) {
+            if (!(error instanceof AgentProtoError) || (error.kind !== "SessionClosed" && error.kind !== "UnknownSession"))
+                throw error;
+        }
+    }
+}
+function onPath(name, env) {
+    for (const dir of (env["PATH"] ?? "").split(":")) {
+        if (!dir)
+            continue;
+        try {
+            accessSync(join(dir, name), fsConstants.X_OK);
+            return true;
+        }
+        catch {
+            // not here
+        }
+    }
+    return false;
+}
+function defaultCommand(env) {
+    const bin = env["AGENTPROTO_BIN"];
+    if (bin)
+        return [bin];
+    if (onPath("agentproto", env))
+        return ["agentproto"];
+    return ["python3", "-m", "agentproto"];
+}
+function signalStatus(code, signal) {
+    if (code !== null)
+        return code;
+    const number = signal ? osConstants.signals[signal] : undefined;
+    return number !== undefined ? -number : null;
+}
+/** One sidecar process and its sessions. */
+export class Runtime {
+    /** The sidecar's hello (`protocol`, `agentproto`, `anyagent`). */
+    hello = { protocol: 1, anyagent: "" };
+    /** Resolves with the exit code when the sidecar is gone (null: ended by a signal). */
+    exited;
+    /** @internal */
+    dead = null;
+    #child;
+    #callTimeout;
+    #calls = new Map();
+    #sessions = new Map();
+    #nextId = 0;
+    #closing = false;
+    #closed = null;
+    #stderr = "";
+    #buffer = "";
+    #started = null;
+    #scriptDir = null;
+    constructor(child, callTimeout) {
+        this.#child = child;
+        this.#callTimeout = callTimeout;
+        this.exited = new Promise((resolve) => {
+            child.on("close", (code, signal) => {
+                this.#die(code, signal);
+                resolve(code);
+            });
+        });
+        child.stdout?.setEncoding("utf8");
+        child.stdout?.on("data", (chunk) => this.#read(chunk));
+        child.stderr?.setEncoding("utf8");
+        child.stderr?.on("data", (chunk) => {
+            this.#stderr = (this.#stderr + chunk).slice(-8192);
+        });
+        child.stdin?.on("error", () => { }); // EPIPE after death: the close handler reports it
+    }
+    /** The sidecar's process id. */
+    get pid() {
+        return this.#child.pid;
+    }
+    /** The sidecar's child process (for its pid, or to write a raw line in a test). */
+    get process() {
+        return this.#child;
+    }
+    /** Spawn `BIN serve [--mock SCRIPT] [ARGS]` and check its hello. */
+    static start(options = {}) {
+        const env = options.env ?? process.env;
+        const argv = options.bin === undefined ? defaultCommand(env) : typeof options.bin === "string" ? [options.bin] : [...options.bin];
+        let scriptDir = null;
+        let mock = options.mock;
+        if (mock !== undefined && typeof mock !== "string") {
+            scriptDir = mkdtempSync(join(tmpdir(), "agentproto-mock-")); // 0700: only we read it
+            writeFileSync(join(scriptDir, "script.json"), JSON.stringify(mock), { mode: 0o600 });
+            mock = join(scriptDir, "script.json");
+        }
+        argv.push("serve", ...(mock !== undefined ? ["--mock", mock] : []), ...(options.args ?? []));
+        const [command, ...args] = argv;
+        const child = spawn(command, args, { env, cwd: options.cwd, stdio: ["pipe", "pipe", "pipe"], detached: true });
+        const runtime = new Runtime(child, options.callTimeout ?? 120_000);
+        runtime.#scriptDir = scriptDir;
+        return new Promise((resolve, reject) => {
+            const timer = setTimeout(() => {
+                runtime.#started?.(failure("ProtocolFailed", `not a protocol 1 sidecar: no hello within ${options.startTimeout ?? 15000} ms`, { detail: "(nothing)" }));
+            }, options.startTimeout ?? 15_000);
+            runtime.#started = (error) => {
+                runtime.#started = null;
+                clearTimeout(timer);
+                if (error === undefined) {
+                    resolve(runtime);
+                    return;
+                }
+                runtime.#kill();
+                void runtime.exited.then(() => {
+                    runtime.#removeScript();
+                    reject(error);
+                });
+            };
+            child.on("error", (error) => {
+                runtime.#started?.(failure("SpawnFailed", `cannot start ${command}: ${error.message}`, { detail: error.code ?? String(error) }));
+            });
+        });
+    }
+    // -- the line reader (never paused)
+    #read(chunk) {
+        this.#buffer += chunk;
+        let start = 0;
+        for (;;) {
+            const end = this.#buffer.indexOf("\n", start);
+            if (end < 0)
+                break;
+            const text = this.#buffer.slice(start, end);
+            start = end + 1;
+            if (this.#started !== null) {
+                this.#hello(text);
+                continue;
+            }
+            if (this.dead !== null)
+                continue;
+            let line;
+            try {
+                line = JSON.parse(text);
+            }
+            catch {
+                continue;
+            }
+            if (typeof line === "object" && line !== null)
+                this.#route(line);
+        }
+        this.#buffer = this.#buffer.slice(start);
+    }
+    #hello(text) {
+        let hello;
+        try {
+            hello = JSON.parse(text).hello;
+        }
+        catch {
+            hello = undefined;
+        }
+        if (typeof hello === "object" && hello !== null && hello.protocol === 1) {
+            this.hello = hello;
+            this.#started?.();
+            return;
+        }
+        const shown = text.slice(0, 200);
+        this.#started?.(failure("ProtocolFailed", `not a protocol 1 sidecar: first line was ${JSON.stringify(shown)}`, { detail: shown }));
+    }
+    #route(line) {
+        if ("event" in line) {
+            this.#sessions.get(line.event.session_id)?.push(line.event);
+        }
+        else if ("closed" in line) {
+            const session = this.#sessions.get(line.closed);
+            this.#sessions.delete(line.closed);
+            session?.end();
+        }
+        else if ("session" in line) {
+            this.#sessions.get(line.session)?.push(new AgentProtoError(line.error));
+        }
+        else if ("id" in line && typeof line.id === "number") {
+            const call = this.#calls.get(line.id);
+            if (call === undefined)
+                return;
+            this.#calls.delete(line.id);
+            if (call.timer !== undefined)
+                clearTimeout(call.timer);
+            if ("error" in line)
+                call.reject(new AgentProtoError(line.error));
+            else if ("ok" in line)
+                call.resolve(call.onOk !== undefined ? call.onOk(line.ok) : line.ok); // registration: before the next line
+        }
+    }
+    #die(code, signal) {
+        const status = signalStatus(code, signal);
+        const error = failure("ProcessExited", `the sidecar exited (status ${status})`, { status: String(status), stderr: this.#stderr });
+        if (this.#started !== null) {
+            const said = this.#stderr.split("\n").map((l) => l.trim()).filter(Boolean);
+            const why = `the sidecar exited (status ${status}) before its hello${said.length ? `: ${said[said.length - 1].replace(/^agentproto: /, "")}` : ""}`;
+            this.#started(failure("ProcessExited", why, { status: String(status), stderr: this.#stderr }));
+        }
+        this.dead = error;
+        const calls = [...this.#calls.values()];
+        this.#calls.clear();
+        const sessions = [...this.#sessions.values()];
+        this.#sessions.clear();
+        for (const call of calls) {
+            if (call.timer !== undefined)
+                clearTimeout(call.timer);
+            call.reject(error);
+        }
+        for (const session of sessions)
+            session.end(this.#closing ? undefined : error);
+    }
+    // -- calls
+    /** @internal Write a frame without waiting for its reply (errors ignored). */
+    sendNoWait(fields) {
+        this.request(String(fields["cmd"]), fields).catch(() => { });
+    }
+    /** Send any protocol 1 command (`cmd` and its fields) and wait for its `ok`. */
+    request(cmd, fields = {}, onOk) {
+        if (this.dead !== null)
+            return Promise.reject(this.dead);
+        const stdin = this.#child.stdin;
+        if (stdin === null || stdin.destroyed || stdin.writableEnded) {
+            return Promise.reject(failure("ProcessExited", "the sidecar's stdin is closed", { status: null, stderr: "" }));
+        }
+        const id = ++this.#nextId;
+        return new Promise((resolve, reject) => {
+            const call = { resolve, reject, ...(onOk ? { onOk } : {}) };
+            if (this.#callTimeout > 0) {
+                call.timer = setTimeout(() => {
+                    this.#calls.delete(id);
+                    reject(failure("Timeout", `${cmd}: no reply within ${this.#callTimeout} ms`));
+                }, this.#callTimeout);
+            }
+            this.#calls.set(id, call);
+            stdin.write(JSON.stringify({ ...fields, id, cmd }) + "\n");
+        });
+    }
+    discover() {
+        return this.request("discover");
+    }
+    probe(agent, options = {}) {
+        return this.request("probe", { ...options, agent });
+    }
+    planUsage(agent, options = {}) {
+        return this.request("plan_usage", { ...options, agent });
+    }
+    /** One throwaway turn, tools refused: the answer's text. */
+    async generate(agent, options, prompt) {
+        return String(await this.request("generate", { ...options, dir: options.dir ?? process.cwd(), agent, prompt }));
+    }
+    /** Open a session (`dir` defaults to the current directory); `tools` are the app's own. */
+    open(agent, options = {}) {
+        const register = (info) => {
+            const session = new Session(this, info);
+            this.#sessions.set(session.id, session);
+            return session;
+        };
+        return this.request("open", { ...options, dir: options.dir ?? process.cwd(), agent }).then(register);
+    }
+    /** Close stdin, wait up to `timeoutMs` for the sidecar to exit, then kill it. Idempotent:
+     * resolves with the exit code (null: killed by a signal). */
+    close(timeoutMs = 5000) {
+        if (this.#closed === null) {
+            this.#closing = true;
+            this.#child.stdin?.end();
+            this.#closed = (async () => {
+                let timer;
+                const late = new Promise((resolve) => {
+                    timer = setTimeout(() => resolve("late"), timeoutMs);
+                });
+                const first = await Promise.race([this.exited, late]);
+                clearTimeout(timer);
+                if (first === "late")
+                    this.#kill();
+                const code = await this.exited;
+                this.#removeScript();
+                return code;
+            })();
+        }
+        return this.#closed;
+    }
+    #kill() {
+        if (this.#child.exitCode !== null || this.#child.signalCode !== null)
+            return;
+        const pid = this.#child.pid;
+        try {
+            if (pid !== undefined)
+                process.kill(-pid, "SIGKILL");
+        }
+        catch {
+            this.#child.kill("SIGKILL");
+        }
+    }
+    #removeScript() {
+        if (this.#scriptDir !== null)
+            rmSync(this.#scriptDir, { recursive: true, force: true });
+        this.#scriptDir = null;
+    }
+}
