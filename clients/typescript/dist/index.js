@@ -467,7 +467,7 @@ export class Runtime {
             this.#sessions.set(session.id, session);
             return session;
         };
-        return this.request("open", { ...options, dir: options.dir ?? process.cwd(), agent }).then(register);
+        return this.request("open", { ...options, dir: options.dir ?? process.cwd(), agent }, register);
     }
     /** Close stdin, wait up to `timeoutMs` for the sidecar to exit, then kill it. Idempotent:
      * resolves with the exit code (null: killed by a signal). */
