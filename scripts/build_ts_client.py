@@ -60,11 +60,28 @@ def build(out: Path) -> None:
     if out != PACKAGE:
         shutil.copy(PACKAGE / "src" / "index.ts", out / "src" / "index.ts")
     run(
-        [tool("tsc"), "--strict", "--declaration", "--target", "es2022", "--module", "nodenext",
-         "--moduleResolution", "nodenext", "--typeRoots", str(NODE_TYPES), "--types", "node",
-         "--removeComments", "false", "--outDir", str(out / "dist"), str(out / "src" / "index.ts")],
+        [
+            tool("tsc"),
+            "--strict",
+            "--declaration",
+            "--target",
+            "es2022",
+            "--module",
+            "nodenext",
+            "--moduleResolution",
+            "nodenext",
+            "--typeRoots",
+            str(NODE_TYPES),
+            "--types",
+            "node",
+            "--removeComments",
+            "false",
+            "--outDir",
+            str(out / "dist"),
+            str(out / "src" / "index.ts"),
+        ],
         out,
-    )  # fmt: skip
+    )
     shutil.copy(generated, out / "dist" / "protocol.d.ts")
 
 
@@ -77,10 +94,15 @@ def main() -> int:
         fresh = Path(tmp)
         (fresh / "package.json").write_text((PACKAGE / "package.json").read_text())
         build(fresh)
-        stale = [name for name in OUTPUTS if not (PACKAGE / name).is_file()
-                 or not filecmp.cmp(fresh / name, PACKAGE / name, shallow=False)]  # fmt: skip
+        stale = [
+            name
+            for name in OUTPUTS
+            if not (PACKAGE / name).is_file() or not filecmp.cmp(fresh / name, PACKAGE / name, shallow=False)
+        ]
     if stale:
-        print(f"stale in clients/typescript: {', '.join(stale)}; run python3 scripts/build_ts_client.py", file=sys.stderr)
+        print(
+            f"stale in clients/typescript: {', '.join(stale)}; run python3 scripts/build_ts_client.py", file=sys.stderr
+        )
         return 1
     print("clients/typescript is up to date with agentproto/schema.json and src/index.ts")
     return 0

@@ -139,6 +139,7 @@ NOT_CORE = {
     "core/test_typegen.py": "json-schema-to-typescript and tsc (npm)",
     "test_cookbook_agents.py": "node, and the pinned Claude Code and Codex CLIs (npm)",
     "test_install_mcp_hosts.py": "the pinned Claude Code CLI (npm)",
+    "test_ts_client.py": "node, npm, the pinned tsc and Node types, and the pinned Claude Code CLI (npm)",
     "frontends/test_other_users.py": "root (it runs an attacker as uid 65534)",
 }
 

@@ -201,27 +201,26 @@ export class Session {
     this.push(END);
   }
 
-  #take(): Promise<Item> {
+  /** The next item if one waits (END stays, so later iterators end at once too), else null. */
+  #next(): Item | null {
     if (this.#head < this.#queue.length) {
       const item = this.#queue[this.#head] as Item;
-      if (item === END) return Promise.resolve(END); // stays: later iterators end at once too
+      if (item === END) return END;
       this.#head++;
       if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
         this.#queue.splice(0, this.#head);
         this.#head = 0;
       }
-      return Promise.resolve(item);
+      return item;
     }
-    if (this.#ended) return Promise.resolve(END);
-    return new Promise((resolve) => {
-      this.#waiter = resolve;
-    });
+    return this.#ended ? END : null;
   }
 
   /** The session's events until it closes; a session error throws, then the stream ends. */
   async *events(): AsyncGenerator<Event, void, undefined> {
     for (;;) {
-      const item = await this.#take();
+      // Waiting items are taken without a promise each; only an empty queue waits for the reader.
+      const item = this.#next() ?? (await new Promise<Item>((resolve) => (this.#waiter = resolve)));
       if (item === END) {
         if (this.#head >= this.#queue.length) this.#queue.push(END);
         return;

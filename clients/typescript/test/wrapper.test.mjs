@@ -2,7 +2,7 @@
 // mock cannot show a rule, a fake sidecar (node running a small script) stands in for it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
 import { AgentProtoError, Runtime, is, kindOf } from "../dist/index.js";
@@ -132,8 +132,10 @@ test("rule: a first line that is not the hello, or silence, fails start with Pro
   assert.equal(alive(Number(error.body.detail.match(/"ok":(\d+)/)[1])), false);
   const pidFile = join(tempDir(t), "pid");
   const silent = fakeBin(t, `(await import("node:fs")).writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); setInterval(() => {}, 1000);`);
-  await rejects(Runtime.start({ bin: silent, startTimeout: 300 }), "ProtocolFailed");
-  assert.equal(alive(Number(readFileSync(pidFile, "utf8"))), false); // killed, not left running
+  await rejects(Runtime.start({ bin: silent, startTimeout: 2000 }), "ProtocolFailed");
+  // Killed, not left running (start rejects only once the child is gone; on a loaded machine
+  // node may not have written its pid in 2 s, and then there is nothing more to check).
+  if (existsSync(pidFile)) assert.equal(alive(Number(readFileSync(pidFile, "utf8"))), false);
 });
 
 test("start: a sidecar that exits before its hello says why; a missing binary is SpawnFailed", async (t) => {
