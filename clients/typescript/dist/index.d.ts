@@ -73,8 +73,9 @@ export declare class Session {
     push(item: Item): void;
     /** @internal `closed` was read, or the sidecar is gone (`error`, unless the app closed it). */
     end(error?: AgentProtoError): void;
-    /** The session's events until it closes; a session error throws, then the stream ends. */
-    events(): AsyncGenerator<Event, void, undefined>;
+    /** The session's events until it closes; a session error throws, then the stream ends.
+     * A plain async iterator (no generator): an event that waits costs one resolved promise. */
+    events(): AsyncIterableIterator<Event>;
     prompt(text: string, attachments?: string[]): Promise<Delivery>;
     answer(requestId: string, answer: Answer): Promise<void>;
     /** Answer a `ToolCall` with text and/or MCP content items (and `structured`). */

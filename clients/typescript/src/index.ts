@@ -216,18 +216,42 @@ export class Session {
     return this.#ended ? END : null;
   }
 
-  /** The session's events until it closes; a session error throws, then the stream ends. */
-  async *events(): AsyncGenerator<Event, void, undefined> {
-    for (;;) {
-      // Waiting items are taken without a promise each; only an empty queue waits for the reader.
-      const item = this.#next() ?? (await new Promise<Item>((resolve) => (this.#waiter = resolve)));
+  /** The session's events until it closes; a session error throws, then the stream ends.
+   * A plain async iterator (no generator): an event that waits costs one resolved promise. */
+  events(): AsyncIterableIterator<Event> {
+    let finished = false;
+    const step = (item: Item): IteratorResult<Event, undefined> => {
       if (item === END) {
+        finished = true;
         if (this.#head >= this.#queue.length) this.#queue.push(END);
-        return;
+        return { value: undefined, done: true };
       }
-      if (item instanceof AgentProtoError) throw item;
-      yield item;
-    }
+      if (item instanceof AgentProtoError) {
+        finished = true;
+        throw item;
+      }
+      return { value: item, done: false };
+    };
+    const iterator: AsyncIterableIterator<Event> = {
+      next: (): Promise<IteratorResult<Event, undefined>> => {
+        if (finished) return Promise.resolve({ value: undefined, done: true });
+        const item = this.#next();
+        if (item !== null) {
+          try {
+            return Promise.resolve(step(item));
+          } catch (error) {
+            return Promise.reject(error);
+          }
+        }
+        return new Promise<Item>((resolve) => (this.#waiter = resolve)).then(step);
+      },
+      return: (): Promise<IteratorResult<Event, undefined>> => {
+        finished = true; // `break`: this iterator is done, the session's queue stays for the next
+        return Promise.resolve({ value: undefined, done: true });
+      },
+      [Symbol.asyncIterator]: () => iterator,
+    };
+    return iterator;
   }
 
   prompt(text: string, attachments: string[] = []): Promise<Delivery> {
