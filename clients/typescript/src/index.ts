@@ -321,7 +321,7 @@ export type StartOptions = {
   bin?: string | string[];
   /** More arguments after `serve` (`["--log-level", "debug"]`). */
   args?: string[];
-  /** A mock script: its path (or name), or the script itself, written to a private temp file. */
+  /** A mock script: its path, or the script itself, written to a private temp file. */
   mock?: string | Record<string, unknown>;
   /** The sidecar's environment (default: this process's). */
   env?: NodeJS.ProcessEnv;

@@ -72,8 +72,8 @@ test("S6 process death rejects pending calls, fails iterators, and later calls",
   const dir = tempDir(t);
   const session = await rt.open("mock", { dir });
   const iterating = drain(session);
+  rt.process.kill("SIGKILL"); // first: nothing written from here on can be answered
   const pending = [rt.discover(), rt.open("mock", { dir })];
-  rt.process.kill("SIGKILL");
   for (const p of pending) await rejects(p, "ProcessExited");
   const error = await rejects(iterating, "ProcessExited");
   assert.equal(error.body.status, "-9");

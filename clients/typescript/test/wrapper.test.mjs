@@ -152,3 +152,53 @@ test("rule: kindOf reads both forms of kind, and is() narrows", () => {
   const ev = { sequence: 1, session_id: "s1", kind: { TextDelta: { message_id: "m", text: "t" } }, extensions: {} };
   assert.ok(is(ev, "TextDelta") && !is(ev, "TurnEnded"));
 });
+
+test("every session command sends its frame: answerTool, answerHook, cancel, rollback, dequeue, compact, refresh", async (t) => {
+  // The fake answers each frame and echoes it back as an event (a kind the client passes through).
+  const bin = scripted(
+    t,
+    `(f) => f.cmd === "open" ? [{ id: f.id, ok: ${JSON.stringify(INFO)} }]
+      : f.cmd === "close" ? [{ closed: "s1" }, { id: f.id, ok: null }]
+      : [{ id: f.id, ok: f.cmd === "info" ? { ...${JSON.stringify(INFO)}, title: "fresh" } : null },
+         { event: { sequence: f.id, session_id: "s1", kind: { Echo: f }, extensions: {} } }]`,
+  );
+  const rt = await Runtime.start({ bin });
+  t.after(() => rt.close(1000));
+  const session = await rt.open("mock", {});
+  await session.answerTool("c1", "plain text");
+  await session.answerTool("c2", { content: [{ type: "text", text: "item" }], isError: true, structured: { n: 1 } });
+  await session.answerHook("h1");
+  await session.answerHook("h2", { decision: "block" });
+  await session.cancel();
+  await session.cancel({ clearQueue: true, turn: "t2" });
+  await session.rollback(2);
+  await session.dequeue("p3");
+  await session.compact();
+  assert.equal((await session.refresh()).title, "fresh");
+  assert.equal(session.info.title, "fresh");
+  await session.close();
+  const frames = (await drain(session)).map((ev) => {
+    const { id: _id, ...frame } = ev.kind.Echo;
+    return frame;
+  });
+  assert.deepEqual(frames, [
+    { cmd: "answer", session: "s1", request: "c1", answer: { ToolResult: { content: [{ type: "text", text: "plain text" }], is_error: false } } },
+    { cmd: "answer", session: "s1", request: "c2", answer: { ToolResult: { content: [{ type: "text", text: "item" }], is_error: true, structured: { n: 1 } } } },
+    { cmd: "answer", session: "s1", request: "h1", answer: { HookResult: {} } },
+    { cmd: "answer", session: "s1", request: "h2", answer: { HookResult: { decision: "block" } } },
+    { cmd: "cancel", session: "s1", clear_queue: false },
+    { cmd: "cancel", session: "s1", clear_queue: true, turn: "t2" },
+    { cmd: "rollback", session: "s1", turns: 2, scope: "Conversation" },
+    { cmd: "dequeue", session: "s1", prompt: "p3" },
+    { cmd: "compact", session: "s1" },
+    { cmd: "info", session: "s1" },
+  ]);
+});
+
+test("a call without a reply within callTimeout rejects with Timeout; the runtime goes on", async (t) => {
+  const bin = scripted(t, `(f) => f.cmd === "discover" ? [] : [{ id: f.id, ok: { agents: [], missing: [], diagnostics: [] } }]`);
+  const rt = await Runtime.start({ bin, callTimeout: 200 });
+  t.after(() => rt.close(1000));
+  await rejects(rt.discover(), "Timeout");
+  assert.deepEqual((await rt.request("probe", { agent: "mock" })).agents, []);
+});
