@@ -59,29 +59,10 @@ def build(out: Path) -> None:
     generated.write_text(BANNER + "\n" + text.lstrip("\n"))
     if out != PACKAGE:
         shutil.copy(PACKAGE / "src" / "index.ts", out / "src" / "index.ts")
-    run(
-        [
-            tool("tsc"),
-            "--strict",
-            "--declaration",
-            "--target",
-            "es2022",
-            "--module",
-            "nodenext",
-            "--moduleResolution",
-            "nodenext",
-            "--typeRoots",
-            str(NODE_TYPES),
-            "--types",
-            "node",
-            "--removeComments",
-            "false",
-            "--outDir",
-            str(out / "dist"),
-            str(out / "src" / "index.ts"),
-        ],
-        out,
-    )
+    # --stripInternal: the reader's hooks (`@internal`) stay out of the published declarations.
+    flags = "--strict --declaration --stripInternal --target es2022 --module nodenext --moduleResolution nodenext"
+    types = ["--typeRoots", str(NODE_TYPES), "--types", "node"]
+    run([tool("tsc"), *flags.split(), *types, "--outDir", str(out / "dist"), str(out / "src" / "index.ts")], out)
     shutil.copy(generated, out / "dist" / "protocol.d.ts")
 
 

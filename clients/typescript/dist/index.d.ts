@@ -53,13 +53,11 @@ export declare class AgentProtoError extends Error {
     /** The fields beyond `kind` and `message` (`status`, `stderr`, `detail`, `login`, ...). */
     get fields(): Record<string, unknown>;
 }
-declare const END: unique symbol;
-type Item = Event | AgentProtoError | typeof END;
 /** One open session: its events, and the commands that act on it. */
 export declare class Session {
     #private;
     readonly id: string;
-    /** @internal Made by `Runtime.open` inside the line reader. */
+    /** Made by `Runtime.open`, inside the line reader: an app does not construct one. */
     constructor(runtime: Runtime, info: SessionInfo);
     /** The session's info, kept live from `SessionUpdated` and `StatusChanged`. */
     get info(): SessionInfo;
@@ -69,10 +67,6 @@ export declare class Session {
     get toolsUrl(): string | null;
     /** How many events wait unconsumed (at most QUEUE_CAP). */
     get queued(): number;
-    /** @internal Reader side: one event, session error or end. */
-    push(item: Item): void;
-    /** @internal `closed` was read, or the sidecar is gone (`error`, unless the app closed it). */
-    end(error?: AgentProtoError): void;
     /** The session's events until it closes; a session error throws, then the stream ends.
      * A plain async iterator (no generator): an event that waits costs one resolved promise. */
     events(): AsyncIterableIterator<Event>;
@@ -116,8 +110,6 @@ export declare class Runtime {
     hello: Hello;
     /** Resolves with the exit code when the sidecar is gone (null: ended by a signal). */
     readonly exited: Promise<number | null>;
-    /** @internal */
-    dead: AgentProtoError | null;
     private constructor();
     /** The sidecar's process id. */
     get pid(): number | undefined;
@@ -125,8 +117,6 @@ export declare class Runtime {
     get process(): ChildProcess;
     /** Spawn `BIN serve [--mock SCRIPT] [ARGS]` and check its hello. */
     static start(options?: StartOptions): Promise<Runtime>;
-    /** @internal Write a frame without waiting for its reply (errors ignored). */
-    sendNoWait(fields: Record<string, unknown>): void;
     /** Send any protocol 1 command (`cmd` and its fields) and wait for its `ok`. */
     request(cmd: string, fields?: Record<string, unknown>, onOk?: (value: unknown) => unknown): Promise<unknown>;
     discover(): Promise<DiscoveryReport>;

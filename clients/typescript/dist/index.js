@@ -71,7 +71,7 @@ export class Session {
     #waiter = null;
     #ended = false;
     #gone = false;
-    /** @internal Made by `Runtime.open` inside the line reader. */
+    /** Made by `Runtime.open`, inside the line reader: an app does not construct one. */
     constructor(runtime, info) {
         this.#runtime = runtime;
         this.id = info.id;

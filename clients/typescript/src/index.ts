@@ -135,7 +135,7 @@ export class Session {
   #ended = false;
   #gone = false;
 
-  /** @internal Made by `Runtime.open` inside the line reader. */
+  /** Made by `Runtime.open`, inside the line reader: an app does not construct one. */
   constructor(runtime: Runtime, info: SessionInfo) {
     this.#runtime = runtime;
     this.id = info.id;

@@ -2,7 +2,7 @@
 // mock cannot show a rule, a fake sidecar (node running a small script) stands in for it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 import { AgentProtoError, Runtime, is, kindOf } from "../dist/index.js";
@@ -201,4 +201,36 @@ test("a call without a reply within callTimeout rejects with Timeout; the runtim
   t.after(() => rt.close(1000));
   await rejects(rt.discover(), "Timeout");
   assert.deepEqual((await rt.request("probe", { agent: "mock" })).agents, []);
+});
+
+test("start: AGENTPROTO_BIN, else `agentproto` on PATH, else `python3 -m agentproto`", async (t) => {
+  // Each stand-in says a hello naming itself, and its arguments, then waits for EOF.
+  const dir = tempDir(t);
+  const standIn = (path, name) => {
+    mkdirSync(join(path, ".."), { recursive: true });
+    writeFileSync(path, `#!/bin/sh\nprintf '{"hello":{"protocol":1,"anyagent":"${name} %s"}}\\n' "$*"\nexec cat >/dev/null\n`);
+    chmodSync(path, 0o755);
+  };
+  standIn(join(dir, "env", "sidecar"), "env");
+  standIn(join(dir, "path", "agentproto"), "path");
+  standIn(join(dir, "python", "python3"), "python3");
+  const hello = async (env) => {
+    const rt = await Runtime.start({ env: { HOME: dir, ...env }, args: ["--log-level", "debug"] });
+    t.after(() => rt.close(1000));
+    return rt.hello.anyagent;
+  };
+  const both = `${join(dir, "path")}:${join(dir, "python")}`;
+  assert.equal(await hello({ AGENTPROTO_BIN: join(dir, "env", "sidecar"), PATH: both }), "env serve --log-level debug");
+  assert.equal(await hello({ PATH: both }), "path serve --log-level debug");
+  assert.equal(await hello({ PATH: join(dir, "python") }), "python3 -m agentproto serve --log-level debug");
+});
+
+test("a mock script given as an object is a private file (0600 in a 0700 dir), removed at close", async (t) => {
+  const rt = await start(t, { turns: [[{ End: { Completed: { source: "Protocol" } } }]] });
+  const argv = readFileSync(`/proc/${rt.pid}/cmdline`, "utf8").split("\0");
+  const path = argv[argv.indexOf("--mock") + 1];
+  assert.equal(statSync(path).mode & 0o777, 0o600);
+  assert.equal(statSync(join(path, "..")).mode & 0o777, 0o700);
+  assert.equal(await rt.close(), 0);
+  assert.equal(existsSync(join(path, "..")), false);
 });
