@@ -7,12 +7,11 @@ protocol, on the same mock scripts, in the same run.
   per turn through the TypeScript client, through the Python client (agentproto/client.py),
   and through the raw protocol (a node reader writing frames and JSON-parsing lines, no client)
   is printed, and the clients' overhead over raw.
-- Events per second relayed: one turn of F unpaced TextDeltas, timed from the ``prompt`` to
-  ``TurnEnded``, through the TypeScript client's ``for await`` and through the raw node reader
-  (and the Python client's ``events()``).
-
-- The same through a replaying sidecar: a stand-in that answers `open` and `prompt` and then
-  writes a turn's 4000 event lines (the sidecar's own shape) at once, as fast as a pipe takes
+- Events per second relayed: turns of F unpaced TextDeltas (3 a round), each timed from the
+  ``prompt`` to ``TurnEnded``, through the TypeScript client's ``for await``, the raw node
+  reader and the Python client's ``events()``.
+- The same through a replaying sidecar: a stand-in that answers `open` and, to each of 20
+  prompts a round, writes a turn's 4000 event lines (the sidecar's own shape) at once, as fast as a pipe takes
   them, so the reader, not the sidecar, is the bottleneck: the clients' own ceiling.
 
 Each sidecar is started and has said hello before the clock starts. Rounds interleave the three
@@ -56,7 +55,7 @@ async function viaClient() {
   const rt = await Runtime.start({ bin: sidecar, mock: script });
   const session = await rt.open("mock", { dir: "." });
   const times = [];
-  const turns = what === "turns" ? n : 1;
+  const turns = n;
   let events = 0;
   for (let i = 0; i < turns; i++) {
     const t0 = process.hrtime.bigint();
@@ -85,7 +84,7 @@ function viaRaw() {
     let t0 = 0n;
     let events = 0;
     const times = [];
-    const turns = what === "turns" ? n : 1;
+    const turns = n;
     const send = (frame) => child.stdin.write(JSON.stringify({ id: ++id, ...frame }) + "\n");
     const prompt = () => { t0 = process.hrtime.bigint(); send({ cmd: "prompt", session, text: "go" }); };
     child.stdout.on("data", (chunk) => {
@@ -187,7 +186,7 @@ def python_turns(rt: Runtime, what: str, count: int) -> list[float]:
     """Each turn's time (ms) from the prompt to the turn's last event, through the Python client."""
     session = rt.open("mock", dir=".")
     times = []
-    for _ in range(count if what == "turns" else 1):
+    for _ in range(count):
         t0 = time.perf_counter()
         session.prompt("go")
         for event in session.events(timeout=120):
@@ -228,6 +227,8 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--events", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--floods", type=int, default=3, help="flood turns a round (of --events each)")
+    parser.add_argument("--bursts", type=int, default=20, help="replayed bursts a round (of 4000 events each)")
     args = parser.parse_args()
     if shutil.which("node") is None:
         sys.exit("node is needed (>= 20)")
@@ -236,7 +237,9 @@ def main() -> int:
         turns = work / "turns.json"
         turns.write_text(json.dumps({"turns": [[DELTA, END]] * (args.turns + 1)}))
         flood = work / "flood.json"
-        flood.write_text(json.dumps({"turns": [[{"Repeat": {"times": args.events, "steps": [DELTA]}}, END]]}))
+        flood.write_text(
+            json.dumps({"turns": [[{"Repeat": {"times": args.events, "steps": [DELTA]}}, END]] * args.floods})
+        )
         bench = work / "bench.mjs"
         client = (ROOT / "clients" / "typescript" / "dist" / "index.js").as_uri()
         bench.write_text(NODE_BENCH.replace("CLIENT", client))
@@ -266,15 +269,15 @@ def main() -> int:
             per_turn["raw"].append(statistics.median(via_node(bench, "raw", "turns", turns, args.turns, env)))
             per_turn["ts"].append(statistics.median(via_node(bench, "client", "turns", turns, args.turns, env)))
             per_turn["python"].append(statistics.median(via_python(turns, "turns", args.turns, sidecar)))
-            flood_ms["raw"].append(via_node(bench, "raw", "flood", flood, args.events, env)[0])
-            flood_ms["ts"].append(via_node(bench, "client", "flood", flood, args.events, env)[0])
-            flood_ms["python"].append(via_python(flood, "flood", args.events, sidecar)[0])
-            replayed_ms["raw"].append(via_node(bench, "raw", "flood", flood, burst, renv)[0])
-            replayed_ms["ts"].append(via_node(bench, "client", "flood", flood, burst, renv)[0])
-            replayed_ms["python"].append(via_python(flood, "flood", burst, sidecar, bin=str(replayer))[0])
+            flood_ms["raw"].append(sum(via_node(bench, "raw", "flood", flood, args.floods, env)))
+            flood_ms["ts"].append(sum(via_node(bench, "client", "flood", flood, args.floods, env)))
+            flood_ms["python"].append(sum(via_python(flood, "flood", args.floods, sidecar)))
+            replayed_ms["raw"].append(sum(via_node(bench, "raw", "flood", flood, args.bursts, renv)))
+            replayed_ms["ts"].append(sum(via_node(bench, "client", "flood", flood, args.bursts, renv)))
+            replayed_ms["python"].append(sum(via_python(flood, "flood", args.bursts, sidecar, bin=str(replayer))))
     turn = {name: statistics.median(values) for name, values in per_turn.items()}
-    rate = {name: events_per_second(args.events, values) for name, values in flood_ms.items()}
-    ceiling = {name: events_per_second(burst, values) for name, values in replayed_ms.items()}
+    rate = {name: events_per_second(args.events * args.floods, values) for name, values in flood_ms.items()}
+    ceiling = {name: events_per_second(burst * args.bursts, values) for name, values in replayed_ms.items()}
     print(f"one turn (a TextDelta, End; prompt to Idle), median of {args.rounds} rounds of {args.turns} turns:")
     for name, label in (
         ("raw", "raw protocol (node reader)"),
@@ -284,7 +287,7 @@ def main() -> int:
         extra = "" if name == "raw" else f"  (+{turn[name] - turn['raw']:.3f} ms over raw)"
         print(f"  {label:28} {turn[name]:7.3f} ms{extra}")
     print(f"  TypeScript client vs Python client: {turn['ts'] - turn['python']:+.3f} ms a turn")
-    print(f"events relayed ({args.events} unpaced TextDeltas, prompt to TurnEnded), median of {args.rounds}:")
+    print(f"events relayed ({args.floods} turns of {args.events} unpaced TextDeltas), median of {args.rounds}:")
     for name, label in (
         ("raw", "raw protocol (node reader)"),
         ("ts", "TypeScript client"),
@@ -292,7 +295,7 @@ def main() -> int:
     ):
         extra = "" if name == "raw" else f"  ({rate[name][0] / rate['raw'][0] * 100:.0f} % of raw)"
         print(f"  {label:28} {rate[name][0]:9.0f} events/s{extra}{rate[name][1]}")
-    print(f"{burst} such event lines replayed at once by a stand-in sidecar (the readers' ceiling):")
+    print(f"{args.bursts} bursts of {burst} such lines, each written at once by a stand-in (the readers' ceiling):")
     for name, label in (
         ("raw", "raw protocol (node reader)"),
         ("ts", "TypeScript client"),
