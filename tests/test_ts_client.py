@@ -1,7 +1,7 @@
 """The TypeScript client (clients/typescript/), from the test command: its node tests (S1-S11,
 the app's tools, a test per wrapper rule) under ``node --test``; its build fresh against
 agentproto/schema.json; ``tsc --strict`` of the package and of the quickstart (docs/typescript.md
-and clients/typescript/example/quickstart.ts, the same text); ``npm pack`` into a tarball that
+and clients/typescript/example/, the same text); ``npm pack`` into a tarball that
 installs offline into a fresh project, whose quickstart compiles and runs; and one turn of the
 pinned Claude Code CLI through the client against the fake Anthropic API.
 
@@ -96,11 +96,13 @@ def launcher(tmp_path: Path) -> str:
     return str(path)
 
 
+def examples() -> list[str]:
+    """The docs page's TypeScript blocks: the quickstart, then the app's tools."""
+    return re.findall(r"```ts\n(.*?)```", DOC.read_text(), re.S)
+
+
 def quickstart() -> str:
-    """The docs page's TypeScript quickstart (its first ```ts block)."""
-    found = re.search(r"```ts\n(.*?)```", DOC.read_text(), re.S)
-    assert found, "docs/typescript.md has no ```ts block"
-    return found.group(1)
+    return examples()[0]
 
 
 def test_node_tests_pass(tmp_path: Path) -> None:
@@ -171,8 +173,10 @@ def test_the_package_has_no_runtime_dependency() -> None:
     assert imports and all(name.startswith("node:") for name in imports), imports
 
 
-def test_the_docs_quickstart_is_the_example() -> None:
-    assert quickstart() == (PACKAGE / "example" / "quickstart.ts").read_text()
+def test_the_docs_examples_are_the_example_files() -> None:
+    """docs/typescript.md shows example/quickstart.ts and example/tools.ts as they are (both
+    compiled and run from the packed tarball below)."""
+    assert examples() == [(PACKAGE / "example" / name).read_text() for name in ("quickstart.ts", "tools.ts")]
     assert len(quickstart().strip().splitlines()) <= 26
 
 
@@ -201,8 +205,8 @@ def test_tsc_strict_refuses_a_misuse(tmp_path: Path) -> None:
 
 
 def test_npm_pack_installs_offline_and_runs_the_quickstart(tmp_path: Path) -> None:
-    """`npm pack` → a tarball; a fresh project installs it offline, compiles the quickstart
-    under tsc --strict (the package's .d.ts checked too) and runs it against agentproto."""
+    """`npm pack` → a tarball; a fresh project installs it offline, compiles the quickstart and
+    the tools example under tsc --strict (the package's .d.ts checked too) and runs them."""
     env = home_env(tmp_path)
     packed = subprocess.run(
         [npm(), "pack", "--json", "--pack-destination", str(tmp_path)],
@@ -238,17 +242,27 @@ def test_npm_pack_installs_offline_and_runs_the_quickstart(tmp_path: Path) -> No
     assert installed.returncode == 0, installed.stdout + installed.stderr
     assert (project / "node_modules" / "agentproto" / "dist" / "index.js").is_file()
     assert sorted(os.listdir(project / "node_modules")) in (["agentproto"], [".package-lock.json", "agentproto"])
-    (project / "quickstart.ts").write_text(quickstart())
+    quick, tools = examples()
+    (project / "quickstart.ts").write_text(quick)
+    (project / "tools.ts").write_text(tools)
     compiled = subprocess.run(
-        [*tsc_argv(), "--outDir", "out", "quickstart.ts"], cwd=project, capture_output=True, text=True, timeout=300
+        [*tsc_argv(), "--outDir", "out", "quickstart.ts", "tools.ts"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert compiled.returncode == 0, compiled.stdout + compiled.stderr
     env["AGENTPROTO_BIN"] = launcher(tmp_path)
-    ran = subprocess.run(
-        [node(), "out/quickstart.js"], cwd=project, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert ran.returncode == 0, ran.stderr
-    assert ran.stdout == "Let me check. [allowing cargo test]\nDone.\n"
+    outputs = {}
+    for name in ("quickstart", "tools"):
+        ran = subprocess.run(
+            [node(), f"out/{name}.js"], cwd=project, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert ran.returncode == 0, ran.stderr
+        outputs[name] = ran.stdout
+    assert outputs["quickstart"] == "Let me check. [allowing cargo test]\nDone.\n"
+    assert outputs["tools"] == 'lookup({"word":"agent"})\n"agent: a program that acts"\n'
 
 
 def test_a_real_claude_turn_through_the_client(tmp_path: Path) -> None:
