@@ -274,6 +274,17 @@ def check_cost_merge(block: Block, tmp_path: Path) -> None:
     assert view["total"]["turns"] == 2 and sorted(g["key"] for g in view["groups"]) == ["pod-0.db", "pod-1.db"]
 
 
+def check_ts_pack(block: Block, tmp_path: Path) -> None:
+    # tests/test_ts_client.py packs into a temp dir and installs offline; here: the commands
+    # are those, and the tarball the page names is the one npm pack writes (agentproto's version).
+    from agentproto import __version__
+
+    assert block.text.splitlines()[0].split("  #")[0].split() == ["cd", "clients/typescript", "&&", "npm", "pack"]
+    assert "npm install /path/to/agentproto-VERSION.tgz" in block.text
+    package = json.loads((ROOT / "clients" / "typescript" / "package.json").read_text())
+    assert (package["name"], package["version"]) == ("agentproto", __version__)
+
+
 #: Every block marked <!-- not-run -->, by its document and first line, with its check.
 CHECKS: dict[tuple[str, str], Callable[[Block, Path], None]] = {
     ("README.md", "echo 'hello from agentproto' | python3 -m agentpro"): check_first_commands,
@@ -285,6 +296,7 @@ CHECKS: dict[tuple[str, str], Callable[[Block, Path], None]] = {
     ("docs/many-machines.md", "apiVersion: v1"): check_pod,
     ("docs/many-machines.md", "agentproto inspect --view cost --since 7d --db pod"): check_cost_merge,
     ("docs/testing.md", "bash scripts/test"): check_suite_commands,
+    ("docs/typescript.md", "cd clients/typescript && npm pack"): check_ts_pack,
     ("docs/transports.md", "python3 -m agentproto agent"): check_transports_overview,
 }
 MARKED = [b for b in ALL if NOT_RUN.fullmatch(b.marker)]

@@ -97,8 +97,11 @@ def launcher(tmp_path: Path) -> str:
 
 
 def examples() -> list[str]:
-    """The docs page's TypeScript blocks: the quickstart, then the app's tools."""
-    return re.findall(r"```ts\n(.*?)```", DOC.read_text(), re.S)
+    """The docs page's TypeScript blocks: the quickstart, then the app's tools (their markers
+    for tests/test_docs_blocks.py: "ts-quickstart", "ts-tools")."""
+    marked = re.findall(r"<!-- cookbook: (\S+) -->\n```ts\n(.*?)```", DOC.read_text(), re.S)
+    assert [name for name, _ in marked] == ["ts-quickstart", "ts-tools"]
+    return [text for _, text in marked]
 
 
 def quickstart() -> str:

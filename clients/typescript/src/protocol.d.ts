@@ -318,7 +318,10 @@ export type Answer =
   | {
       ToolResult: {
         content: ToolContent[];
-        is_error: boolean;
+        /**
+         * Left out: false.
+         */
+        is_error?: boolean;
         /**
          * Required by a tool with an output_schema (unless is_error).
          */
@@ -1052,6 +1055,12 @@ export interface SessionInfo {
    * The session's MCP endpoint of the app's tools (http://127.0.0.1:PORT/TOKEN/mcp/agentproto), or null without tools. It holds the session's secret token.
    */
   tools_url?: string | null;
+  /**
+   * With `hooks` (with or without tools): each hook event's URL on the loopback listener (http://127.0.0.1:PORT/TOKEN/hook/EVENT), where a hook command POSTs its input and reads its output. They hold the session's secret token.
+   */
+  hook_urls?: {
+    [k: string]: string;
+  };
   [k: string]: unknown;
 }
 /**
@@ -1592,17 +1601,17 @@ export interface Inspect {
    */
   since?: string;
   /**
-   * cost: group by agent (default), model, day or session.
+   * cost: group by agent (default), model, day, session or db.
    */
-  by?: "agent" | "model" | "day" | "session" | "provider";
+  by?: "agent" | "model" | "day" | "session" | "db" | "provider";
   /**
    * cost: also list the N most expensive turns.
    */
   top?: number;
   /**
-   * cost: the observations database; default: this server's (AGENTPROTO_DB, the XDG state dir).
+   * cost: the observations database, or a list of them (their rows united); default: this server's (AGENTPROTO_DB, the XDG state dir).
    */
-  db?: string;
+  db?: string | [string, ...string[]];
   /**
    * How the log lines render the view: json (default) or table (80 columns).
    */
@@ -1821,12 +1830,19 @@ export interface InspectAgents {
  */
 export interface InspectCost {
   view: "cost";
+  /**
+   * The (first) database read.
+   */
   db: string;
+  /**
+   * Every database read, in order.
+   */
+  dbs?: string[];
   /**
    * ISO 8601, UTC.
    */
   since: string;
-  by: "agent" | "model" | "day" | "session";
+  by: "agent" | "model" | "day" | "session" | "db";
   groups: {
     key: string;
     turns: number;
@@ -1880,6 +1896,10 @@ export interface InspectCost {
      * The StopReason's name.
      */
     stop: string;
+    /**
+     * The database it was read from.
+     */
+    db?: string;
     [k: string]: unknown;
   }[];
   [k: string]: unknown;
