@@ -387,15 +387,17 @@ def build_parser(
     )
 
     replay = command(
-        "replay", "re-run a recording (--record) and check every response: exit 0 same, 1 drift, 2 bad file",
+        "replay", "re-run recordings (--record) and check every response: exit 0 same, 1 drift, 2 bad file",
         "Re-runs a file written by --record with no agent CLI and no network: the agents' recorded wire\n"
         "stands in for them, and every response must come out as it was recorded (times, ids and\n"
-        "ports normalized). Exit 0: the same; 1: a drift, shown; 2: not a readable recording.",
+        "ports normalized). Exit 0: the same; 1: a drift, shown; 2: not a readable recording.\n"
+        "Several files: each replayed in turn, a line per file, and the worst code (2 > 1 > 0).",
         "  python3 -m agentproto serve --record session.ndjson < commands.ndjson\n"
         "  python3 -m agentproto replay session.ndjson\n"
+        "  python3 -m agentproto replay recordings/*.ndjson    # a line per file, the worst exit code\n"
         "  python3 -m agentproto replay --update session.ndjson   # accept an intended change",
     )
-    replay.add_argument("path", metavar="PATH")
+    replay.add_argument("path", metavar="PATH", nargs="+", help="one recording or several (a glob: rec/*.ndjson)")
     replay.add_argument(
         "--update", action="store_true", help="rewrite the recorded responses from this run (keeps the agent wire)"
     )

@@ -10,6 +10,9 @@ The runtime is replay_runtime.py's: sessions whose agent wire was recorded get t
 transport (replay_transport.py), and no agent runs. Mock sessions replay live (the mock is
 deterministic), playing the script the header embeds.
 
+Several files (``replay a.ndjson b.ndjson``, or a shell glob in CI) are replayed one after
+another, each as if alone, then one line per file and the worst exit code (2 > 1 > 0).
+
 Exit: 0 every response matched; 1 at least one drifted (stderr names, for each request
 that drifted, its first differing line, recorded vs live); 2 the file cannot be read,
 holds a line that is not a valid record (its number and why), or asks for what replay
@@ -427,7 +430,29 @@ def replay_file(path: str, update: bool = False) -> tuple[int, list[str]]:
     return (EXIT_DRIFT if drifts else EXIT_OK), drifts
 
 
-def main(path: str, update: bool = False) -> int:
+def main(paths: str | list[str], update: bool = False) -> int:
+    """Replay each file in turn. One file: its reports as before. Several: the same, then
+    one line per file (``ok``, ``drift`` or ``invalid``) and the worst exit code of them
+    (2 a file that is not a valid recording > 1 drift > 0), every file replayed whatever
+    an earlier one gave."""
+    files = [paths] if isinstance(paths, str) else list(paths)
+    codes = [_main_one(path, update) for path in files]
+    if len(files) > 1:
+        word = {EXIT_OK: "updated" if update else "ok", EXIT_DRIFT: "drift", EXIT_INVALID: "invalid"}
+        for path, code in zip(files, codes):
+            log(f"{word.get(code, code)}  {path}")
+        named = ((EXIT_OK, "ok"), (EXIT_DRIFT, "drift"), (EXIT_INVALID, "invalid"))
+        summary = ", ".join(f"{codes.count(value)} {name}" for value, name in named if value in codes)
+        log(f"{len(files)} recordings: {summary}")
+    return max(codes, key=_severity)
+
+
+def _severity(code: int) -> int:
+    """The order of exit codes across files: invalid (2) over drift (1) over the same (0)."""
+    return {EXIT_OK: 0, EXIT_DRIFT: 1, EXIT_INVALID: 2}.get(code, 3)
+
+
+def _main_one(path: str, update: bool) -> int:
     code, messages = replay_file(path, update)
     for message in messages:
         log(("drift: " if code == EXIT_DRIFT else "") + message)

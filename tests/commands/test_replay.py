@@ -28,9 +28,12 @@ def no_agents_env() -> dict[str, str]:
     return env
 
 
-def replay(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def replay(*paths_and_flags: Path | str) -> subprocess.CompletedProcess[str]:
+    """``replay`` of the paths (and flags, given as strings), as a user runs it."""
+    flags = [a for a in paths_and_flags if isinstance(a, str)]
+    paths = [str(a) for a in paths_and_flags if not isinstance(a, str)]
     return subprocess.run(
-        [sys.executable, "-m", "agentproto", "replay", *args, str(path)],
+        [sys.executable, "-m", "agentproto", "replay", *flags, *paths],
         capture_output=True, text=True, env=no_agents_env(), cwd=str(ROOT), timeout=120,
     )  # fmt: skip
 
@@ -306,3 +309,27 @@ def test_a_single_shot_request_more_than_a_socket_takes_is_whole_before_its_end(
     done = replay(record)
     assert done.returncode == 0, done.stderr
     assert "every response matched" in done.stderr
+
+
+def test_several_recordings_a_line_each_and_the_worst_exit_code(tmp_path: Path) -> None:
+    """``replay A B C`` (a glob in CI): each file replayed as if alone, a line per file,
+    then the worst code of them, 2 (invalid) over 1 (drift) over 0, in any order given."""
+    good = files()[0]
+    drifted = write(tmp_path / "drifted.ndjson", _edit_first_expectation(records(good))[0])
+    lines = good.read_text(encoding="utf-8").splitlines()
+    garbled = tmp_path / "garbled.ndjson"
+    garbled.write_text("\n".join(lines[:1] + [lines[1][: len(lines[1]) // 2]] + lines[2:]) + "\n", encoding="utf-8")
+    cases = [((good,), 0), ((good, drifted), 1), ((drifted, good), 1), ((garbled, drifted, good), 2),
+             ((good, drifted, garbled), 2), ((good, good), 0)]  # fmt: skip
+    for paths, code in cases:
+        done = replay(*paths)
+        assert done.returncode == code, (paths, done.stderr)
+        tail = done.stderr.splitlines()
+        if len(paths) == 1:
+            assert tail[-1] == f"agentproto: {good}: every response matched", done.stderr  # one file: as before
+            continue
+        word = {good: "ok", drifted: "drift", garbled: "invalid"}
+        assert tail[-1 - len(paths) : -1] == [f"agentproto: {word[p]}  {p}" for p in paths], done.stderr
+        assert tail[-1].startswith(f"agentproto: {len(paths)} recordings: "), done.stderr
+    both = replay(garbled, drifted)
+    assert "line 2: not JSON" in both.stderr and "drift:" in both.stderr  # the later file was replayed too
