@@ -124,16 +124,27 @@ class _Sidecar:
             listener_bounds=_listener_bounds(args),
             max_terminals=getattr(args, "max_terminals", 16),
         )
-        self.control = None
+        self.control: Any = None
+        #: What ``inspect`` learns of this sidecar besides its sessions.
+        self.about = {"started_at": _now_iso(), "command": _command_of(args, frontend)}
         control = getattr(args, "control", None) or os.environ.get("AGENTPROTO_CONTROL")
         if control:
             from agentproto.frontends.control import start_control
 
             try:
-                self.control = start_control(self.runtime, control)
+                self.control = start_control(self.runtime, control, self.about)
             except OSError as exc:
                 log(f"--control {control}: {exc.strerror or exc}")
                 raise SystemExit(EXIT_USAGE) from None
+        elif frontend not in ("single-shot",) and not getattr(args, "no_control", True):
+            # In the user's control directory, where `inspect` finds it; opened once the loop
+            # runs (a timer fires after the first writes), so that the hello goes out first.
+            loop.call_later(0.0, self._open_default_control)
+
+    def _open_default_control(self) -> None:
+        from agentproto.frontends.control import start_default_control
+
+        self.control = start_default_control(self.runtime, self.about)
 
     def close(self) -> None:
         if self.control is not None:
@@ -142,6 +153,19 @@ class _Sidecar:
         if self.recorder is not None:
             self.recorder.close()
         self.runtime.loop.close()
+
+
+def _now_iso() -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _command_of(args: argparse.Namespace, frontend: str) -> str:
+    """``serve``, ``serve --transport mcp``, ``agent``: what ``inspect`` calls a sidecar."""
+    if frontend in ("agent", "single-shot", "serve"):
+        return "agent" if frontend != "serve" else "serve"
+    return f"serve --transport {frontend}"
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -327,6 +351,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from agentproto.frontends.control import main as inspect_main
 
     request = {key: getattr(args, key) for key in ("view", "sock", "agent", "since", "by", "top", "db")}
+    request["agent"] = args.session or args.agent  # --agent: the seed's name for --session
     request["sock"] = request["sock"] or os.environ.get("AGENTPROTO_CONTROL")
     return inspect_main(request, args.format or ("table" if sys.stdout.isatty() else "json"))
 

@@ -43,7 +43,11 @@ def _record_option(parser: argparse.ArgumentParser, control: bool = True) -> Non
     )  # fmt: skip
     if control:
         parser.add_argument(
-            "--control", metavar="PATH", help="answer inspect on a 0600 Unix socket at PATH (or AGENTPROTO_CONTROL)"
+            "--control", metavar="PATH", help="answer inspect on a 0600 Unix socket at PATH (or AGENTPROTO_CONTROL); "
+            "default: <pid>.sock in the user's control directory, where `inspect` finds every sidecar"
+        )  # fmt: skip
+        parser.add_argument(
+            "--no-control", action="store_true", help="open no control socket (`inspect` will not list this sidecar)"
         )
 
 
@@ -403,16 +407,21 @@ def build_parser(
     )
 
     inspect = command(
-        "inspect", "a running sidecar's live sessions (--sock), or what turns cost (--view cost)",
-        "The live sessions of a sidecar started with --control (or AGENTPROTO_CONTROL), read through\n"
-        "that socket; or, with --view cost, what turns cost, from the observations database.",
+        "inspect", "the live sessions of every sidecar you run, or what turns cost (--view cost)",
+        "The live sessions of every sidecar this user runs (each serve opens a control socket in\n"
+        "$AGENTPROTO_CONTROL_DIR, else $XDG_RUNTIME_DIR/agentproto, else /tmp/agentproto-UID), one\n"
+        "section each; of one sidecar with --sock; one session's snapshot with --session ID; or, with\n"
+        "--view cost, what turns cost, from the observations database.",
+        "  python3 -m agentproto inspect\n"
+        "  python3 -m agentproto inspect --session s1\n"
         "  python3 -m agentproto serve --control /tmp/ap.ctl &\n"
         "  python3 -m agentproto inspect --sock /tmp/ap.ctl\n"
         "  python3 -m agentproto inspect --view cost --since 7d --by model --top 5",
     )
     inspect.add_argument("--view", choices=("agents", "cost"), default="agents")
     inspect.add_argument("--sock", metavar="PATH", help="a sidecar's control socket (default: AGENTPROTO_CONTROL)")
-    inspect.add_argument("--agent", metavar="SESSION", help="one session's full snapshot")
+    inspect.add_argument("--session", metavar="ID", help="one session's full snapshot (whichever sidecar has it)")
+    inspect.add_argument("--agent", metavar="ID", help="the same as --session (the seed's name)")
     inspect.add_argument("--since", default="24h", help="cost window: 30m, 24h, 7d, or an ISO date (default 24h)")
     inspect.add_argument("--by", choices=("agent", "model", "day", "session", "db"), default="agent")
     inspect.add_argument("--top", type=int, metavar="N", help="also list the N most expensive turns")
@@ -467,6 +476,8 @@ def check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
     if flag:
         parser.error(f"{flag} goes after the command: {parser.prog} {command} {flag} …")
     sub = _subparser(parser, command)
+    if getattr(args, "no_control", False) and getattr(args, "control", None):
+        sub.error("--no-control and --control PATH contradict each other: give one")
     if command == "serve":
         transport = args.transport
         allowed = {

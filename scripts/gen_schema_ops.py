@@ -148,6 +148,10 @@ INSPECT_DEFINITIONS = {
             "pid": {"type": "integer", "description": "The sidecar's process id."},
             "agents": {"type": "array", "items": _SESSION_ROW},
             "agent": _SESSION_ROW,
+            "started_at": {"type": "string", "description": "When the sidecar started (ISO 8601, UTC); in an "
+                           "answer through its control socket."},
+            "command": {"type": "string", "description": "What the sidecar runs (`serve`, `serve --transport mcp`, "
+                        "`agent`); in an answer through its control socket."},
         },
         "required": ["view", "pid"],
     },

@@ -18,7 +18,8 @@ the run (a renamed file cannot silently become core).
 
 A run leaves nothing under the user's home. Each pytest process (every xdist worker, before
 any test module is imported) gets ``HOME`` in the run's temp dir and ``XDG_CONFIG_HOME``,
-``XDG_CACHE_HOME``, ``XDG_DATA_HOME`` and ``XDG_STATE_HOME`` inside it, and the variables
+``XDG_CACHE_HOME``, ``XDG_DATA_HOME``, ``XDG_STATE_HOME`` and ``XDG_RUNTIME_DIR`` (where every
+serve opens its control socket) inside it, and the variables
 that move a tool's home elsewhere (``CODEX_HOME``, ``CLAUDE_CONFIG_DIR``, ...) unset, so
 every agent CLI, sidecar and tool a test starts with the inherited environment (or with a
 HOME of its own) writes there. A test that builds an environment from nothing must give
@@ -84,6 +85,11 @@ def pytest_configure(config: pytest.Config) -> None:
         (home / under).mkdir(mode=0o700, parents=True, exist_ok=True)
     for name in FOLLOW_HOME:
         os.environ.pop(name, None)
+    # Every serve's control socket goes into the run's own control directory, not the user's
+    # (/tmp/agentproto-UID): a test's `inspect` sees this run's sidecars only.
+    (home / "run").mkdir(mode=0o700, exist_ok=True)
+    os.environ["XDG_RUNTIME_DIR"] = str(home / "run")
+    os.environ.pop("AGENTPROTO_CONTROL_DIR", None)
 
 
 def written_under_home(marker: Path, homes: list[str] = USER_HOMES) -> list[str]:

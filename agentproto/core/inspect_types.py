@@ -54,6 +54,8 @@ if TYPE_CHECKING:
         pid: int
         agents: NotRequired[list[AgentRow]]
         agent: NotRequired[AgentRow]
+        started_at: NotRequired[str]
+        command: NotRequired[str]
 
     class _Spent(TypedDict):
         input_tokens: int

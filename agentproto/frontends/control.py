@@ -22,22 +22,26 @@ Rules of this file:
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import struct
-from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto.core.errors import AgentError, Kind, error_from_body, log
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import TooLong, decode_json_line, encode
-from agentproto.frontends import inspect_op as inspect
 from agentproto.loopio import private
 from agentproto.loopio.sockets import Accepted, Exchange, UnixListener
 from agentproto.loopio.streams import LineReader
 
 if TYPE_CHECKING:
+    from typing import Any, Callable
+
     from agentproto.core.inspect_types import InspectView
     from agentproto.engine.runtime import Engine
     from agentproto.loopio.loop import Loop
+
+    Done = Callable[[Any, "AgentError | None"], None]
 
 ASK_TIMEOUT = 10.0
 #: A control request is small: a longer line is refused without being kept.
@@ -45,14 +49,14 @@ MAX_REQUEST = 64 * 1024
 #: What an answer may hold (a sidecar with thousands of sessions still fits).
 MAX_ANSWER = 16 * 1024 * 1024
 
-Done = Callable[[Any, "AgentError | None"], None]
-
 
 # -- the inspect op ---------------------------------------------------------------------------
 
 
 def run_inspect(runtime: "Engine", args: dict[str, Any], done: Done, follow_sock: bool = True) -> None:
     """Answer one ``inspect`` request: ``done(view, None)`` or ``done(None, error)``."""
+    from agentproto.frontends import inspect_op as inspect  # here: serve opens its socket without it
+
     try:
         checked = inspect.check_args(args)
         for what, path in [("sock", checked["sock"]), *(("db", db) for db in checked["db"] or ())]:
@@ -108,12 +112,15 @@ class _Ask(Exchange):
         super().__init__(loop, socket.AF_UNIX, encode(request), done, ASK_TIMEOUT)
         self.path = path
         self.answer = bytearray()
+        #: Why the connect failed (an errno), when it did: nobody listens, or nothing is there.
+        self.refused_code: int | None = None
 
     # How it fails, in its own words.
     def fail(self, why: str) -> None:
         self.end(None, _cannot(self.path, why))
 
     def refused(self, code: int) -> None:
+        self.refused_code = code
         self.fail(os.strerror(code))
 
     def unsent(self, exc: OSError) -> None:
@@ -173,10 +180,12 @@ class _Ask(Exchange):
 class ControlServer:
     """The control socket of one runtime."""
 
-    def __init__(self, runtime: "Engine", path: str) -> None:
+    def __init__(self, runtime: "Engine", path: str, about: dict[str, Any] | None = None) -> None:
         self.runtime = runtime
         self.loop = runtime.loop
         self.path = path
+        #: What an agents view answered here says of the sidecar besides (``started_at``, ``command``).
+        self.about = about or {}
         self.listener: UnixListener | None = None
         self.conns: dict[int, "_ControlConn"] = {}
 
@@ -229,6 +238,8 @@ class _ControlConn(Accepted):
                 self._send({"kind": "result", "op": "inspect", "ok": False, "error": error.body()})
                 self._send({"kind": "done", "exit_code": 1})
             else:
+                if view.get("view") == "agents":
+                    view = {**view, **self.server.about}
                 self._send({"kind": "result", "op": "inspect", "ok": True, **view})
                 self._send({"kind": "done", "exit_code": 0})
 
@@ -248,30 +259,116 @@ class _ControlConn(Accepted):
         self.server.conns.pop(self.fd, None)
 
 
-def start_control(runtime: "Engine", path: str | None) -> ControlServer | None:
+def start_control(runtime: "Engine", path: str | None, about: dict[str, Any] | None = None) -> ControlServer | None:
     """The control socket at ``path`` (None: none); OSError when it cannot listen."""
     if not path:
         return None
-    server = ControlServer(runtime, path)
+    server = ControlServer(runtime, path, about)
     server.start()
     log(f"control socket on {path}")
     return server
 
 
+def start_default_control(runtime: "Engine", about: dict[str, Any]) -> ControlServer | None:
+    """This sidecar's socket in the user's control directory (control_dir.py), quietly; None,
+    with one line saying why, when the directory is refused or the socket cannot be bound:
+    the sidecar runs on, only ``inspect`` will not find it."""
+    from agentproto.loopio import control_dir
+
+    where = control_dir.directory()
+    try:
+        control_dir.ensure(where)
+        server = ControlServer(runtime, control_dir.socket_path(where), about)
+        server.start()
+    except OSError as exc:
+        log(f"no control socket: {exc.strerror or exc} (inspect will not list this sidecar; --no-control: none)")
+        return None
+    return server
+
+
+# -- inspect without --sock: every sidecar of this user ---------------------------------------
+
+
+def ask_all(loop: "Loop", request: dict[str, Any], done: Done) -> None:
+    """Ask every control socket in the user's control directory (in parallel, each within
+    ``ASK_TIMEOUT``) and answer ``{"view": "sidecars", "dir", "sidecars": [...], "stale":
+    [...], "errors": [...]}``: each sidecar's view with its ``sock``; the stale sockets
+    removed (nobody listened: control_dir.remove_stale); a socket that answered an error."""
+    from agentproto.loopio import control_dir
+
+    where = control_dir.directory()
+    try:
+        present = control_dir.ensure(where, create=False)
+        found = control_dir.sockets(where) if present else []
+    except OSError as exc:
+        error = AgentError.detail(Kind.INVALID_CONFIGURATION, f"inspect: {exc.strerror or exc}")
+        loop.call_soon(lambda: done(None, error))
+        return
+    answer: dict[str, Any] = {"view": "sidecars", "dir": where, "sidecars": [], "stale": [], "errors": []}
+    if not found:
+        loop.call_soon(lambda: done(answer, None))
+        return
+    left = [len(found)]
+
+    def answered(path: str, listed: os.stat_result, asking: _Ask, view: Any, error: AgentError | None) -> None:
+        if error is None:
+            answer["sidecars"].append({**view, "sock": path})
+        elif asking.refused_code in (errno.ECONNREFUSED, errno.ENOENT):
+            if control_dir.remove_stale(path, listed):
+                answer["stale"].append(path)
+        else:
+            answer["errors"].append({"sock": path, **error.body()})
+        left[0] -= 1
+        if left[0] == 0:
+            answer["sidecars"].sort(key=lambda v: v.get("pid", 0))
+            done(answer, None)
+
+    for path, listed in found:
+        holder: list[_Ask] = []
+
+        def one(view: Any, error: AgentError | None, path: str = path, listed: os.stat_result = listed,
+                holder: list[_Ask] = holder) -> None:  # fmt: skip
+            answered(path, listed, holder[0], view, error)
+
+        asking = _Ask(loop, path, request, one)
+        holder.append(asking)
+        try:
+            asking.connect(path)
+        except OSError as exc:
+            _refuse_soon(loop, asking, exc.errno or 0)
+
+
+def _refuse_soon(loop: "Loop", asking: _Ask, code: int) -> None:
+    loop.call_soon(lambda: asking.refused(code))
+
+
 def main(request: dict[str, Any], fmt: str) -> int:
-    """``python -m agentproto inspect``: one view, printed; 0, or 1 when it was refused."""
+    """``python -m agentproto inspect``: one view, printed; 0, or 1 when it was refused.
+    Without ``sock`` (and for the agents view), every sidecar of this user, one section
+    each; with ``agent`` too, the one sidecar that has that session."""
     import sys
 
     from agentproto.engine.observations import Observer, db_path
     from agentproto.engine.runtime import Engine
+    from agentproto.frontends import inspect_op as inspect
     from agentproto.loopio.loop import Loop
 
     loop = Loop()
     dbs = request.get("db")
     runtime = Engine(loop, observer=Observer(loop, db_path(dbs[0] if isinstance(dbs, list) else dbs)))
     answers: list[tuple[Any, AgentError | None]] = []
+    args = {k: v for k, v in request.items() if v is not None}
+    everyone = not request.get("sock") and (request.get("view") or "agents") == "agents"
     try:
-        run_inspect(runtime, {k: v for k, v in request.items() if v is not None}, lambda v, e: answers.append((v, e)))
+        if everyone:
+            try:
+                inspect.check_args(args)
+            except AgentError as refused:
+                answers.append((None, refused))
+            else:
+                ask_all(loop, {**args, "op": "inspect"}, lambda v, e: answers.append((v, e)))
+        else:
+            run_inspect(runtime, args, lambda v, e: answers.append((v, e)))
         loop.run(until=lambda: bool(answers))
     finally:
         loop.close()
@@ -279,7 +376,43 @@ def main(request: dict[str, Any], fmt: str) -> int:
     if error is not None:
         log(error.message)
         return 1
-    if not request.get("sock") and view["view"] == "agents" and not view.get("agents") and "agent" not in view:
-        log("inspect: no control socket given (--sock PATH or AGENTPROTO_CONTROL): these are this process's sessions")
+    if everyone:
+        return _print_sidecars(view, request.get("agent"), fmt)
     sys.stdout.write("".join(line + "\n" for line in inspect.render(view, fmt)))
+    return 0
+
+
+def _print_sidecars(found: dict[str, Any], session: str | None, fmt: str) -> int:
+    """Every sidecar's section (or, for ``session``, the one view that has it), printed."""
+    import json
+    import sys
+
+    from agentproto.frontends import inspect_op as inspect
+
+    for error in found["errors"]:
+        if session is None or error.get("kind") != "UnknownSession":
+            log(f"inspect: {error['sock']}: {error.get('message')}")
+    if session is not None:
+        views = [view for view in found["sidecars"] if "agent" in view]
+        if not views:
+            asked = len(found["sidecars"]) + len(found["errors"])
+            log(f"inspect: no sidecar of yours has a session {session} ({asked} sidecar(s) asked in {found['dir']})")
+            return 1
+        sys.stdout.write("".join(line + "\n" for line in inspect.render(views[0], fmt)))
+        return 0
+    if fmt == "json":
+        sys.stdout.write(json.dumps(found, separators=(",", ":")) + "\n")
+        return 0
+    lines: list[str] = []
+    for view in found["sidecars"]:
+        started = str(view.get("started_at") or "?")[:19].replace("T", " ")
+        command = f"  {view['command']}" if view.get("command") else ""
+        head = f"sidecar pid {view['pid']}{command}  started {started} UTC  ({view['sock']})"
+        lines += [*([""] if lines else []), head]
+        lines += inspect.render(view, "table")
+    if not found["sidecars"]:
+        lines.append(f"no sidecar of yours is running (none has a control socket in {found['dir']})")
+    if found["stale"]:
+        lines.append(f"removed {len(found['stale'])} stale control socket(s) (their sidecars are gone)")
+    sys.stdout.write("".join(inspect.table_line(line) + "\n" for line in lines))
     return 0

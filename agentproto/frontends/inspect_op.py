@@ -296,7 +296,12 @@ _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u20
 
 def table(view: InspectView) -> list[str]:
     """The view as aligned lines for people, without a control character."""
-    return [_CONTROLS.sub("?", line) for line in _table(view)]
+    return [table_line(line) for line in _table(view)]
+
+
+def table_line(line: str) -> str:
+    """A line for a terminal: each control character ``?``."""
+    return _CONTROLS.sub("?", line)
 
 
 def _table(view: InspectView) -> list[str]:

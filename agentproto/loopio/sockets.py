@@ -13,6 +13,7 @@ Rules of this file:
   may take), the connections waiting in the backlog.
 - A Unix socket is created 0600 (under a umask, never by a chmod that could follow a
   swapped-in link). Only a stale socket of ours at the path (nobody listens) is replaced,
+  and only if the path still holds the socket file that was checked (device and inode),
   and on close only the socket file we made is removed, never what has replaced it since.
   Its directory must be ours or root's, and writable by nobody else unless sticky (as
   /tmp is): in a directory another user can write, they could swap our socket for theirs.
@@ -26,14 +27,16 @@ import errno
 import os
 import socket
 import stat
-from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto.core.errors import log
+from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.loopio import descriptors, private
 from agentproto.loopio.loop import Alarm
 from agentproto.loopio.streams import Output, Reader
 
 if TYPE_CHECKING:
+    from typing import Any, Callable
+
     from agentproto.loopio.loop import Loop
     from agentproto.loopio.streams import LineReader
 
@@ -64,7 +67,11 @@ def bind_unix(path: str) -> tuple[socket.socket, tuple[int, int]]:
             raise OSError(f"another server is listening on {path}")
         finally:
             probe.close()
-        os.unlink(path)
+        again = private.lstat(path)
+        if again is not None:
+            if (again.st_dev, again.st_ino) != (st.st_dev, st.st_ino):
+                raise OSError(f"{path} was replaced while it was checked; refusing to replace it")
+            os.unlink(path)  # the stale socket that was checked (owner, nobody listening), no other
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o177)  # 0600 from the start: a chmod by path could follow a swapped-in link
     try:

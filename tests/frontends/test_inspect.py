@@ -283,7 +283,10 @@ def test_every_serve_transport_answers_on_its_control_socket(transport: str, tmp
         assert stat.S_IMODE(os.lstat(control).st_mode) == 0o600
         done = inspect_cli("--sock", str(control), "--format", "json")
         assert done.returncode == 0, done.stderr
-        assert in_schema(json.loads(done.stdout)) == {"view": "agents", "pid": p.proc.pid, "agents": []}
+        view = in_schema(json.loads(done.stdout))
+        assert {k: view[k] for k in ("view", "pid", "agents")} == {"view": "agents", "pid": p.proc.pid, "agents": []}
+        assert view["command"] == ("serve" if transport == "stdio" else f"serve --transport {transport}")
+        assert view["started_at"].endswith("Z")
     finally:
         p.stop()
     assert not control.exists()
