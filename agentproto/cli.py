@@ -1,4 +1,4 @@
-"""Command line: the commands (``serve`` and ``mcp``, ``agent``, ``list``, ``chat``, ``schema``,
+"""Command line: the commands (``serve`` and ``mcp``, ``agent``, ``list``, ``probe``, ``chat``, ``schema``,
 ``mcp-bridge``, ``replay``, ``inspect``, ``completion``), run on what cli_args.py parsed.
 
 Each command builds its runtime and hands it to its frontend's module (serve.py,
@@ -310,7 +310,22 @@ def _write_all(data: bytes) -> None:
 def cmd_list(args: argparse.Namespace) -> int:
     from agentproto.commands.listing import run
 
-    return run(args.json)
+    return run(args.json, show_all=args.all, timeout=None if args.no_probe else args.timeout)
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    import json
+
+    agent: Any = args.agent
+    if agent.startswith("{"):
+        try:
+            agent = json.loads(agent)
+        except ValueError as exc:
+            log(f"AGENT is a catalog id or a JSON agent reference: {exc}")
+            return EXIT_USAGE
+    from agentproto.commands.listing import run_probe
+
+    return run_probe(agent, args.json, args.timeout)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -374,7 +389,8 @@ def cmd_completion(args: argparse.Namespace) -> int:
 
 def build_parser(prog: str = "agentproto") -> argparse.ArgumentParser:
     commands = {
-        "serve": cmd_serve, "agent": cmd_agent, "list": cmd_list, "chat": cmd_chat, "schema": cmd_schema,
+        "serve": cmd_serve, "agent": cmd_agent, "list": cmd_list, "probe": cmd_probe, "chat": cmd_chat,
+        "schema": cmd_schema,
         "mcp-bridge": cmd_mcp_bridge, "replay": cmd_replay, "inspect": cmd_inspect, "mcp": cmd_serve,
         "completion": cmd_completion,
     }  # fmt: skip

@@ -98,6 +98,13 @@ def _terminals_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _probe_timeout(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--timeout", type=_seconds, default=10.0, metavar="SECONDS",
+        help="how long one agent's probe may take (default 10)",
+    )  # fmt: skip
+
+
 def _seconds(text: str) -> float:
     """A ``--stall-timeout``: a finite number of seconds above 0."""
     try:
@@ -336,14 +343,33 @@ def build_parser(
     _record_option(agent)
 
     lister = command(
-        "list", "the agents this machine has, and how to install the others",
-        "The catalog: each agent installed here with its version and path (versions are read in\n"
-        "parallel), each missing one with where it was searched and how to install it.",
+        "list", "the agents this machine has: login, models, commands, capabilities",
+        "The catalog: each agent installed here with its version and path, and what it says of\n"
+        "itself (login state, models and other options, commands, capabilities), all probed in\n"
+        "parallel (a throwaway session each, closed once open: nothing is prompted, no model is\n"
+        "called); the missing ones in one line (--all: where each was searched, how to install it).",
         "  python3 -m agentproto list\n"
-        "  python3 -m agentproto list --json | jq -r '.agents[].id'\n"
+        "  python3 -m agentproto list --all --no-probe\n"
+        "  python3 -m agentproto list --json | jq -r '.agents[] | [.id, .details.auth] | @json'\n"
         "  AGENTPROTO_CLAUDE_BIN=/opt/claude/bin/claude python3 -m agentproto list",
     )
-    lister.add_argument("--json", action="store_true", help="print the discovery report as JSON")
+    lister.add_argument("--json", action="store_true", help="print the discovery report as JSON (probes added)")
+    lister.add_argument("--all", action="store_true", help="a row for each missing agent too")
+    lister.add_argument("--no-probe", action="store_true", help="versions and paths only: start no agent session")
+    _probe_timeout(lister)
+
+    prober = command(
+        "probe", "one agent's details: login, models, options, commands, capabilities",
+        "Probe one agent: a throwaway session in a temp dir, closed once open (nothing is prompted,\n"
+        "no model is called), and what it said: version, login state (and how to log in), each\n"
+        "option with its values, commands, capabilities. Exit 1 when it cannot be probed.",
+        "  python3 -m agentproto probe claude\n"
+        "  python3 -m agentproto probe codex --json | jq .auth\n"
+        "  python3 -m agentproto probe '{\"acp\": {\"name\": \"mine\", \"path\": \"/opt/mine\", \"args\": []}}'",
+    )
+    prober.add_argument("agent", metavar="AGENT", help="catalog id or JSON agent reference")
+    prober.add_argument("--json", action="store_true", help="print the AgentDetails as JSON")
+    _probe_timeout(prober)
 
     chat = command(
         "chat", "chat with an agent in the terminal; from a pipe, run one turn",

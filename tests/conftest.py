@@ -140,6 +140,7 @@ NOT_CORE = {
     "drivers/codex/test_codex_app_tools.py": "the pinned Codex CLI (npm)",
     "drivers/acp/test_acp_real.py": "the pinned ACP agents (npm)",
     "commands/test_replay_real.py": "the pinned Claude Code and Codex CLIs (npm)",
+    "commands/test_list_real.py": "the pinned Claude Code and Codex CLIs (npm)",
     "engine/test_observations_real.py": "the pinned Claude Code and Codex CLIs (npm)",
     "test_anyagent_compat.py": "anyagent-py (a CPython 3.11 wheel)",
     "core/test_typegen.py": "json-schema-to-typescript and tsc (npm)",

@@ -27,7 +27,7 @@ from agentproto import __version__
 from agentproto.drivers import catalog
 
 SCHEMA = json.loads((ROOT / "agentproto" / "schema.json").read_text())
-COMMANDS = ("serve", "agent", "list", "chat", "schema", "mcp-bridge", "replay", "inspect")
+COMMANDS = ("serve", "agent", "list", "probe", "chat", "schema", "mcp-bridge", "replay", "inspect")
 
 
 def run(*args: str, stdin: bytes = b"", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -190,7 +190,7 @@ def test_list_shows_clean_versions_and_where_the_missing_were_searched(tmp_path:
     agy = next(spec for spec in catalog.CATALOG if spec.id == "agy")
     env[codex.env_override] = str(tmp_path / "nowhere" / "codex")  # points nowhere: PATH's is used
     env[agy.env_override] = str(tmp_path / "no-agy")
-    result = run("list", env=env)
+    result = run("list", "--all", env=env)
     assert result.returncode == 0 and result.stderr == b"", result.stderr
     lines = result.stdout.decode().splitlines()
     assert lines[0].split() == ["AGENT", "STATUS", "VERSION", "WHERE"]
@@ -212,6 +212,13 @@ def test_list_shows_clean_versions_and_where_the_missing_were_searched(tmp_path:
     assert f"{tmp_path}/.local/bin/agy" in searched
     assert set(rows) == {"AGENT", "mock"} | {spec.id for spec in catalog.CATALOG}
     assert "ran alone" not in result.stdout.decode(), "the versions were read one after another"
+    assert not any(line.startswith("not installed:") for line in lines)  # --all: a row each instead
+    # Without --all, the missing agents are one line, their notes kept (loose, at the end).
+    short = run("list", "--no-probe", env=env).stdout.decode().splitlines()
+    missing = [spec.id for spec in catalog.CATALOG if spec.id not in ("claude", "codex", "gemini", "claude-acp")]
+    assert short[-1] == f"not installed: {', '.join(missing)} (`list --all` shows how to install each)"
+    assert not any(line.split()[0] in missing for line in short[:-1] if not line.startswith(" "))
+    assert f"${agy.env_override}={tmp_path}/no-agy is not an executable" not in "\n".join(short)  # a searched note
 
 
 def test_list_json_is_the_discovery_report(tmp_path: Path) -> None:
@@ -222,6 +229,56 @@ def test_list_json_is_the_discovery_report(tmp_path: Path) -> None:
     jsonschema.validate(report, wrapped)
     versions = {agent["id"]: agent["version"] for agent in report["agents"]}
     assert versions == {"mock": "mock", "claude": "2.1.197", "codex": "0.171.0", "gemini": None, "claude-acp": None}
+    # Each agent probed: its AgentDetails added (``details``), or why not (``probe_error``).
+    details = {"$ref": "#/definitions/AgentDetails", "definitions": SCHEMA["definitions"]}
+    by_id = {agent["id"]: agent for agent in report["agents"]}
+    jsonschema.validate(by_id["mock"]["details"], details)
+    assert by_id["mock"]["details"]["version"] == "mock" and "probe_error" not in by_id["mock"]
+    for fake in ("claude", "codex", "gemini", "claude-acp"):  # shell scripts: no agent protocol
+        assert "details" not in by_id[fake] and by_id[fake]["probe_error"]["message"], by_id[fake]
+    (tmp_path / "again").mkdir()
+    again = json.loads(run("list", "--json", "--no-probe", env=_fake_agents(tmp_path / "again")).stdout)
+    assert not any("details" in agent or "probe_error" in agent for agent in again["agents"])
+
+
+def test_list_probes_the_agents_at_once_each_within_its_timeout(tmp_path: Path) -> None:
+    """Two agents whose probe never answers: both are started before either gives up (each
+    waits for the other, else fails "ran alone"), each is that agent's Timeout after
+    --timeout, and no process of theirs outlives list."""
+    bin_dir, started, pids = tmp_path / "bin", tmp_path / "started", tmp_path / "pids"
+    for folder in (bin_dir, started, pids):
+        folder.mkdir()
+    for name, version in (("claude", "2.1.197 (Claude Code)"), ("codex", "codex-cli 0.171.0")):
+        executable(bin_dir / name, f'#!/bin/sh\n[ "$1" = --version ] && {{ echo "{version}"; exit 0; }}\n'
+                   f"echo $$ > {pids}/{name}; touch {started}/{name}; i=0\n"
+                   f'while [ "$(ls {started} | wc -l)" -lt 2 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n'
+                   f'[ "$(ls {started} | wc -l)" -ge 2 ] || {{ echo "ran alone" >&2; exit 9; }}\nexec sleep 300\n')  # fmt: skip
+    result = run("list", "--timeout", "12", env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert result.returncode == 0 and result.stderr == b"", result.stderr
+    text = result.stdout.decode()
+    assert text.count("probe failed: HandshakeTimeout: the agent did not finish its handshake in time: no answer "
+                      "within 12 s (--timeout)") == 2, text
+    assert "ran alone" not in text, "the agents were probed one after another"
+    assert "login: logged in" in text  # the mock's, probed beside them
+    left = [int(p.read_text()) for p in pids.iterdir() if _running(int(p.read_text()))]
+    assert not left, f"probes left running: {left}"
+
+
+def test_probe_prints_one_agents_details(tmp_path: Path) -> None:
+    table = run("probe", "mock")
+    assert table.returncode == 0 and table.stderr == b"", table.stderr
+    lines = table.stdout.decode().splitlines()
+    assert lines[:2] == ["agent         mock", "version       mock"] and lines[2] == "login         logged in (API key)"
+    as_json = run("probe", "mock", "--json")
+    jsonschema.validate(json.loads(as_json.stdout), {"$ref": "#/definitions/AgentDetails",
+                                                     "definitions": SCHEMA["definitions"]})  # fmt: skip
+    unknown = run("probe", "clade")
+    assert unknown.returncode == 1 and unknown.stdout == b""
+    assert unknown.stderr.decode().startswith("agentproto probe: clade: unknown agent: clade; did you mean claude?")
+    missing = run("probe", "gemini", env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert missing.returncode == 1 and "agent not installed: gemini; install it with: npm" in missing.stderr.decode()
+    bad = run("probe", "{nope")
+    assert bad.returncode == 2 and b"JSON agent reference" in bad.stderr
 
 
 def _slow_agent(tmp_path: Path) -> dict[str, str]:
@@ -406,3 +463,17 @@ def test_sigterm_ends_a_command_whose_reader_stopped_reading(tmp_path: Path, com
             proc.kill()
             proc.wait()
         os.close(read_end)
+
+
+def test_the_list_table_shows_no_control_character_an_agent_sent() -> None:
+    from agentproto.commands.listing import table
+
+    report: Any = {"agents": [{"id": "mine", "name": "Mine", "executable_path": "/opt/mine", "source": "Path",
+                               "version": "1"}], "missing": [], "diagnostics": []}  # fmt: skip
+    model = {"id": "model", "name": "Model", "live": True, "current": "a\x1b]0;owned\x07",
+             "kind": {"Select": {"choices": [{"value": "a\x1b]0;owned\x07", "name": "a"}, {"value": "b\u202e", "name": "b"}]}}}
+    details = {"auth": "Unknown", "config_options": [model], "commands": [{"name": "x\x1b[2J", "description": ""}],
+               "capabilities": {"features": [], "mcp_transports": []}}  # fmt: skip
+    text = table(report, {"mine": ("details", details)})
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    assert "models: a?]0;owned?*, b?" in text and "commands: /x?[2J" in text
