@@ -292,6 +292,7 @@ def test_list_shows_progress_on_a_live_terminal_only(terminals, tmp_path: Path) 
     env = _slow_agent(tmp_path)
     live = terminals("list", env={**env, "TERM": "xterm"})
     live.expect("reading the agents' versions…")
+    live.expect("probing 2 agents (login, models, commands)… 1/2")  # the mock answered, codex takes 1 s
     live.expect("codex ")
     assert live.wait() == 0
     assert "\r\x1b[K" in live.text()  # the progress line was erased before the table

@@ -105,7 +105,8 @@ class Listing:
                 return
             frame[0] += 1
             elapsed = loop.time() - begun
-            _status(f"{SPINNER[frame[0] % len(SPINNER)]} {self.what}… {elapsed:.1f}s")
+            answered = f" {len(self.probes)}/{len(self.probes) + len(self.pending)}" if self.pending else ""
+            _status(f"{SPINNER[frame[0] % len(SPINNER)]} {self.what}…{answered} {elapsed:.1f}s")
             loop.call_later(TICK, draw)
 
         start()
