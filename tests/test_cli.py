@@ -245,12 +245,12 @@ def test_list_probes_the_agents_at_once_each_within_its_timeout(tmp_path: Path) 
     """Two agents whose probe never answers: both are started before either gives up (each
     waits for the other, else fails "ran alone"), each is that agent's Timeout after
     --timeout, and no process of theirs outlives list."""
-    bin_dir, started, pids = tmp_path / "bin", tmp_path / "started", tmp_path / "pids"
-    for folder in (bin_dir, started, pids):
+    bin_dir, started, pids, cwds = tmp_path / "bin", tmp_path / "started", tmp_path / "pids", tmp_path / "cwds"
+    for folder in (bin_dir, started, pids, cwds):
         folder.mkdir()
     for name, version in (("claude", "2.1.197 (Claude Code)"), ("codex", "codex-cli 0.171.0")):
         executable(bin_dir / name, f'#!/bin/sh\n[ "$1" = --version ] && {{ echo "{version}"; exit 0; }}\n'
-                   f"echo $$ > {pids}/{name}; touch {started}/{name}; i=0\n"
+                   f"pwd > {cwds}/{name}; ls -A >> {cwds}/{name}; echo $$ > {pids}/{name}; touch {started}/{name}; i=0\n"
                    f'while [ "$(ls {started} | wc -l)" -lt 2 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n'
                    f'[ "$(ls {started} | wc -l)" -ge 2 ] || {{ echo "ran alone" >&2; exit 9; }}\nexec sleep 300\n')  # fmt: skip
     result = run("list", "--timeout", "12", env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)})
@@ -262,6 +262,11 @@ def test_list_probes_the_agents_at_once_each_within_its_timeout(tmp_path: Path) 
     assert "login: logged in" in text  # the mock's, probed beside them
     left = [int(p.read_text()) for p in pids.iterdir() if _running(int(p.read_text()))]
     assert not left, f"probes left running: {left}"
+    # Each ran in one empty private directory of list's (not its cwd), removed at its exit.
+    places = {tuple(p.read_text().splitlines()) for p in cwds.iterdir()}
+    assert len(places) == 1 and len(next(iter(places))) == 1, places
+    [(where,)] = places
+    assert os.path.basename(where).startswith("probe-") and where != str(ROOT) and not os.path.exists(where)
 
 
 def test_probe_prints_one_agents_details(tmp_path: Path) -> None:

@@ -5,8 +5,9 @@ Rules of this file:
 - The report is ``discover``'s (engine/oneshots.py): versions are read in parallel through
   the loop, each ``--version`` a child process of its own. Then every installed agent is
   probed, all at once on the same loop (one selectors loop, no thread): the runtime's
-  ``probe`` opens a throwaway session in a temp dir and closes it once open, so nothing
-  is prompted and no turn reaches a model. A probe that has not answered within
+  ``probe`` opens a throwaway session in an empty private directory (private.py, removed
+  at exit) and closes it once open, so nothing is prompted and no turn reaches a model
+  (nor does the agent start in the user's directory). A probe that has not answered within
   ``--timeout`` seconds (default 10) is that agent's error; closing the loop at the end
   kills whatever it started.
 - Only the table (or the JSON) goes to stdout. What discovery or a probe could not read is
@@ -32,6 +33,7 @@ from agentproto import __version__
 from agentproto.core.errors import AgentError, Kind, write_stderr
 from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.engine.runtime import Engine
+from agentproto.loopio import private
 from agentproto.loopio.loop import Loop
 
 if TYPE_CHECKING:
@@ -82,6 +84,7 @@ class Listing:
         self.pending: set[str] = set()
         self.signalled: list[int] = []
         self.what = "reading the agents' versions"
+        self.workdir: str | None = None
 
     def finished(self) -> bool:
         return (self.report is not None and not self.pending) or bool(self.signalled)
@@ -133,7 +136,11 @@ class Listing:
         self.runtime.discover(found)
 
     def probe(self, key: str, args: dict[str, Any]) -> None:
-        """Probe the agent of ``args`` (an open's fields), filed under ``key``."""
+        """Probe the agent of ``args`` (an open's fields), filed under ``key``, in an empty
+        private directory (made once, removed at exit): not the user's cwd, not /tmp."""
+        if self.workdir is None:
+            self.workdir = private.session_dir("probe")
+        args = {"dir": self.workdir, **args}
         self.pending.add(key)
         n = len(self.pending) + len(self.probes)
         self.what = f"probing {n} agent{'s' if n > 1 else ''} (login, models, commands)"
