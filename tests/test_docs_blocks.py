@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -414,3 +415,67 @@ def test_the_zipapp_size_the_install_page_gives_is_right(tmp_path: Path) -> None
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_list_and_probe_as_the_page_says(tmp_path: Path) -> None:
+    listing, versions, probe = commands_of(recipe("list"))
+    env = agentproto_on_path(tmp_path)
+    env["PATH"] = f"{tmp_path / 'bin'}:/usr/bin:/bin"  # no agent CLI: the mock alone is installed
+    done = run(listing, tmp_path, env)
+    assert done.returncode == 0 and done.stdout.splitlines()[2].strip() == "login: logged in (API key)", done
+    assert done.stdout.splitlines()[-1].startswith("not installed: claude, codex")
+    done = run(versions, tmp_path, env)
+    assert done.returncode == 0 and "login:" not in done.stdout and "npm install -g @openai/codex" in done.stdout
+    done = run(probe, tmp_path, env)
+    assert done.returncode == 0 and done.stdout.startswith("agent         mock\n"), done
+
+
+def test_replay_several_recordings_as_the_page_says(tmp_path: Path) -> None:
+    [command] = commands_of(recipe("replay-several"))
+    (tmp_path / "recordings").mkdir()
+    for path in sorted((ROOT / "fixtures" / "recordings").glob("*.ndjson"))[:2]:
+        (tmp_path / "recordings" / path.name).write_bytes(path.read_bytes())
+    env = python_path_env(tmp_path)
+    done = run(command, tmp_path, env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1] == "agentproto: 2 recordings: 2 ok", done.stderr
+    (tmp_path / "recordings" / "bad.ndjson").write_text("not a record\n")
+    done = run(command, tmp_path, env)
+    assert done.returncode == 2 and done.stderr.splitlines()[-1] == "agentproto: 3 recordings: 2 ok, 1 invalid"
+
+
+def test_inspect_every_sidecar_as_the_page_says(tmp_path: Path) -> None:
+    every, one = commands_of(recipe("inspect-every-sidecar"))
+    env = agentproto_on_path(tmp_path)
+    env["AGENTPROTO_CONTROL_DIR"] = str(tmp_path / "ctl")
+    servers = [subprocess.Popen(["agentproto", "serve", "--db", "off"], cwd=str(tmp_path), env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+               for _ in range(2)]  # fmt: skip
+    try:
+        first = servers[0]
+        assert first.stdin is not None and first.stdout is not None
+        first.stdout.readline()  # the hello
+        first.stdin.write(b'{"id":1,"cmd":"open","agent":"mock","dir":"."}\n')
+        first.stdin.flush()
+        first.stdout.readline()  # the open's reply: its control socket has been open since the hello
+        for server in servers[1:]:
+            assert server.stdout is not None
+            server.stdout.readline()
+        for server in servers:  # opened just after the hello: waited for (a hang guard)
+            deadline = time.monotonic() + 30
+            while not (tmp_path / "ctl" / f"{server.pid}.sock").exists():
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        done = run(every, tmp_path, env)
+        assert done.returncode == 0, done.stderr
+        found = json.loads(done.stdout)  # not a terminal: JSON, as --format json
+        assert [view["pid"] for view in found["sidecars"]] == sorted(server.pid for server in servers), found
+        table = run(every + " --format table", tmp_path, env).stdout
+        heads = [line.split()[2] for line in table.splitlines() if line.startswith("sidecar pid ")]
+        assert heads == [str(pid) for pid in sorted(server.pid for server in servers)], table
+        done = run(one, tmp_path, env)
+        assert done.returncode == 0 and "s1" in done.stdout and "mock" in done.stdout, done.stdout + done.stderr
+    finally:
+        for server in servers:
+            server.stdin.close()  # type: ignore[union-attr]
+            assert server.wait(15) == 0
