@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sidecar import ROOT, Sidecar, base_env
@@ -169,3 +170,39 @@ def test_a_control_directory_that_is_a_file_is_refused(tmp_path: Path) -> None:
     control = tmp_path / "ctl"
     control.write_text("")
     _refused(control, "is not a directory")
+
+
+def test_a_stale_socket_swapped_while_it_was_checked_is_left_alone(tmp_path: Path, monkeypatch: Any) -> None:
+    """Between the failed connect and the unlink, the path now holds another file: neither
+    serve's bind (sockets.bind_unix) nor inspect's cleanup (control_dir.remove_stale)
+    removes it (same device and inode, or nothing)."""
+    from agentproto.loopio import control_dir, sockets
+
+    path = tmp_path / "1.sock"
+
+    def stale_socket() -> None:
+        dead = socket.socket(socket.AF_UNIX)
+        dead.bind(str(path))
+        dead.close()
+
+    stale_socket()
+    listed = os.lstat(path)
+    os.rename(path, tmp_path / "kept.sock")  # kept: its inode cannot be reused
+    stale_socket()  # another file at the same path now
+    assert control_dir.remove_stale(str(path), listed) is False and path.exists()
+    assert control_dir.remove_stale(str(path), os.lstat(path)) is True and not path.exists()
+
+    stale_socket()
+    real = socket.socket
+
+    class Swapping(real):  # type: ignore[misc,valid-type]
+        def connect(self, address: Any) -> None:
+            os.rename(address, tmp_path / "kept-too.sock")
+            stale_socket()  # swapped for another stale socket during the check
+            raise ConnectionRefusedError
+
+    monkeypatch.setattr(sockets.socket, "socket", Swapping)
+    before = os.lstat(path).st_ino
+    with pytest.raises(OSError, match="was replaced while it was checked"):
+        sockets.bind_unix(str(path))
+    assert os.lstat(path).st_ino != before and stat.S_ISSOCK(os.lstat(path).st_mode)  # the new one, left alone
