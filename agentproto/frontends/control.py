@@ -366,7 +366,8 @@ def main(request: dict[str, Any], fmt: str) -> int:
             except AgentError as refused:
                 answers.append((None, refused))
             else:
-                ask_all(loop, {**args, "op": "inspect"}, lambda v, e: answers.append((v, e)))
+                asked = {"op": "inspect", "view": "agents", **({"agent": args["agent"]} if "agent" in args else {})}
+                ask_all(loop, asked, lambda v, e: answers.append((v, e)))
         else:
             run_inspect(runtime, args, lambda v, e: answers.append((v, e)))
         loop.run(until=lambda: bool(answers))
