@@ -25,7 +25,6 @@ from __future__ import annotations
 import errno
 import os
 import socket
-import struct
 
 from agentproto.core.errors import AgentError, Kind, error_from_body, log
 from agentproto.core.typecheck import TYPE_CHECKING
@@ -133,6 +132,8 @@ class _Ask(Exchange):
         peercred = getattr(socket, "SO_PEERCRED", None)
         if peercred is None:
             return None  # not Linux: the socket file's owner-only mode is the guard
+        import struct  # here: a serve opening its own socket does not need it
+
         _pid, uid, _gid = struct.unpack("3i", self.sock.getsockopt(socket.SOL_SOCKET, peercred, struct.calcsize("3i")))
         if uid not in (os.geteuid(), 0):
             return f"served by uid {uid}, not by you; not asked"
