@@ -206,3 +206,23 @@ def test_a_stale_socket_swapped_while_it_was_checked_is_left_alone(tmp_path: Pat
     with pytest.raises(OSError, match="was replaced while it was checked"):
         sockets.bind_unix(str(path))
     assert os.lstat(path).st_ino != before and stat.S_ISSOCK(os.lstat(path).st_mode)  # the new one, left alone
+
+
+@pytest.mark.parametrize("command", [["serve", "--transport", "unix"], ["serve", "--transport", "http", "--port", "0"],
+                                     ["serve", "--transport", "jsonrpc"], ["serve", "--transport", "mcp"], ["agent"]])
+def test_every_transport_and_the_ops_loop_open_a_socket_inspect_finds(command: list[str], tmp_path: Path) -> None:
+    from ops_support import Proc
+
+    control = tmp_path / "ctl"
+    args = [*command, "--db", "off"] + (["--listen", str(tmp_path / "ap.sock")] if "unix" in command else [])
+    p = Proc(args, env={"AGENTPROTO_CONTROL_DIR": str(control)})
+    try:
+        wait_for_socket(control, p.proc.pid)
+        done = inspect_cli(control, "--format", "json")
+        assert done.returncode == 0, done.stderr
+        [view] = json.loads(done.stdout)["sidecars"]
+        name = "agent" if command == ["agent"] else f"serve --transport {command[2]}"
+        assert (view["pid"], view["command"], view["agents"]) == (p.proc.pid, name, [])
+    finally:
+        p.stop()
+    assert list(control.iterdir()) == []
