@@ -18,102 +18,21 @@ import os
 import sys
 
 from agentproto import __version__
+from agentproto.cli_options import (
+    idle_seconds,
+    listener_options,
+    mock_option,
+    probe_timeout,
+    record_option,
+    seconds,
+    terminals_option,
+)
 from agentproto.core.typecheck import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from typing import Any, Callable, NoReturn
 
 EXIT_USAGE = 2
-
-
-def _record_option(parser: argparse.ArgumentParser, control: bool = True) -> None:
-    parser.add_argument(
-        "--record",
-        metavar="PATH",
-        help="append this run to PATH (ops: request/response pairs; protocol 1: every line in and out; "
-        "every session's agent wire), secrets redacted, best effort; `replay PATH` checks it",
-    )
-    parser.add_argument(
-        "--db", metavar="PATH", help="the observations database (default: AGENTPROTO_DB, else "
-        "$XDG_STATE_HOME/agentproto/observations.db; off disables it)"
-    )  # fmt: skip
-    parser.add_argument(
-        "--db-keep", metavar="SPAN", help="prune observations older than SPAN (90d, 12w, 36h, or days; "
-        "default: AGENTPROTO_DB_KEEP, else 90d; 0 or none keeps every row)"
-    )  # fmt: skip
-    if control:
-        parser.add_argument(
-            "--control", metavar="PATH", help="answer inspect on a 0600 Unix socket at PATH (or AGENTPROTO_CONTROL); "
-            "default: <pid>.sock in the user's control directory, where `inspect` finds every sidecar"
-        )  # fmt: skip
-        parser.add_argument(
-            "--no-control", action="store_true", help="open no control socket (`inspect` will not list this sidecar)"
-        )
-
-
-def _idle_seconds(text: str) -> float:
-    """A ``--session-idle-timeout``: a finite number of seconds, 0 for never."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not (0 <= value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, got {text}")
-    return value
-
-
-def _count(text: str) -> int:
-    """A bound: a whole number above 0."""
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number above 0, got {text!r}")
-    return int(text)
-
-
-def _listener_options(parser: argparse.ArgumentParser) -> None:
-    """The per-session bounds of the loopback listener (the app's tools and hooks)."""
-    parser.add_argument(
-        "--tool-connections", type=_count, default=32, metavar="N",
-        help="the app's tools: the listener connections one session's agent may hold (default 32 of 256)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--tool-calls", type=_count, default=32, metavar="N",
-        help="the app's tools: the tool calls one session may have unanswered (default 32)",
-    )  # fmt: skip
-
-
-def _mock_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--mock", metavar="SCRIPT", help="play this mock script as the `mock` agent: a path, or the name of a "
-        "shipped one (turn, question, tools, plan, ...; a wrong name lists them)",
-    )  # fmt: skip
-
-
-def _terminals_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--max-terminals",
-        type=_count,
-        default=16,
-        metavar="N",
-        help="live terminals one ACP session may hold (default 16); one more is an error to the agent",
-    )
-
-
-def _probe_timeout(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--timeout", type=_seconds, default=10.0, metavar="SECONDS",
-        help="how long one agent's probe may take (default 10)",
-    )  # fmt: skip
-
-
-def _seconds(text: str) -> float:
-    """A ``--stall-timeout``: a finite number of seconds above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not (0 < value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text}")
-    return value
 
 
 def _columns() -> int:
@@ -290,10 +209,10 @@ def build_parser(
         "  python3 -m agentproto serve --transport mcp     # register it with an MCP host (or: mcp)\n"
         "  python3 -m agentproto serve --transport mcp --port 8090   # the same over HTTP: POST /mcp",
     )
-    _mock_option(serve)
+    mock_option(serve)
     serve.add_argument(
         "--stall-timeout",
-        type=_seconds,
+        type=seconds,
         default=60.0,
         metavar="SECONDS",
         help="close a session none of whose events could be written for this long (default 60)",
@@ -319,13 +238,13 @@ def build_parser(
         "this flag wins over it",
     )
     serve.add_argument(
-        "--session-idle-timeout", type=_idle_seconds, metavar="SECONDS",
+        "--session-idle-timeout", type=idle_seconds, metavar="SECONDS",
         help="http, mcp over HTTP: close a session idle this long (no turn, no open request, no request or event "
         "stream for it; default 1800, 0 never)",
     )  # fmt: skip
-    _listener_options(serve)
-    _terminals_option(serve)
-    _record_option(serve)
+    listener_options(serve)
+    terminals_option(serve)
+    record_option(serve)
 
     agent = command(
         "agent", "the ops framing ({\"op\": ...} requests, kind lines, done) on stdin/stdout",
@@ -336,11 +255,11 @@ def build_parser(
         "  echo '{\"op\":\"capabilities\"}' | python3 -m agentproto agent --single-shot",
     )
     agent.add_argument("--single-shot", action="store_true", help="read all of stdin as one request, answer, exit")
-    _mock_option(agent)
-    agent.add_argument("--stall-timeout", type=_seconds, default=60.0, metavar="SECONDS", help=argparse.SUPPRESS)
-    _listener_options(agent)
-    _terminals_option(agent)
-    _record_option(agent)
+    mock_option(agent)
+    agent.add_argument("--stall-timeout", type=seconds, default=60.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    listener_options(agent)
+    terminals_option(agent)
+    record_option(agent)
 
     lister = command(
         "list", "the agents this machine has: login, models, commands, capabilities",
@@ -356,7 +275,7 @@ def build_parser(
     lister.add_argument("--json", action="store_true", help="print the discovery report as JSON (probes added)")
     lister.add_argument("--all", action="store_true", help="a row for each missing agent too")
     lister.add_argument("--no-probe", action="store_true", help="versions and paths only: start no agent session")
-    _probe_timeout(lister)
+    probe_timeout(lister)
 
     prober = command(
         "probe", "one agent's details: login, models, options, commands, capabilities",
@@ -369,7 +288,7 @@ def build_parser(
     )
     prober.add_argument("agent", metavar="AGENT", help="catalog id or JSON agent reference")
     prober.add_argument("--json", action="store_true", help="print the AgentDetails as JSON")
-    _probe_timeout(prober)
+    probe_timeout(prober)
 
     chat = command(
         "chat", "chat with an agent in the terminal; from a pipe, run one turn",
@@ -386,7 +305,7 @@ def build_parser(
         "  echo hi | python3 -m agentproto chat --json mock | jq -c .kind",
     )
     chat.add_argument("agent", nargs="?", default="mock", help="catalog id or JSON agent reference (default: mock)")
-    _mock_option(chat)
+    mock_option(chat)
     chat.add_argument("--dir", metavar="DIR", help="the directory the agent works in (default: the current one)")
     chat.add_argument("--tools", metavar="FILE", help="a JSON array of the app's own tools to give the agent")
     chat.add_argument("--json", action="store_true", help="print the raw events, one JSON line each, for scripts")

@@ -44,7 +44,8 @@ ROOT_LAYERS = {
     "agentproto": "The package root: `__init__.py`, the version and the protocol's numbers. Everything may import it.",
     "top": (
         "The top level, the only modules beside the folders: the command line (`cli_args.py`, the grammar: every"
-        " command and flag, its help and examples, the usage errors; `cli.py`, the commands, run on what it"
+        " command and flag, its help and examples, the usage errors; `cli_options.py`, the flags several commands"
+        " share and their value types; `cli.py`, the commands, run on what it"
         " parsed; `__main__.py`) and the public Python client (`client.py`, for apps: it imports only"
         " core/client_protocol.py and the errors). May import every layer."
     ),

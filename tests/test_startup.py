@@ -86,7 +86,8 @@ def test_version_imports_nothing_but_the_cli() -> None:
     check_lean(names)
     ours = {n for n in names if n.startswith("agentproto")}
     assert ours <= {
-        "agentproto", "agentproto.__main__", "agentproto.cli", "agentproto.cli_args", "agentproto.core.errors",
+        "agentproto", "agentproto.__main__", "agentproto.cli", "agentproto.cli_args", "agentproto.cli_options",
+        "agentproto.core.errors",
         "agentproto.loopio.private", "agentproto.core.typecheck", "agentproto.core", "agentproto.loopio",
     }, sorted(ours)  # fmt: skip
     assert "json" not in names and "selectors" not in names
