@@ -279,7 +279,7 @@ def build_parser(
 
     prober = command(
         "probe", "one agent's details: login, models, options, commands, capabilities",
-        "Probe one agent: a throwaway session in a temp dir, closed once open (nothing is prompted,\n"
+        "Probe one agent: a throwaway session in an empty temp dir, closed once open (nothing is prompted,\n"
         "no model is called), and what it said: version, login state (and how to log in), each\n"
         "option with its values, commands, capabilities. Exit 1 when it cannot be probed.",
         "  python3 -m agentproto probe claude\n"
