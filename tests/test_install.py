@@ -222,6 +222,10 @@ NOT_RUN = {
     "claude mcp add agentproto -- ~/.local/bin/agentproto mcp": "tests/test_install_mcp_hosts.py runs it with the "
                                                                "pinned claude",
     "agentproto inspect --sock /tmp/ap.ctl": "run while the `serve --control /tmp/ap.ctl &` example serves",
+    "agentproto inspect --session s1": "a live sidecar holding s1 (tests/frontends/test_inspect_sidecars.py)",
+    "agentproto probe claude": "an installed Claude Code (tests/commands/test_list_real.py probes the pinned one)",
+    "agentproto probe codex --json | jq .auth": "an installed Codex, and jq",
+    "agentproto probe '{\"acp\": {\"name\": \"mine\", \"path\": \"/opt/mine\", \"args\": []}}'": "a placeholder agent",
 }
 #: What an example meant for a terminal is given on stdin (every other one gets none).
 STDIN = {"agentproto chat --mock question": "yes\n"}
@@ -260,6 +264,10 @@ def test_every_help_example_runs_from_an_install(installed: Path) -> None:
         '{"id": 2, "cmd": "prompt", "session": "s1", "text": "hi there"}\n'
     )
     (installed / ".zfunc").mkdir(exist_ok=True)
+    # What `replay recordings/*.ndjson` replays: two recordings of the mock (a glob in CI).
+    (cwd / "recordings").mkdir(exist_ok=True)
+    for name in ("mock-serve.ndjson", "mock-ops.ndjson"):
+        shutil.copy(ROOT / "fixtures" / "recordings" / name, cwd / "recordings" / name)
     ran = []
     for line in found:
         if line in NOT_RUN:
