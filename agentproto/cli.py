@@ -4,8 +4,10 @@
 Each command builds its runtime and hands it to its frontend's module (serve.py,
 ops_stdio.py, jsonrpc_server.py, mcp_stdio.py, unix.py, frontends/ops_http.py, chat.py). Start-up
 time is part of the product (a CI job may run ``--single-shot`` thousands of times), so
-this module imports only argparse at the top: each command imports what it runs, and
-``--version`` nothing more. The same rule holds below: no module on a start path imports
+this module imports next to nothing at the top: each command imports what it runs, and
+``--version`` nothing more. The commonest command lines (``serve``, ``agent``,
+``--single-shot``, ``--version``) are read by cli_fast.py; argparse (cli_args.py) is
+imported only for the others. The same rule holds below: no module on a start path imports
 ``typing`` at run time (``TYPE_CHECKING = False`` stands for it; mypy reads the block) or
 ``dataclasses``, and what only some sessions need (``subprocess``, ``tempfile``, ``shutil``,
 every driver) is imported where it is used. tests/test_startup.py holds these to it;
@@ -19,18 +21,17 @@ tools end); 2 a usage error, always one line naming the flag; 130 interrupted (C
 
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import sys
 
-from agentproto.cli_args import build_parser as _build_parser
-from agentproto.cli_args import check_usage, program_name, translations_once
+from agentproto import cli_fast
 from agentproto.core.errors import log
 from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.loopio import private
 
 if TYPE_CHECKING:
+    import argparse
     from typing import Any, Callable
 
     from agentproto.engine.runtime import Engine
@@ -388,6 +389,9 @@ def cmd_completion(args: argparse.Namespace) -> int:
 
 
 def build_parser(prog: str = "agentproto") -> argparse.ArgumentParser:
+    from agentproto.cli_args import build_parser as _build_parser
+    from agentproto.cli_args import translations_once
+
     commands = {
         "serve": cmd_serve, "agent": cmd_agent, "list": cmd_list, "probe": cmd_probe, "chat": cmd_chat,
         "schema": cmd_schema,
@@ -423,13 +427,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     try:
-        parser = build_parser(program_name())
-        args, extras = parser.parse_known_args(argv)
-        if extras:
-            from agentproto.commands.usage import unknown_arguments
+        args = cli_fast.parse(sys.argv[1:] if argv is None else argv, {"serve": cmd_serve, "agent": cmd_agent})
+        parser = None
+        if args is None:  # not one of the commonest command lines: argparse reads it
+            from agentproto.cli_args import check_usage, program_name
 
-            unknown_arguments(parser, args, extras)
-        check_usage(parser, args)
+            parser = build_parser(program_name())
+            args, extras = parser.parse_known_args(argv)
+            if extras:
+                from agentproto.commands.usage import unknown_arguments
+
+                unknown_arguments(parser, args, extras)
+            check_usage(parser, args)
         if args.top_replay and not getattr(args, "func", None):
             args.func, args.path, args.update = cmd_replay, args.top_replay, False
         elif args.top_single_shot and not getattr(args, "func", None):
@@ -438,6 +447,10 @@ def _main(argv: list[str] | None) -> int:
         elif args.top_single_shot:
             args.single_shot = True  # `--single-shot agent`: the same as `agent --single-shot`
         if not getattr(args, "func", None):
+            if parser is None:
+                from agentproto.cli_args import program_name
+
+                parser = build_parser(program_name())
             parser.print_help(sys.stderr)
             sys.stderr.write(f"\n{parser.prog}: give a command (see the list above)\n")
             return EXIT_USAGE

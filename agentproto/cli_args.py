@@ -18,6 +18,7 @@ import os
 import sys
 
 from agentproto import __version__
+from agentproto.cli_fast import version_stamp
 from agentproto.cli_options import (
     idle_seconds,
     listener_options,
@@ -75,21 +76,6 @@ class _Version(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *_args: Any, **_kwargs: Any) -> None:
         sys.stdout.write(f"agentproto {version_stamp()}\n")
         parser.exit()
-
-
-def version_stamp() -> str:
-    """The version, or the VERSION stamp a copy made by scripts/vendor.py, build_pyz.py or
-    install.py carries (``0.1.0+g<commit>``), read through the package's loader (a zipapp's
-    too) without importing importlib.resources."""
-    import agentproto
-
-    try:
-        loader: Any = agentproto.__spec__.loader
-        stamp = loader.get_data(os.path.join(os.path.dirname(agentproto.__file__), "VERSION"))
-    except (AttributeError, OSError, TypeError):
-        return __version__
-    text = stamp.decode("utf-8", "replace").strip()
-    return text if text.startswith(__version__) else __version__
 
 
 def program_name(argv0: str | None = None) -> str:

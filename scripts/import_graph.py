@@ -45,9 +45,9 @@ ROOT_LAYERS = {
     "top": (
         "The top level, the only modules beside the folders: the command line (`cli_args.py`, the grammar: every"
         " command and flag, its help and examples, the usage errors; `cli_options.py`, the flags several commands"
-        " share and their value types; `cli.py`, the commands, run on what it"
-        " parsed; `__main__.py`) and the public Python client (`client.py`, for apps: it imports only"
-        " core/client_protocol.py and the errors). May import every layer."
+        " share and their value types; `cli_fast.py`, the commonest command lines read without argparse;"
+        " `cli.py`, the commands, run on what they parsed; `__main__.py`) and the public Python client"
+        " (`client.py`, for apps: it imports only core/client_protocol.py and the errors). May import every layer."
     ),
 }
 
