@@ -53,8 +53,10 @@ def imports(args: list[str], stdin: bytes = b"") -> tuple[set[str], bytes]:
 
 
 def check_lean(names: set[str]) -> None:
-    # The commonest command lines are read without argparse (cli_fast.py).
+    # The commonest command lines are read without argparse (cli_fast.py); secrets are
+    # scrubbed by redact.py, imported by what first records, logs or learns one.
     assert "argparse" not in names and "agentproto.cli_args" not in names
+    assert "agentproto.core.redact" not in names
     drivers = {n for n in names if n.startswith("agentproto.drivers")} - SEAM
     assert not drivers, f"a start imported agent drivers: {sorted(drivers)}"
     slow = names & SLOW

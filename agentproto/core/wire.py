@@ -195,12 +195,13 @@ def json_type_name(value: Any) -> str:
     return "object"
 
 
-_ID_RE = re.compile(rb'"id"\s*:\s*(\d{1,19})\b')
+#: Compiled on first use (``re`` caches it), never by a start.
+_ID_PATTERN = rb'"id"\s*:\s*(\d{1,19})\b'
 
 
 def salvage_id(raw: bytes) -> int | None:
     """Best-effort id of a frame that did not parse (a truncated or over-long line)."""
-    match = _ID_RE.search(raw)
+    match = re.search(_ID_PATTERN, raw)
     return int(match.group(1)) if match else None
 
 

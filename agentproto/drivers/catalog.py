@@ -126,13 +126,14 @@ CATALOG += [
 ]
 
 
-_VERSION = re.compile(r"\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.-]+)?")
+#: Compiled on first use (``re`` caches it), never by a start.
+_VERSION = r"\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.-]+)?"
 
 
 def clean_version(text: str) -> str:
     """The version number in what ``--version`` printed (``2.1.197 (Claude Code)`` and
     ``codex-cli 0.171.0`` both name one), or the text itself when it holds none."""
-    match = _VERSION.search(text)
+    match = re.search(_VERSION, text)
     return match.group(0) if match else text.strip()
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from agentproto.core import commands, redact
+from agentproto.core import commands
 from agentproto.core.errors import AgentError, Kind
 from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.drivers import catalog
@@ -230,6 +230,8 @@ class Engine:
         self.sessions[session.id] = session
         try:
             session.serve_app()  # the driver configures its agent with the tools' URL
+            from agentproto.core import redact  # here: a start that opens no session needs none of it
+
             for url in (session.tools_url, *(session.hook_url(event) for event in launch.hooks)):
                 if url is not None:
                     redact.SECRETS.learn_url(url)  # its token must never reach a record

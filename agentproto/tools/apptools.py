@@ -41,8 +41,9 @@ if TYPE_CHECKING:
 
 #: The MCP server the app's tools are served as (Claude's model sees ``mcp__agentproto__<name>``).
 APP_SERVER = "agentproto"
-#: A tool's name, and a hook event's (both end up in names and paths the agents build).
-NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: A tool's name, and a hook event's (both end up in names and paths the agents build);
+#: compiled on first use (``re`` caches it), never by a start.
+NAME = r"[A-Za-z0-9_-]{1,64}"
 TOOL_TIMEOUT = 600.0
 HOOK_TIMEOUT = 60.0
 TOOL_FIELDS = ("name", "description", "input_schema", "output_schema")
@@ -81,7 +82,7 @@ def _array(value: Any, field: str, of: str) -> list[Any]:
 
 def _name(value: Any, at: str, expected: str) -> str:
     """A tool's or hook event's name: 1 to 64 of A-Z a-z 0-9 _ - (MCP's and the hooks' rule)."""
-    if not isinstance(value, str) or not NAME.fullmatch(value):
+    if not isinstance(value, str) or not re.fullmatch(NAME, value):
         shown = json.dumps(value)[:80] if isinstance(value, str) else _type_name(value)
         raise _invalid(f"{at}: expected {expected}, got {shown}")
     return value
