@@ -12,7 +12,8 @@ Rules of this file:
 - ``Output`` queues lines each with an optional ``delivered(count)`` callback and calls it
   with how many of its lines were written (the engine's flow control: the engine hands a
   session's bound ``delivered``; this layer imports nothing above it). A big line costs
-  time linear in its size however the descriptor takes it. When writing fails, the queue
+  time linear in its size however the descriptor takes it, and small lines are copied into
+  a write once: what the descriptor did not take of a write is written next as it is. When writing fails, the queue
   is dropped, its callbacks are told, and whoever waits for the queue to drain is told as
   well: a reader that went away must never keep a shutdown waiting. ``reader_gone`` says, without a
   write, whether a pipe's or socket's reader has gone (poll's POLLERR/POLLHUP, timeout 0).
@@ -163,6 +164,9 @@ class Output:
         self.on_error = on_error
         self.queue: deque[tuple[bytes, "Delivered | None"]] = deque()
         self.offset = 0  # bytes of queue[0] already written
+        #: The unwritten rest of the last blob the descriptor took part of: written next as
+        #: it is, not built again from the queue (a full pipe takes 64 KiB of a WRITE_CHUNK).
+        self._rest: memoryview | None = None
         self.sent = 0  # bytes written so far (a reader's progress: httpserver's stall check)
         self._flush_soon = Soon(loop, self.flush)
         self.waiting = False  # registered for EVENT_WRITE
@@ -190,6 +194,10 @@ class Output:
     def _next_blob(self) -> memoryview:
         """What to write next: queue[0]'s unwritten rest, plus whole lines after it up to
         WRITE_CHUNK. A view, never a copy of a big line's rest."""
+        rest = self._rest
+        if rest is not None:
+            self._rest = None
+            return rest
         queue = self.queue
         first = queue[0][0]
         if len(first) - self.offset >= WRITE_CHUNK or len(queue) == 1:
@@ -224,6 +232,7 @@ class Output:
                 return
             self._account(written)
             if written < len(blob):
+                self._rest = blob[written:]
                 if not self.waiting:
                     self.waiting = True
                     self.loop.add_writer(self.fd, self._write)
@@ -280,6 +289,7 @@ class Output:
         dropped = self.queue
         self.queue = deque()
         self.offset = 0
+        self._rest = None
         for _, delivered in dropped:
             if delivered is not None:
                 delivered(1)

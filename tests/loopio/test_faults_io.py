@@ -281,7 +281,7 @@ def baseline(frontend: str, monkeypatch: pytest.MonkeyPatch) -> Run:
 POSITIONS = {
     "p1": {"write": 7, "read": 5},
     "ops": {"write": 7, "read": 5},
-    "p1-256": {"write": 29, "read": 8},
+    "p1-256": {"write": 32, "read": 8},
     "ops-256": {"write": 18, "read": 5},
     "p1-tty": {"write": 31, "read": 5},
 }
