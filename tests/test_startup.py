@@ -25,6 +25,10 @@ from agentproto import cli
 SEAM = {"agentproto.drivers", "agentproto.drivers.base", "agentproto.drivers.catalog",
         "agentproto.loopio.transport", "agentproto.loopio.process_transport"}
 
+#: What only a session needs: imported by the first open, never by a start that opens none.
+SESSION_ONLY = {"agentproto.engine.session", "agentproto.engine.session_turns", "agentproto.engine.turns",
+                "agentproto.drivers.base", "agentproto.tools.apptools", "agentproto.loopio.process_transport"}
+
 #: Standard-library modules no start imports (whatever imports them: ours or argparse).
 SLOW = {"dataclasses", "inspect", "ast", "dis", "tokenize", "typing", "subprocess", "threading", "tempfile",
         "shutil", "random", "bz2", "lzma", "pathlib", "zipfile", "importlib.resources", "textwrap", "copy"}
@@ -70,8 +74,11 @@ def test_serve_start_imports_no_driver_and_no_slow_module() -> None:
     check_line(hello)
     assert hello["hello"]["protocol"] == 1
     check_lean(names)
-    # What it does import: the protocol 1 stack, and no other frontend.
-    assert {"agentproto.frontends.serve", "agentproto.engine.session", "agentproto.engine.runtime", "agentproto.loopio.loop"} <= names
+    # What it does import: the protocol 1 stack, and no other frontend; what only a session
+    # needs (the session, the driver base, the app's tools, the process transport) waits
+    # for the first open.
+    assert {"agentproto.frontends.serve", "agentproto.engine.runtime", "agentproto.loopio.loop"} <= names
+    assert not names & SESSION_ONLY
     assert not names & {"agentproto.frontends.ops_framing", "agentproto.frontends.ops_stdio", "agentproto.core.mcp", "agentproto.tools.listener",
                         "agentproto.loopio.record", "agentproto.commands.chat", "agentproto.core.jsonschema_lite"}
 
@@ -82,6 +89,7 @@ def test_single_shot_capabilities_imports_no_driver_and_no_slow_module() -> None
     assert lines[0]["kind"] == "result" and lines[0]["ok"] is True and "mock" in lines[0]["agents"]
     assert lines[-1] == {"kind": "done", "exit_code": 0}
     check_lean(names)
+    assert not names & SESSION_ONLY
 
 
 def test_version_imports_nothing_but_the_cli() -> None:
@@ -102,7 +110,7 @@ def test_a_mock_session_loads_its_driver_when_it_opens() -> None:
     names, out = imports(["-m", "agentproto", "--single-shot", "--mock", script("turn")], request)
     lines = [json.loads(line) for line in out.splitlines()]
     assert lines[-1] == {"kind": "done", "exit_code": 0}, lines[-3:]
-    assert "agentproto.drivers.mock" in names
+    assert {"agentproto.drivers.mock", *SESSION_ONLY} <= names
 
 
 @pytest.mark.parametrize("argv", [["--version"], ["serve", "--stall-timeout", "soon"], ["no-such-command"], []])

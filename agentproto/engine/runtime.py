@@ -14,6 +14,10 @@ Rules of this file:
 - It calls drivers only through the members ``drivers/base.Driver`` defines
   (``plan_usage``, ``deterministic``, ``tools_disabled``) and gives them what they need in
   their ``Launch`` (the mock's script included): no probing for optional hooks.
+- A start loads none of what only a session needs (session.py and what it imports, the
+  driver base, the app's tools, the process transport): ``context`` and ``launch`` import
+  them when the first session opens (or a one-shot runs), so that ``serve`` writes its
+  hello and ``--single-shot capabilities`` answers without them (tests/test_startup.py).
 """
 
 from __future__ import annotations
@@ -24,22 +28,20 @@ from agentproto.core import commands
 from agentproto.core.errors import AgentError, Kind
 from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.drivers import catalog
-from agentproto.drivers.base import Launch
 from agentproto.drivers.catalog import AgentSpec
 from agentproto.engine.observations import Observer
-from agentproto.engine.session import Context, EngineSession, EventSink
 from agentproto.loopio import descriptors
 from agentproto.loopio.loop import Loop
-from agentproto.loopio.process_transport import process_transport
-from agentproto.tools import apptools
 
 if TYPE_CHECKING:
     from typing import Any, Callable
 
     from agentproto.core.wire_types import AgentInstallation
-    from agentproto.engine.session import Done
+    from agentproto.drivers.base import Launch
+    from agentproto.engine.session import Context, Done, EngineSession, EventSink
     from agentproto.loopio.record import RecordSink
     from agentproto.loopio.transport import TransportFactory
+    from agentproto.tools import apptools
     from agentproto.tools.listener import Listener
 
 #: The optional ``open`` fields only some drivers honour (``Driver.open_fields``).
@@ -68,7 +70,7 @@ class Engine:
         *,
         mock_script: dict[str, Any] | None = None,
         stall_timeout: float = 60.0,
-        transport_factory: TransportFactory = process_transport,
+        transport_factory: TransportFactory | None = None,
         recorder: "RecordSink | None" = None,
         observer: Observer | None = None,
         listener_bounds: tuple[int, int] | None = None,
@@ -93,12 +95,26 @@ class Engine:
         self.listener: Listener | None = None
         #: The connections and unanswered tool calls one session may hold on it (None: its defaults).
         self.listener_bounds = listener_bounds
-        #: What every session shares; the stall timeout and how sessions start their agents
-        #: (replay and fault injection put their own in) are kept there, and only there.
-        self.context = Context(loop, stall_timeout, self._forget, transport_factory, self._listen, self.observer)
+        #: What every session shares (``context``, made when first needed); the stall timeout
+        #: and how sessions start their agents (replay and fault injection put their own in;
+        #: None: process_transport) are kept there, and only there.
+        self._context: Context | None = None
+        self._context_args = (stall_timeout, transport_factory)
         #: Commands sent to a session while it was opening, by session id, in order: run once
         #: its open is answered (an entry exists only while there is something to hold).
         self._held: dict[str, list[tuple[str, dict[str, Any], EventSink, Scope, Done]]] = {}
+
+    @property
+    def context(self) -> Context:
+        """What every session of this runtime shares (engine/session.py's ``Context``)."""
+        if self._context is None:
+            from agentproto.engine.session import Context  # with the first session: see the rules
+            from agentproto.loopio.process_transport import process_transport
+
+            stall_timeout, transport_factory = self._context_args
+            factory = transport_factory if transport_factory is not None else process_transport
+            self._context = Context(self.loop, stall_timeout, self._forget, factory, self._listen, self.observer)
+        return self._context
 
     def _forget(self, session: EngineSession) -> None:
         self.sessions.pop(session.id, None)
@@ -159,6 +175,9 @@ class Engine:
             directory = tempfile.gettempdir()
         if not os.path.isdir(directory):
             raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"dir is not a directory: {directory}")
+        from agentproto.drivers.base import Launch  # with the first session: see the rules
+        from agentproto.tools import apptools
+
         tools = apptools.check_tools(args.get("tools"))
         if tools and any(server.get("name") == apptools.APP_SERVER for server in args.get("mcp_servers") or []):
             why = f"mcp_servers: the name {apptools.APP_SERVER} is the app's tools' (tools)"
@@ -214,6 +233,8 @@ class Engine:
         try:
             # The session builds its driver (it is the driver's Host): a driver that cannot
             # take this launch refuses the open before there is a session to forget.
+            from agentproto.engine.session import EngineSession
+
             session = EngineSession(self.context, session_id, launch, sink, driver_class)
         except Exception as exc:
             if launch.wire is not None:

@@ -41,11 +41,12 @@ from agentproto.core.wire import (
     json_type_name,
 )
 from agentproto.drivers import catalog
-from agentproto.engine.session import EngineSession
 from agentproto.frontends.ops_hub import OpsHub as OpsHub
 
 if TYPE_CHECKING:
     from typing import Any
+
+    from agentproto.engine.session import EngineSession
 
 EXIT_OK, EXIT_FAILED, EXIT_PROTOCOL = 0, 1, 2
 

@@ -20,11 +20,12 @@ from collections import deque
 from agentproto.core.errors import AgentError, log
 from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.engine.runtime import Engine, Scope
-from agentproto.engine.session import EngineSession
 from agentproto.loopio.loop import Alarm
 
 if TYPE_CHECKING:
     from typing import Any, Callable, Protocol
+
+    from agentproto.engine.session import EngineSession
 
     class Lines(Protocol):
         def line(self, obj: dict[str, Any], session: EngineSession | None = None) -> None: ...

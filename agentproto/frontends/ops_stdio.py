@@ -17,7 +17,6 @@ import json
 from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import DEFAULT_MAX_LINE, TooLong, decode_json_line, encode
 from agentproto.engine.runtime import Engine
-from agentproto.engine.session import EngineSession
 from agentproto.frontends.base import StreamFrontend
 from agentproto.frontends.ops_framing import EXIT_PROTOCOL, OpsContext, OpsHub
 from agentproto.loopio.lifetime import Capture, Job, Pipeline, capture
@@ -26,6 +25,7 @@ from agentproto.loopio.streams import LineReader, Output, Reader
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from agentproto.engine.session import EngineSession
     from agentproto.loopio.record import RecordSink
 
 

@@ -16,13 +16,13 @@ from agentproto import PROTOCOL, __version__
 from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.core.wire import DEFAULT_MAX_LINE, AgentError, FrameError, TooLong, encode, encode_event, parse_command
 from agentproto.engine.runtime import Engine, Scope
-from agentproto.engine.session import EngineSession
 from agentproto.frontends.base import StreamFrontend
 from agentproto.loopio.streams import LineReader, Output
 
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from agentproto.engine.session import EngineSession
     from agentproto.loopio.record import RecordSink
     from agentproto.loopio.streams import Delivered
 
