@@ -17,7 +17,6 @@ import argparse
 import os
 import sys
 
-from agentproto import __version__
 from agentproto.cli_fast import version_stamp
 from agentproto.cli_options import (
     idle_seconds,

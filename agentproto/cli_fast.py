@@ -38,7 +38,10 @@ else:
 _TOP = {"top_single_shot": False, "top_mock": None, "top_record": None, "top_replay": None, "command": None}
 #: What each command's parser adds, in argparse's order (its flags' defaults).
 _SESSIONS = {"stall_timeout": 60.0}
-_BOUNDS = {"tool_connections": 32, "tool_calls": 32, "max_terminals": 16, "record": None, "db": None, "control": None}
+_BOUNDS = {
+    "tool_connections": 32, "tool_calls": 32, "max_terminals": 16, "record": None, "db": None, "db_keep": None,
+    "control": None, "no_control": False,
+}  # fmt: skip
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "serve": {
         "mock": None, **_SESSIONS, "transport": "stdio", "listen": None, "socket": None, "port": None,

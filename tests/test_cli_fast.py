@@ -104,4 +104,6 @@ def test_a_usage_error_after_a_fast_prefix_is_still_argparse_s() -> None:
         cwd=str(ROOT), timeout=60,
     )  # fmt: skip
     assert done.returncode == 2
-    assert done.stderr.decode().strip() == "agentproto serve: argument --mock: expected one argument (see `agentproto serve --help`)"
+    assert done.stderr.decode().strip() == (
+        "python3 -m agentproto serve: argument --mock: expected one argument (see `python3 -m agentproto serve --help`)"
+    )
