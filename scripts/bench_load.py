@@ -21,7 +21,8 @@ socket is on 127.0.0.1. tests/engine/test_load.py runs both at a small scale in 
 
 from __future__ import annotations
 
-import bench_state  # noqa: F401  (first: the sidecars' database in a temp dir)
+if __name__ == "__main__":  # tests/engine/test_load.py imports this module and keeps its own HOME
+    import bench_state  # noqa: F401  (first: the sidecars' database in a temp dir)
 
 import argparse
 import json
