@@ -241,6 +241,34 @@ def _serve_transport(args: argparse.Namespace) -> int:
         sidecar.close()
 
 
+def cmd_console(args: argparse.Namespace) -> int:
+    """``console``: the HTTP transport with the console's URL printed (frontends/ops_http.py)."""
+    from agentproto.frontends.ops_http import parse_listen
+
+    try:
+        address = parse_listen(args.listen or f"127.0.0.1:{args.port}")
+    except ValueError as exc:
+        log(str(exc))
+        return EXIT_USAGE
+    token = _auth_token(args.auth_token)
+    if token is None:
+        import secrets
+
+        from agentproto.core import redact
+
+        token = secrets.token_urlsafe(32)  # programs: AGENTPROTO_AUTH_TOKEN next time, to know it
+        redact.SECRETS.add(token)
+    sidecar = _Sidecar(args, "http")
+    try:
+        from agentproto.frontends.ops_http import run_http
+
+        _settle()
+        idle = args.session_idle_timeout
+        return run_http(sidecar.runtime, address, token, sidecar.recorder, 1800.0 if idle is None else idle, True)
+    finally:
+        sidecar.close()
+
+
 def _auth_token(flag: str | None) -> str | None:
     """The HTTP bearer token: ``--auth-token`` if given, else ``AGENTPROTO_AUTH_TOKEN`` (which
     keeps it out of ``ps``), else None. An unusable one is a usage error (exit 2): an empty or
@@ -396,7 +424,7 @@ def build_parser(prog: str = "agentproto") -> argparse.ArgumentParser:
         "serve": cmd_serve, "agent": cmd_agent, "list": cmd_list, "probe": cmd_probe, "chat": cmd_chat,
         "schema": cmd_schema,
         "mcp-bridge": cmd_mcp_bridge, "replay": cmd_replay, "inspect": cmd_inspect, "mcp": cmd_serve,
-        "completion": cmd_completion,
+        "completion": cmd_completion, "console": cmd_console,
     }  # fmt: skip
     restore = translations_once()
     try:

@@ -336,6 +336,32 @@ def build_parser(
         "--update", action="store_true", help="rewrite the recorded responses from this run (keeps the agent wire)"
     )
 
+    console = command(
+        "console", "the live console in a browser: sessions, events, requests, what turns cost",
+        "Serves the HTTP transport on a loopback port and prints a URL to open: the console page, with\n"
+        "the ops endpoints and the event streams (docs/console.md). Without --auth-token or\n"
+        "AGENTPROTO_AUTH_TOKEN it mints a token; the URL's #secret is good once, for 60 s.",
+        "  python3 -m agentproto console\n"
+        "  python3 -m agentproto console --mock turn --port 8080",
+    )
+    _mock_option(console)
+    console.add_argument("--stall-timeout", type=_seconds, default=60.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    console.add_argument("--port", type=int, default=0, metavar="N", help="the loopback port (default 0: a free one)")
+    console.add_argument(
+        "--listen", metavar="HOST:PORT", help="where to listen instead (a non-loopback address needs a token)"
+    )
+    console.add_argument(
+        "--auth-token", metavar="TOKEN",
+        help="the bearer token programs use (better: AGENTPROTO_AUTH_TOKEN); default: a fresh one",
+    )  # fmt: skip
+    console.add_argument(
+        "--session-idle-timeout", type=_idle_seconds, metavar="SECONDS",
+        help="close a session idle this long (default 1800, 0 never)",
+    )  # fmt: skip
+    _listener_options(console)
+    _terminals_option(console)
+    _record_option(console)
+
     inspect = command(
         "inspect", "the live sessions of every sidecar you run, or what turns cost (--view cost)",
         "The live sessions of every sidecar this user runs (each serve opens a control socket in\n"

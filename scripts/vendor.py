@@ -26,7 +26,13 @@ PACKAGE = ROOT / "agentproto"
 
 #: The package data, as in pyproject.toml's [tool.setuptools.package-data] (the packaging
 #: tests check that the wheel, the zipapp and a vendored copy hold the same files).
-DATA_FILES = ("schema.json", "mock_scripts/*.json")
+DATA_FILES = (
+    "schema.json",
+    "mock_scripts/*.json",
+    "frontends/console/index.html",
+    "frontends/console/console.js",
+    "frontends/console/console.css",
+)
 
 
 def package_files() -> list[Path]:

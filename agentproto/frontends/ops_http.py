@@ -3,6 +3,7 @@
     POST /v1/agent           one ops request -> application/x-ndjson lines ending with done
     POST /v1/agent/batch     NDJSON requests, run in order with one default session
     GET  /v1/agent/version   {"agentproto", "protocol", "contract"}
+    GET  /, /v1/sessions...  the console: its page and event streams (console_http.py)
 
 Rules of this file:
 - The connections, keep-alive, limits, timeouts and the checks against web pages (Host,
@@ -18,6 +19,9 @@ Rules of this file:
   never) is closed as a ``close`` op would (frontends/ops_framing.py says what idle is).
 - Without a token, only a loopback address may be listened on: anyone who can reach the
   port could run any program as this user.
+- The console (console_http.py) is served beside the ops: its page and its secret exchange
+  need no token, its streams do. ``agentproto console`` is ``run_http`` with a minted token
+  (unless one is given) and a printed URL whose fragment holds a one-time secret.
 - A signal or EOF drains (``HttpServer.drain``): a turn a client is streaming ends as a
   ``close`` ends it, its result and ``done`` written, before the process exits.
 """
@@ -94,11 +98,18 @@ class OpsHttp:
         self.auth_token = auth_token
         self.recorder = recorder
         self.hub = OpsHub(runtime, shared=True, idle_timeout=idle_timeout)
+        from agentproto.frontends.console_http import Console
+
+        self.console = Console(runtime, auth_token)
+        self.console.on_unwatched = self.hub.unwatched
+        self.hub.tap = self.console
 
     def error_body(self, status: int, message: str) -> Any:
         return {"kind": "error", "message": message}
 
     def refuse(self, request: Request) -> Refusal | None:
+        if self.console.public(request):
+            return None
         if self.auth_token is not None and not authorized(request.headers.get("authorization"), self.auth_token):
             return 401, self.error_body(401, "unauthorized"), {"WWW-Authenticate": "Bearer"}
         return None
@@ -114,7 +125,7 @@ class OpsHttp:
             self._single(response, request.body)
         elif route == ("POST", "/v1/agent/batch"):
             self._batch(response, request.body)
-        else:
+        elif not self.console.handle(request, response):
             response.json(404, self.error_body(404, f"not found: {request.method} {request.path}"))
 
     def _single(self, response: Response, body: bytes) -> None:
@@ -187,8 +198,10 @@ def run_http(
     auth_token: str | None,
     recorder: RecordSink | None,
     idle_timeout: float = IDLE_TIMEOUT,
+    console: bool = False,
 ) -> int:
-    """``serve --transport http``: the ops handler on an HTTP server until a signal or EOF."""
+    """``serve --transport http``: the ops handler on an HTTP server until a signal or EOF
+    (``console``: print the page's URL, with a one-time secret, on stdout)."""
     loop = runtime.loop
     handler = OpsHttp(runtime, auth_token, recorder, idle_timeout)
     server = HttpServer(loop, handler, request_timeout=REQUEST_TIMEOUT)
@@ -207,6 +220,7 @@ def run_http(
                 if left[0] == 0:
                     loop.stop()
 
+            handler.console.end_streams()
             server.drain(one_done)
             handler.hub.close_all(one_done)
 
@@ -229,5 +243,12 @@ def run_http(
         return EXIT_FAILED
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     log(f"listening on http://{shown}:{bound[1]}/")
+    if console:
+        import sys
+
+        # stdout, not the log: the secret is good once, for 60 s, and only for this URL.
+        fragment = "" if auth_token is None else f"#secret={handler.console.mint_secret()}"
+        sys.stdout.write(f"agentproto console: open http://{shown}:{bound[1]}/{fragment}\n")
+        sys.stdout.flush()
     loop.run()
     return EXIT_OK

@@ -10,7 +10,9 @@ Rules of this file:
   follower observes it (ops_framing.py's requests end on what they see).
 - With an ``idle_timeout`` a session the hub opened is closed, as a ``close`` op would,
   once it has been idle that long (``Expiry``: no turn running or queued, no open request,
-  no follower).
+  no follower, no event stream of its ``tap``).
+- A ``tap`` (the console, console_http.py) is told every line too, after the mailbox: it
+  keeps its own copy and never counts in flow control.
 """
 
 from __future__ import annotations
@@ -39,6 +41,19 @@ if TYPE_CHECKING:
         def observe(self, line: dict[str, Any]) -> None: ...
 
         def closed(self) -> None: ...
+
+    class Tap(Protocol):
+        """Told of every session line besides the mailbox (console_http.py's rings)."""
+
+        def event(self, session: EngineSession, event: dict[str, Any]) -> None: ...
+
+        def session_error(self, session: EngineSession, error: AgentError) -> None: ...
+
+        def session_closed(self, session: EngineSession) -> None: ...
+
+        def opened(self, session: EngineSession) -> None: ...
+
+        def watched(self, session_id: str) -> bool: ...
 
 
 class Mailbox:
@@ -135,6 +150,7 @@ class Expiry:
             or session.pending_steer is not None
             or session.app.pending
             or self.box.followers
+            or (self.hub.tap is not None and self.hub.tap.watched(session.id))
         )
 
     def _check(self) -> None:
@@ -172,6 +188,8 @@ class OpsHub:
         self.errors: dict[str, AgentError] = {}
         self._idle_waiters: list[Callable[[], None]] = []
         self.scope.on_empty = self._empty
+        #: Told of every line too (the console's rings), or None.
+        self.tap: Tap | None = None
 
     def box(self, session: EngineSession) -> Mailbox:
         box = self.boxes.get(session.id)
@@ -182,23 +200,37 @@ class OpsHub:
     # EventSink
     def event(self, session: EngineSession, event: dict[str, Any]) -> None:
         self.box(session).push({"kind": "event", "event": event}, True)
+        if self.tap is not None:
+            self.tap.event(session, event)
 
     def session_error(self, session: EngineSession, error: AgentError) -> None:
         self.errors[session.id] = error
         text = f"session {session.id} failed: {error.kind}: {error.message}"
         self.box(session).push({"kind": "log", "stream": "stderr", "text": text}, False)
+        if self.tap is not None:
+            self.tap.session_error(session, error)
 
     def session_closed(self, session: EngineSession) -> None:
         self.box(session).close()  # the engine then takes it out of the scope
+        if self.tap is not None:
+            self.tap.session_closed(session)
 
     def opened(self, session_id: str) -> None:
         """A session this hub opened is open: its idle clock starts (with an ``idle_timeout``)."""
         # Not the scope: an open answered at once is answered before the scope holds it.
         session = self.runtime.sessions.get(session_id)
+        if self.tap is not None and session is not None:
+            self.tap.opened(session)
         if self.idle_timeout > 0 and session is not None and session.sink is self and session.state == "open":
             box = self.box(session)
             if box.expiry is None and not box.closed:
                 box.expiry = Expiry(self, box)
+
+    def unwatched(self, session_id: str) -> None:
+        """The tap's last stream of a session ended: its idle clock restarts."""
+        box = self.boxes.get(session_id)
+        if box is not None and box.expiry is not None:
+            box.expiry.last = self.loop.time()
 
     def _empty(self) -> None:
         waiters, self._idle_waiters = self._idle_waiters, []

@@ -112,6 +112,8 @@ class Response:
         self.started = False
         self.chunked = False
         self.finished = False
+        #: Called once if the connection closes (a long-lived stream forgets its reader).
+        self.on_gone: Callable[[], None] | None = None
 
     @property
     def gone(self) -> bool:
@@ -142,6 +144,12 @@ class Response:
         if close:
             self.keep_alive = False
         self._head(status, "application/json", headers, len(data))
+        self.conn.output.send(data)
+        self._end()
+
+    def body(self, status: int, content_type: str, data: bytes, headers: dict[str, str] | None = None) -> None:
+        """The whole answer: ``data`` as it is."""
+        self._head(status, content_type, headers, len(data))
         self.conn.output.send(data)
         self._end()
 
@@ -307,6 +315,9 @@ class HttpConnection(Accepted):
     # -- the end ------------------------------------------------------------------------
     def forget(self) -> None:
         self.deadline.cancel()
+        if self.response is not None and self.response.on_gone is not None:
+            gone, self.response.on_gone = self.response.on_gone, None
+            gone()
         self.server.connections.discard(self)
         self.server.idle.pop(self, None)
         self.server.release(self)
