@@ -20,6 +20,8 @@ Rules of this file:
 - A slow reader costs only itself: a stream writes while its connection holds at most
   ``STREAM_HIGH_WATER`` chunks and, past it, writes nothing until that output has drained,
   then catches up from the ring (or resyncs). The session never waits for it.
+- A stream reads on only to see its client go (``Response.watch_hangup``): a page that
+  reloads or closes frees its stream at once, even on a session with nothing to say.
 - A stream ends after its session's ``closed`` line. The rings of the latest
   ``CLOSED_KEPT`` closed sessions stay, so a page that reloads still reads how they ended.
 - The session list's stream sends a whole ``sessions`` snapshot first (and again after a
@@ -358,9 +360,11 @@ class Console:
         elif request.method == "POST" and path == EXCHANGE:
             self._exchange(request, response)
         elif request.method == "GET" and path.rstrip("/") == SESSIONS:
+            response.watch_hangup()
             response.stream(200, "text/event-stream", SSE_HEADERS)
             stream = ListStream(self, response)
             self.lists.append(stream)
+            response.on_gone = lambda: self.lists.remove(stream) if stream in self.lists else None
             stream.send(self.snapshot_message())
         elif request.method == "GET" and path.startswith(SESSIONS + "/") and path.endswith("/events"):
             self._events(path[len(SESSIONS) + 1 : -len("/events")], request, response)
@@ -379,6 +383,7 @@ class Console:
                 response.json(404, {"kind": "error", "message": message}, PAGE_HEADERS)
                 return
             ring = self._ring(session_id)
+        response.watch_hangup()
         response.stream(200, "text/event-stream", SSE_HEADERS)
         stream = EventStream(self, ring, response, last_event_id(request))
         ring.streams.append(stream)

@@ -33,6 +33,9 @@ Rules of this file:
 - A web page must not drive a loopback listener: as soon as a head is in, before its body
   is read or ``100 Continue`` sent, ``httpcore.check_request`` (Host, Origin,
   Content-Type) and then the handler's own ``refuse`` (its token) are applied.
+- An answer that lasts (an event stream: ``Response.watch_hangup``) reads on while it is
+  written, only to see its client go (``on_gone``); what the client sends meanwhile is
+  dropped, and the connection closes after that answer.
 - ``close()`` closes the listener and this server's connections, and never stops the loop.
   ``drain(then)`` is the graceful end: it stops accepting, closes the connections that
   answer nothing, lets each other one finish the answer it is writing (never reading
@@ -166,6 +169,13 @@ class Response:
             self.keep_alive = False
         self._head(status, content_type, headers, None)
 
+    def watch_hangup(self) -> None:
+        """For an answer that lasts (an event stream): read on while it is written, only to
+        see the client go; it then calls ``on_gone``. Before the head (it closes after it)."""
+        self.keep_alive = False
+        self.conn.hangup_only = True
+        self.conn.reader.start()
+
     def write(self, data: bytes, delivered: "Delivered | None" = None) -> None:
         """One chunk; ``delivered(1)`` once it is written or dropped (flow control)."""
         if data:
@@ -195,6 +205,8 @@ class HttpConnection(Accepted):
         #: Whom it counts against (``Owners``), once a head is in; over: its owner was full.
         self.owner: object | None = None
         self.over = False
+        #: Its answer lasts (``Response.watch_hangup``): what it reads is dropped.
+        self.hangup_only = False
         self.response: Response | None = None
         #: ``output.sent`` when the write watch was set (``_watch_writes``).
         self.mark = 0
@@ -222,6 +234,8 @@ class HttpConnection(Accepted):
             self._fail(408, "request not received in time")
 
     def _feed(self, data: bytes) -> None:
+        if self.hangup_only:
+            return  # read only to see the client go
         if self.idle:
             self.idle = False
             self.deadline.set(self.server.request_timeout)
