@@ -225,7 +225,9 @@ def _serve_transport(args: argparse.Namespace) -> int:
 
             _settle()
             idle = args.session_idle_timeout
-            return run_http(runtime, address, token, recorder, 1800.0 if idle is None else idle)
+            return run_http(
+                runtime, address, token, recorder, 1800.0 if idle is None else idle, ring_events=args.ring_events
+            )
         if args.transport == "mcp" and (args.listen or args.port is not None):
             from agentproto.frontends.mcp_http import run_mcp_http
 
@@ -264,7 +266,9 @@ def cmd_console(args: argparse.Namespace) -> int:
 
         _settle()
         idle = args.session_idle_timeout
-        return run_http(sidecar.runtime, address, token, sidecar.recorder, 1800.0 if idle is None else idle, True)
+        return run_http(
+            sidecar.runtime, address, token, sidecar.recorder, 1800.0 if idle is None else idle, True, args.ring_events
+        )
     finally:
         sidecar.close()
 

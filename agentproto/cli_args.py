@@ -19,6 +19,7 @@ import sys
 
 from agentproto.cli_fast import version_stamp
 from agentproto.cli_options import (
+    count,
     idle_seconds,
     listener_options,
     mock_option,
@@ -227,6 +228,10 @@ def build_parser(
         help="http, mcp over HTTP: close a session idle this long (no turn, no open request, no request or event "
         "stream for it; default 1800, 0 never)",
     )  # fmt: skip
+    serve.add_argument(
+        "--ring-events", type=count, metavar="N",
+        help="http: the events of each session its event streams keep for a reconnect (default 2000; 4 MiB at most)",
+    )  # fmt: skip
     listener_options(serve)
     terminals_option(serve)
     record_option(serve)
@@ -344,8 +349,8 @@ def build_parser(
         "  python3 -m agentproto console\n"
         "  python3 -m agentproto console --mock turn --port 8080",
     )
-    _mock_option(console)
-    console.add_argument("--stall-timeout", type=_seconds, default=60.0, metavar="SECONDS", help=argparse.SUPPRESS)
+    mock_option(console)
+    console.add_argument("--stall-timeout", type=seconds, default=60.0, metavar="SECONDS", help=argparse.SUPPRESS)
     console.add_argument("--port", type=int, default=0, metavar="N", help="the loopback port (default 0: a free one)")
     console.add_argument(
         "--listen", metavar="HOST:PORT", help="where to listen instead (a non-loopback address needs a token)"
@@ -355,12 +360,16 @@ def build_parser(
         help="the bearer token programs use (better: AGENTPROTO_AUTH_TOKEN); default: a fresh one",
     )  # fmt: skip
     console.add_argument(
-        "--session-idle-timeout", type=_idle_seconds, metavar="SECONDS",
+        "--session-idle-timeout", type=idle_seconds, metavar="SECONDS",
         help="close a session idle this long (default 1800, 0 never)",
     )  # fmt: skip
-    _listener_options(console)
-    _terminals_option(console)
-    _record_option(console)
+    console.add_argument(
+        "--ring-events", type=count, metavar="N",
+        help="the events of each session its event streams keep for a reconnect (default 2000; 4 MiB at most)",
+    )  # fmt: skip
+    listener_options(console)
+    terminals_option(console)
+    record_option(console)
 
     inspect = command(
         "inspect", "the live sessions of every sidecar you run, or what turns cost (--view cost)",
@@ -442,6 +451,7 @@ def check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
             "--listen": ("unix", "http", "mcp"),
             "--auth-token": ("http", "mcp"),
             "--session-idle-timeout": ("http", "mcp"),
+            "--ring-events": ("http",),
         }
         given = {
             "--port": args.port,
@@ -449,6 +459,7 @@ def check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
             "--listen": args.listen,
             "--auth-token": args.auth_token,
             "--session-idle-timeout": args.session_idle_timeout,
+            "--ring-events": args.ring_events,
         }
         for flag, transports in allowed.items():
             if given[flag] is not None and transport not in transports:

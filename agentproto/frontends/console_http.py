@@ -7,8 +7,8 @@
 
 Rules of this file:
 - Every session of the HTTP server has a ring (``Ring``): its lines (each event, its session
-  error, its ``closed``), as SSE messages, at most ``RING_EVENTS`` of them and ``RING_BYTES``
-  in all, the oldest dropped first. An event's SSE ``id`` is its ``sequence``; the error and
+  error, its ``closed``), as SSE messages, at most ``RING_EVENTS`` of them (``--ring-events``)
+  and ``RING_BYTES`` in all, the oldest dropped first. An event's SSE ``id`` is its ``sequence``; the error and
   ``closed`` lines, which nothing follows, take the next numbers. The ring is fed beside the
   mailbox (ops_hub.py): it never delays, pauses or holds an event back, and it never
   counts in the engine's flow control.
@@ -114,10 +114,11 @@ def last_event_id(request: "Request") -> int | None:
 class Ring:
     """One session's latest lines as SSE messages, and the streams reading them."""
 
-    __slots__ = ("session_id", "ids", "items", "size", "last", "closed", "streams")
+    __slots__ = ("session_id", "bound", "ids", "items", "size", "last", "closed", "streams")
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, bound: int = RING_EVENTS) -> None:
         self.session_id = session_id
+        self.bound = bound
         self.ids: deque[int] = deque()
         self.items: deque[bytes] = deque()
         self.size = 0
@@ -130,7 +131,7 @@ class Ring:
         self.items.append(message)
         self.size += len(message)
         self.last = ident
-        while len(self.items) > 1 and (len(self.items) > RING_EVENTS or self.size > RING_BYTES):
+        while len(self.items) > 1 and (len(self.items) > self.bound or self.size > RING_BYTES):
             self.ids.popleft()
             self.size -= len(self.items.popleft())
         for stream in list(self.streams):
@@ -240,8 +241,9 @@ class ListStream:
 class Console:
     """The console's state in one HTTP server: the rings, the streams, the secrets."""
 
-    def __init__(self, runtime: "Engine", token: str | None) -> None:
+    def __init__(self, runtime: "Engine", token: str | None, ring_events: int = RING_EVENTS) -> None:
         self.runtime = runtime
+        self.ring_events = ring_events
         self.loop = runtime.loop
         self.token = token
         self.rings: dict[str, Ring] = {}
@@ -261,7 +263,7 @@ class Console:
     def _ring(self, session_id: str) -> Ring:
         ring = self.rings.get(session_id)
         if ring is None:
-            ring = self.rings[session_id] = Ring(session_id)
+            ring = self.rings[session_id] = Ring(session_id, self.ring_events)
         return ring
 
     def event(self, session: "EngineSession", event: dict[str, Any]) -> None:

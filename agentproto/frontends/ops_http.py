@@ -92,15 +92,20 @@ class OpsHttp:
     sessions (the server's, not a connection's)."""
 
     def __init__(
-        self, runtime: Engine, auth_token: str | None, recorder: RecordSink | None, idle_timeout: float = 0.0
+        self,
+        runtime: Engine,
+        auth_token: str | None,
+        recorder: RecordSink | None,
+        idle_timeout: float = 0.0,
+        ring_events: int | None = None,
     ) -> None:
         self.loop = runtime.loop
         self.auth_token = auth_token
         self.recorder = recorder
         self.hub = OpsHub(runtime, shared=True, idle_timeout=idle_timeout)
-        from agentproto.frontends.console_http import Console
+        from agentproto.frontends.console_http import RING_EVENTS, Console
 
-        self.console = Console(runtime, auth_token)
+        self.console = Console(runtime, auth_token, ring_events or RING_EVENTS)
         self.console.on_unwatched = self.hub.unwatched
         self.hub.tap = self.console
 
@@ -199,11 +204,12 @@ def run_http(
     recorder: RecordSink | None,
     idle_timeout: float = IDLE_TIMEOUT,
     console: bool = False,
+    ring_events: int | None = None,
 ) -> int:
     """``serve --transport http``: the ops handler on an HTTP server until a signal or EOF
     (``console``: print the page's URL, with a one-time secret, on stdout)."""
     loop = runtime.loop
-    handler = OpsHttp(runtime, auth_token, recorder, idle_timeout)
+    handler = OpsHttp(runtime, auth_token, recorder, idle_timeout, ring_events)
     server = HttpServer(loop, handler, request_timeout=REQUEST_TIMEOUT)
     stopping = [False]
 

@@ -260,3 +260,17 @@ def test_console_help_and_a_bad_listen_address():
     run = subprocess.run([sys.executable, "-m", "agentproto", "console", "--listen", "nope"], capture_output=True,
                          text=True, cwd=ROOT, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert run.returncode == 2 and "expected HOST:PORT" in run.stderr
+
+
+def test_ring_events_sets_how_many_lines_a_ring_holds(tmp_path):
+    s = Sidecar("--mock", flood_script(tmp_path, 100, 10), "--db", "off", "--ring-events", "50",
+                env={"AGENTPROTO_AUTH_TOKEN": TOKEN})
+    s.token = TOKEN
+    try:
+        sid = s.open()
+        assert s.result({"op": "prompt", "session": sid, "text": "go"})["ok"]
+        s.result({"op": "close", "session": sid})
+        got = list(s.stream(f"/v1/sessions/{sid}/events").messages())
+        assert len(got) == 50 and got[-1]["data"] == {"closed": sid}
+    finally:
+        s.stop()

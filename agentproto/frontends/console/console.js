@@ -64,6 +64,10 @@ async function start() {
     followList();
     if (state.selected) select(state.selected);
   });
+  $("events").addEventListener("scroll", () => {
+    const box = $("events");
+    stuck = box.scrollTop + box.clientHeight >= box.scrollHeight - 30;
+  });
   $("tab-sessions").addEventListener("click", () => showTab("sessions"));
   $("tab-cost").addEventListener("click", () => showTab("cost"));
   $("open-form").addEventListener("submit", openSession);
@@ -106,10 +110,10 @@ async function readEvents(url, lastId, signal, onMessage) {
     const {value, done} = await reader.read();
     if (done) return "ended";
     buffer += decoder.decode(value, {stream: true});
-    let end;
-    while ((end = buffer.indexOf("\n\n")) >= 0) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
+    let start = 0, end;
+    while ((end = buffer.indexOf("\n\n", start)) >= 0) {
+      const block = buffer.slice(start, end);
+      start = end + 2;
       const message = {id: null, event: "message", data: ""};
       for (const line of block.split("\n")) {
         const colon = line.indexOf(":");
@@ -121,6 +125,7 @@ async function readEvents(url, lastId, signal, onMessage) {
       }
       if (message.data) onMessage(message);
     }
+    buffer = buffer.slice(start); // once per read: never a copy per message
   }
 }
 
@@ -226,12 +231,21 @@ async function followSession(stream) {
   }
 }
 
+// Follow the end (unless the reader scrolled up), once per frame: never a layout per event.
+let scrollPending = false, stuck = true;
 function addLine(node) {
-  const box = $("events");
-  const atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - 30;
-  box.append(node);
-  if (atEnd) box.scrollTop = box.scrollHeight;
+  $("events").append(node);
+  keepAtEnd();
   return node;
+}
+function keepAtEnd() {
+  if (scrollPending) return;
+  scrollPending = true;
+  requestAnimationFrame(() => {
+    scrollPending = false;
+    const box = $("events");
+    if (stuck) box.scrollTop = box.scrollHeight;
+  });
 }
 
 function kindOf(kind) {
@@ -261,6 +275,7 @@ function render(line, stream) {
         view.messages.set(key, node);
       }
       node.append(document.createTextNode(clean(body.text)));
+      keepAtEnd();
       break;
     }
     case "ReasoningDelta": {
