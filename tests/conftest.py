@@ -148,7 +148,7 @@ NOT_CORE = {
     "test_install_mcp_hosts.py": "the pinned Claude Code CLI (npm)",
     "test_ts_client.py": "node, npm, the pinned tsc and Node types, and the pinned Claude Code CLI (npm)",
     "frontends/test_other_users.py": "root (it runs an attacker as uid 65534)",
-    "frontends/test_console_browser.py": "headless Chromium and chromium-driver (apt)",
+    "test_console_browser.py": "headless Chromium and chromium-driver (apt)",
 }
 
 

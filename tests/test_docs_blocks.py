@@ -286,6 +286,24 @@ def check_ts_pack(block: Block, tmp_path: Path) -> None:
     assert (package["name"], package["version"]) == ("agentproto", __version__)
 
 
+def check_console_commands(block: Block, tmp_path: Path) -> None:
+    """Each command, on a free port, prints the URL with its one-time secret; then it is stopped."""
+    for line in block.text.splitlines():
+        argv = shlex.split(line.split("#")[0])
+        if "--port" in argv:
+            argv[argv.index("--port") + 1] = str(free_port())
+        assert argv[:4] == ["python3", "-m", "agentproto", "console"], line
+        proc = subprocess.Popen([sys.executable, *argv[1:], "--db", "off"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=base_env(), cwd=str(ROOT))  # fmt: skip
+        try:
+            assert proc.stdout is not None
+            url = proc.stdout.readline()
+            assert re.fullmatch(r"agentproto console: open http://127\.0\.0\.1:\d+/#secret=[\w-]+\n", url), url
+        finally:
+            proc.terminate()
+            proc.communicate(timeout=30)
+
+
 #: Every block marked <!-- not-run -->, by its document and first line, with its check.
 CHECKS: dict[tuple[str, str], Callable[[Block, Path], None]] = {
     ("README.md", "echo 'hello from agentproto' | python3 -m agentpro"): check_first_commands,
@@ -299,6 +317,7 @@ CHECKS: dict[tuple[str, str], Callable[[Block, Path], None]] = {
     ("docs/testing.md", "bash scripts/test"): check_suite_commands,
     ("docs/typescript.md", "cd clients/typescript && npm pack"): check_ts_pack,
     ("docs/transports.md", "python3 -m agentproto agent"): check_transports_overview,
+    ("docs/console.md", "python3 -m agentproto console"): check_console_commands,
 }
 MARKED = [b for b in ALL if NOT_RUN.fullmatch(b.marker)]
 

@@ -1,7 +1,7 @@
 """The console's HTTP API (frontends/console_http.py) through real processes and sockets:
 the page and its headers, the one-time secret, the event streams (ids, Last-Event-ID, the
 ring, resync, slow readers) and the session list's stream. The browser tests are in
-test_console_browser.py."""
+tests/test_console_browser.py."""
 
 from __future__ import annotations
 

@@ -295,3 +295,28 @@ def test_a_page_of_another_origin_cannot_read_the_stream_even_with_the_token(bro
     finally:
         other.shutdown()
         s.stop()
+
+
+def test_the_docs_browser_example_follows_a_session(browser, tmp_path):
+    """docs/console.md's ten-line example, run as written in a page of the sidecar."""
+    from tests.test_cookbook import recipe
+
+    example = recipe("console-stream.js")
+    turn = [{"Emit": {"TextDelta": {"message_id": "m1", "text": "streamed"}}}, {"End": {"Completed": {"source": "Protocol"}}}]
+    s = Sidecar("--mock", write_script(tmp_path, "one", [turn]), "--db", "off")
+    try:
+        login(browser, s)
+        sid = s.open()
+        browser.execute_script("window.lines = []; window.finished = false;" + example +
+                               "; window.getLast = () => last;"
+                               "follow(arguments[0], (line) => lines.push(line)).then(() => { finished = true; });", sid)
+        assert s.result({"op": "prompt", "session": sid, "text": "go"})["ok"]
+        s.result({"op": "close", "session": sid})
+        until(browser, lambda d: d.execute_script("return finished"), "the example's end")
+        lines = browser.execute_script("return lines")
+        texts = [line["event"]["kind"]["TextDelta"]["text"] for line in lines
+                 if "event" in line and isinstance(line["event"]["kind"], dict) and "TextDelta" in line["event"]["kind"]]
+        assert texts == ["streamed"] and lines[-1] == {"closed": sid}
+        assert browser.execute_script("return getLast()") == len(lines)  # the id to resume after
+    finally:
+        s.stop()
