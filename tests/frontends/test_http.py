@@ -103,7 +103,7 @@ def test_other_paths_and_methods_are_404_not_405(server):
         ("POST", "/v1/agent/version"),
         ("DELETE", "/v1/agent"),
         ("PUT", "/v1/agent/batch"),
-        ("GET", "/"),
+        ("GET", "/index.htm"),  # (GET / is the console page: test_console.py)
         ("GET", "/v2/agent/version"),
     ]:
         status, _head, body = server.request(method, path, b"{}" if method != "GET" else None)
