@@ -121,7 +121,7 @@ class OpsHttp:
 
     def handle(self, request: Request, response: Response) -> None:
         route = (request.method, request.path.rstrip("/") or "/")
-        if self.recorder is not None and route[0] == "POST":
+        if self.recorder is not None and route[0] == "POST" and route[1].startswith("/v1/agent"):
             # Replay runs the pairs that follow with one default session per POST, as here.
             self.recorder.note("post", path=route[1])
         if route == ("GET", "/v1/agent/version"):

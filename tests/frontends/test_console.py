@@ -274,3 +274,25 @@ def test_ring_events_sets_how_many_lines_a_ring_holds(tmp_path):
         assert len(got) == 50 and got[-1]["data"] == {"closed": sid}
     finally:
         s.stop()
+
+
+def test_a_console_run_recorded_replays_and_holds_neither_the_secret_nor_the_token(tmp_path):
+    record = tmp_path / "console.ndjson"
+    s = Sidecar("--mock", script("turn"), "--db", "off", "--record", str(record))
+    try:
+        secret = s.secret()
+        status, body = s.exchange(secret)
+        s.token = body["token"]
+        sid = s.open()
+        stream = s.stream(f"/v1/sessions/{sid}/events")
+        assert "Permission" in s.result({"op": "prompt", "session": sid, "text": "go"})["waiting"]
+        assert s.result({"op": "answer", "session": sid, "request": "r1", "answer": {"Permission": "AllowOnce"}})["ok"]
+        s.result({"op": "close", "session": sid})
+        assert list(stream.messages())[-1]["data"] == {"closed": sid}
+    finally:
+        s.stop()
+    text = record.read_text()
+    assert secret not in text and body["token"] not in text and "/v1/console" not in text
+    run = subprocess.run([sys.executable, "-m", "agentproto", "replay", str(record)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stdout + run.stderr
