@@ -31,6 +31,9 @@ Rules of this file:
   secret exchange. Everything else is the HTTP transport's (Host, Origin, Content-Type,
   the bearer token). A secret is good once, for ``SECRET_TTL`` seconds, compared in
   constant time; it is never logged.
+- An event is encoded once: its protocol 1 line goes into the ring, and the ops line of the
+  POST that streams it at once is made from it (``event_line``), byte for byte
+  ``encode`` 's.
 - Every answer of the console carries ``PAGE_HEADERS`` (a CSP without inline script,
   ``X-Frame-Options: DENY``, ``nosniff``, ``no-referrer``); ``Cache-Control: no-store``
   comes with every answer of the server.
@@ -258,6 +261,9 @@ class Console:
         self.watchers: dict[str, int] = {}
         #: Told when a session stops being watched (ops_hub restarts its idle clock).
         self.on_unwatched: Any = None
+        #: The latest event and its protocol 1 line (``event_line``).
+        self.last_event: object = None
+        self.last_line = b""
 
     # -- the hub's tap (ops_hub.py) -------------------------------------------------------
     def _ring(self, session_id: str) -> Ring:
@@ -267,8 +273,18 @@ class Console:
         return ring
 
     def event(self, session: "EngineSession", event: dict[str, Any]) -> None:
-        self._ring(session.id).add(event["sequence"], sse(encode_event(event), event["sequence"]))
-        self._changed(session.id)
+        line = encode_event(event)
+        # The POST streaming this event reuses the line (``event_line``): one encoding for both.
+        self.last_event, self.last_line = event, line
+        self._ring(session.id).add(event["sequence"], sse(line, event["sequence"]))
+        if self.lists:
+            self._changed(session.id)
+
+    def event_line(self, obj: dict[str, Any]) -> bytes | None:
+        """The ops line ``{"kind": "event", "event": E}`` for the event just added, else None."""
+        if obj.get("event") is self.last_event and obj.get("kind") == "event" and len(obj) == 2:
+            return b'{"kind":"event",' + self.last_line[1:]
+        return None
 
     def session_error(self, session: "EngineSession", error: "AgentError") -> None:
         ring = self._ring(session.id)

@@ -29,7 +29,7 @@ Rules of this file:
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from agentproto import CONTRACT, PROTOCOL, __version__
 from agentproto.core.errors import log
@@ -42,6 +42,9 @@ from agentproto.loopio.httpserver import HttpServer, Refusal, Response
 from agentproto.loopio.lifetime import capture, watch_lifetime, when_drained
 from agentproto.loopio.record import RecordSink
 from agentproto.loopio.sockets import bind_tcp, tcp_address
+
+if TYPE_CHECKING:
+    from agentproto.frontends.console_http import Console
 
 REQUEST_TIMEOUT = 30.0
 #: Seconds a session opened over HTTP may stay idle before it is closed (--session-idle-timeout).
@@ -72,13 +75,16 @@ class BindRefused(Exception):
 class _PostOut:
     """The ops ``Out`` of one request of a POST: NDJSON chunks, captured under --record."""
 
-    def __init__(self, response: Response, then: Callable[[bytes, int, int], None], recording: bool) -> None:
+    def __init__(
+        self, response: Response, then: Callable[[bytes, int, int], None], recording: bool, console: Console
+    ) -> None:
         self.response = response
         self.then = then
         self.captured = capture(recording)
+        self.console = console
 
     def line(self, obj: dict[str, Any], session: EngineSession | None = None) -> None:
-        data = encode(obj)
+        data = self.console.event_line(obj) or encode(obj)
         self.captured.add(data)
         self.response.write(data, None if session is None else session.delivered)
 
@@ -103,9 +109,10 @@ class OpsHttp:
         self.auth_token = auth_token
         self.recorder = recorder
         self.hub = OpsHub(runtime, shared=True, idle_timeout=idle_timeout)
-        from agentproto.frontends.console_http import RING_EVENTS, Console
+        from agentproto.frontends.console_http import RING_EVENTS
+        from agentproto.frontends.console_http import Console as ConsoleState
 
-        self.console = Console(runtime, auth_token, ring_events or RING_EVENTS)
+        self.console: Console = ConsoleState(runtime, auth_token, ring_events or RING_EVENTS)
         self.console.on_unwatched = self.hub.unwatched
         self.hub.tap = self.console
 
@@ -142,7 +149,7 @@ class OpsHttp:
                 self.recorder.pair(body, answer, dropped)
             response.end()
 
-        out = _PostOut(response, then, self.recorder is not None)
+        out = _PostOut(response, then, self.recorder is not None, self.console)
         if not body.strip():
             protocol_error(out, "malformed JSON: the request body is empty")
             return
@@ -192,7 +199,7 @@ class OpsHttp:
                 # Never inside the engine's bookkeeping: the next request starts next tick.
                 self.loop.call_soon(step)
 
-            ctx.run_raw(raw, _PostOut(response, then, self.recorder is not None))
+            ctx.run_raw(raw, _PostOut(response, then, self.recorder is not None, self.console))
 
         step()
 

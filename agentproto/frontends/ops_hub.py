@@ -11,8 +11,9 @@ Rules of this file:
 - With an ``idle_timeout`` a session the hub opened is closed, as a ``close`` op would,
   once it has been idle that long (``Expiry``: no turn running or queued, no open request,
   no follower, no event stream of its ``tap``).
-- A ``tap`` (the console, console_http.py) is told every line too, after the mailbox: it
-  keeps its own copy and never counts in flow control.
+- A ``tap`` (the console, console_http.py) is told every line too (an event before the
+  mailbox, so that a request streaming it reuses the tap's encoding): it keeps its own
+  copy and never counts in flow control.
 """
 
 from __future__ import annotations
@@ -199,9 +200,9 @@ class OpsHub:
 
     # EventSink
     def event(self, session: EngineSession, event: dict[str, Any]) -> None:
-        self.box(session).push({"kind": "event", "event": event}, True)
         if self.tap is not None:
-            self.tap.event(session, event)
+            self.tap.event(session, event)  # first: a POST streaming it reuses its encoding
+        self.box(session).push({"kind": "event", "event": event}, True)
 
     def session_error(self, session: EngineSession, error: AgentError) -> None:
         self.errors[session.id] = error
