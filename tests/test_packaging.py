@@ -332,3 +332,26 @@ def test_python_3_9_gets_one_line_and_exit_1(how, pyz, tmp_path):
             "",
             f"agentproto needs Python 3.10 or newer (this is {version})\n",
         ), args
+
+
+def test_the_zipapp_serves_the_console_page_from_inside_itself(pyz, tmp_path):
+    """The page's files are package data read with importlib.resources: out of the zip too."""
+    import http.client
+
+    proc = subprocess.Popen([BASE_PYTHON, "-I", str(pyz), "console", "--db", "off"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, cwd=tmp_path, env={**os.environ, "HOME": str(tmp_path)})  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().decode()
+        port = int(re.search(r"127\.0\.0\.1:(\d+)/", url).group(1))  # type: ignore[union-attr]
+        for path, expected in (("/", b"<title>agentproto console</title>"), ("/console.js", b"readEvents"),
+                               ("/console.css", b"#events")):  # fmt: skip
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("GET", path)
+            response = conn.getresponse()
+            body = response.read()
+            conn.close()
+            assert response.status == 200 and expected in body, (path, response.status)
+    finally:
+        proc.terminate()
+        proc.wait(30)
