@@ -320,3 +320,32 @@ def test_the_docs_browser_example_follows_a_session(browser, tmp_path):
         assert browser.execute_script("return getLast()") == len(lines)  # the id to resume after
     finally:
         s.stop()
+
+
+def test_a_question_is_answered_from_the_page_and_cancel_ends_a_turn(browser, tmp_path):
+    from selenium.webdriver.support.ui import Select
+
+    slow = [{"Emit": {"TextDelta": {"message_id": "m9", "text": "working"}}}, {"Sleep": 30000},
+            {"End": {"Completed": {"source": "Protocol"}}}]  # fmt: skip
+    question = json.loads((ROOT / "fixtures" / "mock-scripts" / "question.json").read_text())["turns"][0]
+    s = Sidecar("--mock", write_script(tmp_path, "qa", [question, slow]), "--db", "off")
+    try:
+        login(browser, s)
+        sid = s.open()
+        until(browser, lambda d: d.find_elements("css selector", f"#sessions tr[data-session='{sid}']"), "the session")
+        browser.find_element("css selector", f"#sessions tr[data-session='{sid}'] button").click()
+        labelled(browser, "Prompt").send_keys("pick")
+        by_text(browser, "button", "Send").click()
+        request = until(browser, lambda d: d.find_elements("css selector", ".request"), "the question")[0]
+        assert "Color: Which color?" in request.text and "Name it" in request.text
+        Select(request.find_element("css selector", "select[aria-label='Which color?']")).select_by_visible_text("Blue")
+        request.find_element("css selector", "input[aria-label='Name it']").send_keys("sky")
+        by_text(browser, "button", "Answer").click()
+        until(browser, lambda d: "turn ended: Completed" in events_text(d), "the turn's end")
+        labelled(browser, "Prompt").send_keys("take your time")
+        by_text(browser, "button", "Send").click()
+        until(browser, lambda d: "working" in events_text(d), "the slow turn")
+        by_text(browser, "button", "Cancel").click()
+        until(browser, lambda d: "turn ended: Cancelled" in events_text(d), "the cancelled turn")
+    finally:
+        s.stop()

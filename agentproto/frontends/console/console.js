@@ -80,6 +80,7 @@ async function start() {
   followList();
   if (state.selected) select(state.selected);
   loadAgents();
+  setInterval(tickAges, 5000); // the ages go on between updates
 }
 
 function needToken(why) {
@@ -140,7 +141,8 @@ async function followList() {
       const why = await readEvents("v1/sessions", null, abort.signal, (m) => {
         const body = JSON.parse(m.data);
         if (m.event === "sessions") state.rows = new Map();
-        for (const row of body.sessions || []) state.rows.set(String(row.id), row);
+        const at = performance.now();
+        for (const row of body.sessions || []) state.rows.set(String(row.id), Object.assign(row, {receivedAt: at}));
         for (const id of body.gone || []) state.rows.delete(String(id));
         renderList();
         setStatus("live");
@@ -161,6 +163,14 @@ function age(s) {
   return s < 120 ? s + "s" : s < 7200 ? Math.floor(s / 60) + "m" : Math.floor(s / 3600) + "h" + String(Math.floor(s % 3600 / 60)).padStart(2, "0") + "m";
 }
 
+const ageOf = (row) => age(row.age_s + (performance.now() - row.receivedAt) / 1000);
+function tickAges() {
+  for (const tr of $("sessions").tBodies[0].rows) {
+    const row = state.rows.get(tr.dataset.session);
+    if (row) tr.cells[8].textContent = ageOf(row);
+  }
+}
+
 function renderList() {
   const body = $("sessions").tBodies[0];
   body.replaceChildren();
@@ -171,7 +181,7 @@ function renderList() {
       el("td", {text: row.agent}), el("td", {text: row.model ?? "–"}), el("td", {text: row.status}),
       el("td", {class: "num", text: String(row.turns)}), el("td", {class: "num", text: count(tokens)}),
       el("td", {class: "num", text: money(row.cost_usd)}), el("td", {class: "num", text: String(row.open_requests)}),
-      el("td", {class: "num", text: age(row.age_s)}));
+      el("td", {class: "num", text: ageOf(row)}));
     if (String(row.id) === state.selected) tr.classList.add("selected");
     tr.addEventListener("click", () => select(String(row.id)));
     body.append(tr);
