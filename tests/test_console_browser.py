@@ -349,3 +349,34 @@ def test_a_question_is_answered_from_the_page_and_cancel_ends_a_turn(browser, tm
         until(browser, lambda d: "turn ended: Cancelled" in events_text(d), "the cancelled turn")
     finally:
         s.stop()
+
+
+def set_hidden(driver, hidden: bool) -> None:
+    driver.execute_script(
+        "Object.defineProperty(document, 'hidden', {value: arguments[0], configurable: true});"
+        "document.dispatchEvent(new Event('visibilitychange'));", hidden)
+
+
+def test_a_hidden_tab_lets_its_streams_go_and_resumes_after_the_last_id_it_read(browser, tmp_path):
+    from tests.frontends.test_console import wait_gone
+
+    s = Sidecar("--mock", script("turn"), "--db", "off", "--session-idle-timeout", "1")
+    try:
+        login(browser, s)
+        sid = s.open()
+        until(browser, lambda d: d.find_elements("css selector", f"#sessions tr[data-session='{sid}']"), "the session")
+        browser.find_element("css selector", f"#sessions tr[data-session='{sid}'] button").click()
+        labelled(browser, "Prompt").send_keys("go")
+        by_text(browser, "button", "Send").click()
+        until(browser, lambda d: d.find_elements("css selector", ".request"), "the permission")
+        by_text(browser, "button", "Allow").click()
+        until(browser, lambda d: "status: Idle" in events_text(d), "the turn's end")
+        shown = events_text(browser)
+        set_hidden(browser, True)
+        wait_gone(s, sid)  # no stream keeps it any more: it idles out
+        assert events_text(browser) == shown
+        set_hidden(browser, False)
+        until(browser, lambda d: "session closed" in events_text(d), "the close, read after the last id")
+        assert events_text(browser) == shown + "session closed"  # nothing before it again
+    finally:
+        s.stop()

@@ -81,6 +81,7 @@ async function start() {
   if (state.selected) select(state.selected);
   loadAgents();
   setInterval(tickAges, 5000); // the ages go on between updates
+  document.addEventListener("visibilitychange", visibility);
 }
 
 function needToken(why) {
@@ -217,9 +218,10 @@ const view = {messages: new Map(), tools: new Map(), requests: new Map()};
 
 async function followSession(stream) {
   const url = "v1/sessions/" + encodeURIComponent(stream.id) + "/events";
-  while (!stream.abort.signal.aborted && !stream.ended) {
+  const abort = stream.abort; // this reader's: a resume makes another
+  while (!abort.signal.aborted && !stream.ended) {
     try {
-      const why = await readEvents(url, stream.last, stream.abort.signal, (m) => {
+      const why = await readEvents(url, stream.last, abort.signal, (m) => {
         if (m.event === "resync") {
           resetView();
           const body = JSON.parse(m.data);
@@ -235,9 +237,25 @@ async function followSession(stream) {
       });
       if (why === "unauthorized" || (why && why.startsWith("status"))) return;
     } catch (e) {
-      if (stream.abort.signal.aborted) return;
+      if (abort.signal.aborted) return;
     }
-    if (!stream.ended) await sleep(1000);
+    if (!stream.ended && !abort.signal.aborted) await sleep(1000);
+  }
+}
+
+// A hidden tab lets its streams go (a browser has six connections per host for every tab)
+// and, shown again, resumes them: the session's after the last id it read (Last-Event-ID).
+function visibility() {
+  if (document.hidden) {
+    if (state.listAbort) state.listAbort.abort();
+    if (state.stream) state.stream.abort.abort();
+    setStatus("paused while hidden");
+  } else {
+    followList();
+    if (state.stream && !state.stream.ended) {
+      state.stream.abort = new AbortController();
+      followSession(state.stream);
+    }
   }
 }
 
