@@ -298,8 +298,8 @@ class Console:
         while len(self.closed_rings) > CLOSED_KEPT:
             old = self.closed_rings.popleft()
             dropped = self.rings.get(old)
-            if dropped is not None and dropped.closed and not dropped.streams:
-                del self.rings[old]
+            if dropped is not None and dropped.closed:
+                del self.rings[old]  # a stream still writing it holds it until it is done
         self.dirty.discard(session.id)
         self.gone.add(session.id)
         self._arm_list()

@@ -296,3 +296,13 @@ def test_a_console_run_recorded_replays_and_holds_neither_the_secret_nor_the_tok
     run = subprocess.run([sys.executable, "-m", "agentproto", "replay", str(record)], capture_output=True, text=True,
                          cwd=ROOT, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_rings_of_the_latest_32_closed_sessions_stay(console):
+    ids = [console.open() for _ in range(34)]
+    for sid in ids:
+        console.result({"op": "close", "session": sid})
+    assert console.request("GET", f"/v1/sessions/{ids[0]}/events")[0] == 404
+    assert console.request("GET", f"/v1/sessions/{ids[1]}/events")[0] == 404
+    got = list(console.stream(f"/v1/sessions/{ids[2]}/events").messages())
+    assert got[-1]["data"] == {"closed": ids[2]}
