@@ -306,3 +306,26 @@ def test_the_rings_of_the_latest_32_closed_sessions_stay(console):
     assert console.request("GET", f"/v1/sessions/{ids[1]}/events")[0] == 404
     got = list(console.stream(f"/v1/sessions/{ids[2]}/events").messages())
     assert got[-1]["data"] == {"closed": ids[2]}
+
+
+@pytest.mark.parametrize("kind", [
+    {"TextDelta": {"message_id": "m1", "text": "plain"}},
+    {"TextDelta": {"message_id": "m1", "text": "héllo \u202e \ud800 \n\"quoted\""}},
+    {"ContextUsage": {"used_tokens": 1, "window_tokens": None, "cost_usd": float("nan")}},
+    "ContextCompacted",
+])
+def test_the_ops_line_made_from_the_rings_encoding_is_encodes_byte_for_byte(kind):
+    from agentproto.core.wire import encode
+    from agentproto.frontends.console_http import Console
+
+    class Session:
+        id = "s1"
+
+    event = {"sequence": 3, "occurred_at": {"secs_since_epoch": 1, "nanos_since_epoch": 2}, "session_id": "s1",
+             "turn_info": None, "kind": kind, "extensions": {}}
+    console = Console.__new__(Console)  # the tap's event path needs no loop: only these
+    console.rings, console.lists, console.ring_events = {}, [], 2000
+    console.event(Session(), event)  # type: ignore[arg-type]
+    line = {"kind": "event", "event": event}
+    assert console.event_line(line) == encode(line)
+    assert console.event_line({"kind": "event", "event": dict(event)}) is None  # another event: encode's
