@@ -188,7 +188,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sidecar.close()
 
 
-def _serve_transport(args: argparse.Namespace) -> int:
+def _serve_transport(args: argparse.Namespace, console: bool = False) -> int:
     """``serve --transport unix|http|jsonrpc|mcp`` (unix.py, frontends/ops_http.py, jsonrpc_server.py, mcp_stdio.py;
     mcp with --listen or --port: frontends/mcp_http.py)."""
     if args.transport == "unix":
@@ -211,7 +211,7 @@ def _serve_transport(args: argparse.Namespace) -> int:
         except ValueError as exc:
             log(str(exc))
             return EXIT_USAGE
-        token = _auth_token(args.auth_token)
+        token = _auth_token(args.auth_token, mint=console)
     sidecar = _Sidecar(args, args.transport)
     runtime, recorder = sidecar.runtime, sidecar.recorder
     try:
@@ -225,9 +225,8 @@ def _serve_transport(args: argparse.Namespace) -> int:
 
             _settle()
             idle = args.session_idle_timeout
-            return run_http(
-                runtime, address, token, recorder, 1800.0 if idle is None else idle, ring_events=args.ring_events
-            )
+            idle = 1800.0 if idle is None else idle
+            return run_http(runtime, address, token, recorder, idle, console, args.ring_events)
         if args.transport == "mcp" and (args.listen or args.port is not None):
             from agentproto.frontends.mcp_http import run_mcp_http
 
@@ -244,45 +243,27 @@ def _serve_transport(args: argparse.Namespace) -> int:
 
 
 def cmd_console(args: argparse.Namespace) -> int:
-    """``console``: the HTTP transport with the console's URL printed (frontends/ops_http.py)."""
-    from agentproto.frontends.ops_http import parse_listen
-
-    try:
-        address = parse_listen(args.listen or f"127.0.0.1:{args.port}")
-    except ValueError as exc:
-        log(str(exc))
-        return EXIT_USAGE
-    token = _auth_token(args.auth_token)
-    if token is None:
-        import secrets
-
-        from agentproto.core import redact
-
-        token = secrets.token_urlsafe(32)  # programs: AGENTPROTO_AUTH_TOKEN next time, to know it
-        redact.SECRETS.add(token)
-    sidecar = _Sidecar(args, "http")
-    try:
-        from agentproto.frontends.ops_http import run_http
-
-        _settle()
-        idle = args.session_idle_timeout
-        return run_http(
-            sidecar.runtime, address, token, sidecar.recorder, 1800.0 if idle is None else idle, True, args.ring_events
-        )
-    finally:
-        sidecar.close()
+    """``console``: the HTTP transport, on a free loopback port unless told otherwise, with a
+    minted token unless given one, and the page's URL printed (frontends/ops_http.py)."""
+    args.transport, args.listen = "http", args.listen or f"127.0.0.1:{args.port}"
+    return _serve_transport(args, console=True)
 
 
-def _auth_token(flag: str | None) -> str | None:
+def _auth_token(flag: str | None, mint: bool = False) -> str | None:
     """The HTTP bearer token: ``--auth-token`` if given, else ``AGENTPROTO_AUTH_TOKEN`` (which
-    keeps it out of ``ps``), else None. An unusable one is a usage error (exit 2): an empty or
-    short token, even from the environment, is a mistake, never "no token"."""
+    keeps it out of ``ps``), else a fresh one when ``mint`` (the console's), else None. An
+    unusable one is a usage error (exit 2): an empty or short token, even from the
+    environment, is a mistake, never "no token"."""
     from agentproto.core.http1 import check_token
 
     # Out of the environment that every agent process inherits: agents are not trusted.
     from_env = os.environ.pop("AGENTPROTO_AUTH_TOKEN", None)
     source, token = ("--auth-token", flag) if flag is not None else ("AGENTPROTO_AUTH_TOKEN", from_env)
-    if token is None:
+    if token is None and mint:
+        import secrets
+
+        token = secrets.token_urlsafe(32)  # programs: set AGENTPROTO_AUTH_TOKEN instead, to know it
+    elif token is None:
         return None
     problem = check_token(token)
     if problem is not None:

@@ -403,7 +403,9 @@ def build_parser(
         "  python3 -m agentproto mcp --mock turn\n"
         "  claude mcp add agentproto -- ~/.local/bin/agentproto mcp   # installed by scripts/install.py",
     )
-    transport_only = {"help", "transport", "listen", "socket", "port", "auth_token", "session_idle_timeout"}
+    transport_only = {
+        "help", "transport", "listen", "socket", "port", "auth_token", "session_idle_timeout", "ring_events",
+    }  # fmt: skip
     for action in serve._actions:  # serve's options, whoever added them, but the other transports'
         if action.dest not in transport_only:
             mcp._add_action(action)

@@ -45,7 +45,7 @@ _BOUNDS = {
 _DEFAULTS: dict[str, dict[str, Any]] = {
     "serve": {
         "mock": None, **_SESSIONS, "transport": "stdio", "listen": None, "socket": None, "port": None,
-        "auth_token": None, "session_idle_timeout": None, **_BOUNDS,
+        "auth_token": None, "session_idle_timeout": None, "ring_events": None, **_BOUNDS,
     },
     "agent": {"single_shot": False, "mock": None, **_SESSIONS, **_BOUNDS},
 }  # fmt: skip
