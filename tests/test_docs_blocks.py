@@ -498,3 +498,13 @@ def test_inspect_every_sidecar_as_the_page_says(tmp_path: Path) -> None:
         for server in servers:
             server.stdin.close()  # type: ignore[union-attr]
             assert server.wait(15) == 0
+def test_the_agents_json_example_is_valid() -> None:
+    """docs/agents.md's agents.json parses with no problem (agents_file.py's checks)."""
+    from agentproto.drivers import agents_file
+
+    loaded = agents_file.parse(json.loads(recipe("agents-json")), "agents.json", ["mock", "claude"])
+    assert loaded.problems == ()
+    assert [(a.id, a.command, a.args) for a in loaded.agents] == [
+        ("mine", "my-agent", ("--acp",)),
+        ("hermes", os.path.expanduser("~/.local/bin/hermes"), ("acp",)),
+    ]

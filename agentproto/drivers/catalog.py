@@ -3,6 +3,11 @@
 Discovery order, per agent: the ``AGENTPROTO_<ID>_BIN`` override, then ``PATH``, then the
 agent's known locations and the npm global prefix. Nothing here spawns a process; the
 engine asks for versions separately, through the loop.
+
+The catalog is the built-in agents (``MOCK``, ``CATALOG``) and then the ACP agents the user
+declares in agents.json (agents_file.py: its rules), read only when the catalog is
+consulted (``all_specs``, ``spec_for`` of an id the built-ins lack, ``problems``): never at
+start-up, and a declared id never shadows a built-in one.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ if TYPE_CHECKING:
     from typing import Any, Mapping
 
     from agentproto.core.wire_types import AgentInstallation, MissingAgent
+    from agentproto.drivers.agents_file import Loaded
     from agentproto.drivers.base import Driver
 
 
@@ -137,8 +143,41 @@ def clean_version(text: str) -> str:
     return match.group(0) if match else text.strip()
 
 
+def _declared() -> "Loaded":
+    from agentproto.drivers import agents_file  # only when the catalog is consulted
+
+    return agents_file.load([MOCK.id, *(spec.id for spec in CATALOG)])
+
+
+def user_specs() -> list[AgentSpec]:
+    """The ACP agents the user declares in agents.json (the valid entries)."""
+    return [
+        AgentSpec(
+            id=d.id,
+            name=d.name,
+            commands=(d.command,),
+            install_hint=d.install_hint,
+            driver="agentproto.drivers.acp.driver:AcpDriver",
+            acp_args=d.args,
+            version_args=d.version_args,
+            extra={"env": d.env, "declared": True},
+        )
+        for d in _declared().agents
+    ]
+
+
+def all_specs() -> list[AgentSpec]:
+    """Every catalog agent after ``mock``: the built-ins, then the user's."""
+    return [*CATALOG, *user_specs()]
+
+
+def problems() -> list[str]:
+    """What is wrong with the user's agents.json (each a sentence naming the file)."""
+    return list(_declared().problems)
+
+
 def agent_ids() -> list[str]:
-    return [MOCK.id, *(spec.id for spec in CATALOG)]
+    return [MOCK.id, *(spec.id for spec in all_specs())]
 
 
 def unknown_agent(agent_id: str) -> AgentError:
@@ -148,13 +187,20 @@ def unknown_agent(agent_id: str) -> AgentError:
     known = agent_ids()
     close = difflib.get_close_matches(agent_id.lower(), known, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]}?" if close else ""
-    return AgentError.not_installed(agent_id, f"unknown agent: {agent_id}{hint} (known: {', '.join(known)})")
+    # An entry of agents.json that was refused: say why, not only that the id is unknown.
+    mine = (f": agents.{agent_id}:", f": agents.{agent_id}.")
+    why = [p for p in problems() if ": agents." not in p or any(m in p for m in mine)]
+    said = "".join(f"; {p}" for p in why[:3])
+    return AgentError.not_installed(agent_id, f"unknown agent: {agent_id}{hint} (known: {', '.join(known)}){said}")
 
 
 def spec_for(agent_id: str) -> AgentSpec | None:
     if agent_id == "mock":
         return MOCK
     for spec in CATALOG:
+        if spec.id == agent_id:
+            return spec
+    for spec in user_specs():
         if spec.id == agent_id:
             return spec
     return None

@@ -130,7 +130,9 @@ def discover(loop: Loop, mock_only: bool, factory: TransportFactory, done: Done)
         done(report, None)
         return
     pending: list[AgentInstallation] = []
-    for spec in catalog.CATALOG:
+    for problem in catalog.problems():
+        report["diagnostics"].append({"level": "Warning", "message": problem})
+    for spec in catalog.all_specs():
         found = catalog.locate(spec)
         if isinstance(found, list):
             report["missing"].append(catalog.missing(spec, found))
@@ -138,7 +140,8 @@ def discover(loop: Loop, mock_only: bool, factory: TransportFactory, done: Done)
         entry = catalog.installation(spec, *found)
         entry["version"] = None
         agents.append(entry)
-        pending.append(entry)
+        if spec.version_args:  # a declared agent's "version_args": [] asks none
+            pending.append(entry)
         override = os.environ.get(spec.env_override)
         if override and found[1] != "EnvOverride":
             message = f"{spec.id}: ${spec.env_override}={override} is not an executable; using {found[0]}"

@@ -225,7 +225,7 @@ class Engine:
                 if args.get(name) and name not in driver_class.open_fields:
                     why = f"{name}: {launch.agent_id} cannot take it"
                     raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, why)
-            self._wire(session_id, launch)
+            self._wire(session_id, launch, spec.extra.get("env") or {})
         except AgentError as error:
             done(None, error)
             return None
@@ -266,9 +266,10 @@ class Engine:
             session.open_failed(_open_error(exc, launch))
         return session
 
-    def _wire(self, session_id: str, launch: Launch) -> None:
+    def _wire(self, session_id: str, launch: Launch, agent_env: dict[str, str]) -> None:
         """Record the session's agent wire (``--record``, ``record_wire``), and the ids its
-        driver makes up with it."""
+        driver makes up with it. ``agent_env``: the catalog's env for this agent (a declared
+        agent's, from agents.json), whose secrets a record learns as the session's."""
         launch.new_id = lambda purpose: self.made_up(session_id, purpose)
         if self.recorder is None and not launch.record_wire:
             return
@@ -282,7 +283,7 @@ class Engine:
         if wire is None:
             return
         launch.wire = wire
-        wire.launch(launch.installation, launch.env, launch.mcp_servers)
+        wire.launch(launch.installation, {**agent_env, **launch.env}, launch.mcp_servers)
 
         def new_id(purpose: str) -> str:
             value = self.made_up(session_id, purpose)
