@@ -390,7 +390,7 @@ class AcpTurns:
                 self._respond(rpc_id, acp_fs.read_text_file(self.launch.dir, params))
             elif method == "fs/write_text_file":
                 acp_fs.write_text_file(self.launch.dir, params)
-                self._respond(rpc_id, None)
+                self._respond(rpc_id, {})  # ACP's empty response objects: {}, not null
             elif method == "terminal/create":
                 self._respond(rpc_id, self.terminals.create(params))
             elif method == "terminal/output":
@@ -410,11 +410,11 @@ class AcpTurns:
                     raise
             elif method == "terminal/kill":
                 self.terminals.kill(params)
-                self._respond(rpc_id, None)
+                self._respond(rpc_id, {})
             elif method == "terminal/release":
                 self.terminals.release(params)
                 self._term_backlog.pop(params.get("terminalId"), None)
-                self._respond(rpc_id, None)
+                self._respond(rpc_id, {})
             else:
                 self._respond(rpc_id, error=RpcError(METHOD_NOT_FOUND, f"method not found: {method}"))
         except RpcError as exc:
