@@ -23,6 +23,10 @@ the scenario (its first word), so one agent binary serves every test:
   garbage    writes a non-JSON line, then answers normally
   children   starts a grandchild that ignores SIGTERM (pid written to PATH)
   flood N    N message chunks
+  elicit     elicitation/create (form: every kind of property; ``elicit url``: URL mode);
+             the answer (or the error code) as JSON text
+  withdraw   a permission (``withdraw elicit``: an elicitation) withdrawn at once with
+             $/cancel_request; the answer as text (``error -32800``)
   mode       switches its own mode (current_mode_update) and config (config_option_update)
   calltool SERVER TOOL ARGS   calls TOOL (ARGS: JSON) of the session/new mcpServers entry
              SERVER with the MCP SDK's client over that entry's transport
@@ -581,6 +585,46 @@ class TestAgent:
         await self.say(sid, "switched")
         return {"stopReason": "end_turn"}
 
+    async def scenario_elicit(self, sid: str, args: list[str]) -> dict:
+        import json
+
+        # ``elicit url``: a URL-mode request (agentproto advertises form mode only).
+        params: dict[str, Any] = {"sessionId": sid, "mode": "form", "message": "How should I refactor?",
+                                  "requestedSchema": ELICIT_SCHEMA}
+        if args[:1] == ["url"]:
+            params = {"sessionId": sid, "mode": "url", "elicitationId": "e-1", "url": "https://example.invalid/",
+                      "message": "Authorize"}
+        try:
+            answer = await self.conn._conn.send_request("elicitation/create", params)
+        except RequestError as exc:
+            answer = {"error": exc.code}
+        await self.say(sid, json.dumps(answer, sort_keys=True))
+        return {"stopReason": "end_turn"}
+
+    async def scenario_withdraw(self, sid: str, args: list[str]) -> dict:
+        """Asks a permission (or, ``withdraw elicit``, a question) and withdraws it at once
+        with ``$/cancel_request``; the answer's error code as text."""
+        raw = self.conn._conn
+        rpc_id = raw._next_request_id
+        if args[:1] == ["elicit"]:
+            method, params = "elicitation/create", {"sessionId": sid, "mode": "form", "message": "?",
+                                                   "requestedSchema": ELICIT_SCHEMA}
+        else:
+            method, params = "session/request_permission", {
+                "sessionId": sid, "toolCall": {"toolCallId": "call-w", "title": "Run ls", "kind": "execute"},
+                "options": [{"optionId": "ok", "name": "OK", "kind": "allow_once"}],
+            }
+        asked = asyncio.ensure_future(raw.send_request(method, params))
+        await asyncio.sleep(0)  # the request is written before the cancellation
+        await raw.send_notification("$/cancel_request", {"requestId": rpc_id})
+        try:
+            await asked
+            said = "answered"
+        except RequestError as exc:
+            said = f"error {exc.code}"
+        await self.say(sid, said)
+        return {"stopReason": "end_turn"}
+
     async def scenario_env(self, sid: str, args: list[str]) -> dict:
         await self.say(sid, " ".join(f"{name}={os.environ.get(name)}" for name in args))
         return {"stopReason": "end_turn"}
@@ -590,6 +634,21 @@ class TestAgent:
 
         await self.say(sid, json.dumps(self.sessions[sid]["mcp"], sort_keys=True))
         return {"stopReason": "end_turn"}
+
+
+#: The form ``elicit`` asks: every kind of property a form may hold.
+ELICIT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "strategy": {"type": "string", "title": "Strategy", "enum": ["safe", "bold"], "enumNames": ["Safe", "Bold"]},
+        "areas": {"type": "array", "title": "Areas", "items": {"anyOf": [{"const": "api", "title": "API"},
+                                                                         {"const": "ui", "title": "UI"}]}},
+        "tests": {"type": "boolean", "description": "Write tests?"},
+        "budget": {"type": "integer"},
+        "note": {"type": "string"},
+    },
+    "required": ["strategy"],
+}
 
 
 def main() -> None:

@@ -15,6 +15,11 @@ Rules of this file:
   path, the handshake, the session's setup, its lifecycle (``LIFECYCLE``), shutdown; the
   turns, the session updates and the agent's requests are ``acp_turns.py``; the details,
   the configuration and ``configure`` are ``acp/settings.py``.
+- Elicitation (form mode only, acp/elicitation.py) is a ``Question`` request, pending like
+  a permission: cancel and close answer it ``cancel``. ``$/cancel_request`` from the agent
+  withdraws the permission or question it names (``RequestClosed`` to the app) and answers
+  it -32800, as ACP asks; agentproto sends one itself for a prompt it stops waiting for
+  (the turn timeout).
 """
 
 from __future__ import annotations
@@ -48,10 +53,13 @@ from agentproto.drivers.fields import obj
 from agentproto.loopio.loop import Alarm
 
 if TYPE_CHECKING:
-    from agentproto.core.wire_types import AgentDetails, ConfigOption, LoginMethod, SlashCommand
+    from agentproto.core.wire_types import AgentDetails, AgentRequest, ConfigOption, LoginMethod, SlashCommand
     from agentproto.drivers.acp.types import AcpToolSnapshot, PermissionOption
 
 PROTOCOL_VERSION = 1
+INVALID_PARAMS = -32602
+#: ACP's "Request cancelled" (``$/cancel_request``).
+REQUEST_CANCELLED = -32800
 
 DEFAULT_HANDSHAKE_TIMEOUT = 120.0
 DEFAULT_TURN_TIMEOUT = 1800.0
@@ -108,6 +116,8 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
         self._instructed = bool(launch.resume or launch.fork)
         self._reported: AgentDetails | dict[str, Any] = {}
         self._turn: AcpTurn | None = None
+        #: The elicitations the app is asked (a Question): request id -> (rpc id, params).
+        self._questions: dict[str, tuple[Any, dict[str, Any]]] = {}
         self._message: tuple[str, Any, str] | None = None  # (kind, acp messageId, our id)
         self._message_seq = 0
         self._tools: dict[str, AcpToolSnapshot] = {}
@@ -186,7 +196,12 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
         method = kind.method
         params = kind.params if isinstance(kind.params, dict) else {}
         if isinstance(kind, Request):
-            self._on_agent_request(kind.id, method, params)
+            if method == "elicitation/create":
+                self._on_elicitation(kind.id, params)
+            else:
+                self._on_agent_request(kind.id, method, params)
+        elif method == "$/cancel_request":
+            self._on_cancel_request(params.get("requestId"))
         elif method == "session/update":
             update = params.get("update")
             if isinstance(update, dict):
@@ -202,7 +217,59 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
                 # only the session's state is taken, never turn content.
                 if handler is not None and (live or name in STATE_UPDATES):
                     handler(update)
-        # Other notifications ($/cancel_request, extensions) need nothing from us.
+        # Other notifications (elicitation/complete: URL mode only; extensions) need nothing from us.
+
+    # -- elicitation and the agent's cancellations --------------------------------------
+
+    def _on_elicitation(self, rpc_id: Any, params: dict[str, Any]) -> None:
+        from agentproto.drivers.acp.elicitation import question_of
+
+        self._permission_seq += 1
+        request_id = f"elicit-{self._permission_seq}"
+        question = question_of(request_id, params)
+        if isinstance(question, str):
+            self._respond(rpc_id, error=RpcError(INVALID_PARAMS, question))
+        elif self._turn is None or self._turn.cancelled:
+            self._respond(rpc_id, {"action": "cancel"})  # nobody to ask, as for a permission
+        else:
+            self._questions[request_id] = (rpc_id, params)
+            self._waiting_on_us += 1
+            self._end_message()
+            self.host.emit({"RequestOpened": {"Question": question}})
+
+    def answer(self, request: AgentRequest, answer: Any) -> None:
+        if "Question" not in request:
+            super().answer(request, answer)
+            return
+        from agentproto.drivers.acp.elicitation import response_of
+
+        entry = self._questions.pop(request["Question"]["id"], None)
+        if entry is not None:
+            self._waiting_on_us -= 1
+            self._last_seen = self.loop.time()
+            self._respond(entry[0], response_of(entry[1], answer))
+
+    def cancel(self) -> None:
+        super().cancel()
+        self._cancel_questions()
+
+    def _cancel_questions(self) -> None:
+        pending, self._questions = self._questions, {}
+        for rpc_id, _ in pending.values():
+            self._waiting_on_us -= 1
+            self._respond(rpc_id, {"action": "cancel"})
+
+    def _on_cancel_request(self, rpc_id: Any) -> None:
+        """The agent no longer waits for its request ``rpc_id``: a permission or question
+        the app was asked is withdrawn, and the request answered -32800."""
+        asked = [rid for rid, (pending, _) in self._permissions.items() if pending == rpc_id]
+        asked += [rid for rid, (pending, _) in self._questions.items() if pending == rpc_id]
+        for request_id in asked:
+            self._permissions.pop(request_id, None)
+            self._questions.pop(request_id, None)
+            self._waiting_on_us -= 1
+            self.host.request_withdrawn(request_id)
+            self._respond(rpc_id, error=RpcError(REQUEST_CANCELLED, "Request cancelled"))
 
     def on_too_long(self, size: int) -> None:
         self.host.diagnostic("Warning", f"the agent wrote a line of more than {size} bytes; skipped")
@@ -228,6 +295,7 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
                     "terminal": True,
                     "auth": {"terminal": True},
                     "session": {"configOptions": {"boolean": {}}},
+                    "elicitation": {"form": {}},
                 },
                 "clientInfo": {"name": "agentproto", "title": "agentproto", "version": _version()},
             },
@@ -360,6 +428,7 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
             self.host.closed()
         elif previous in ("opening", "open"):
             self._cancel_permissions()
+            self._cancel_questions()
             self._shutdown(grace=3.0)
 
     def kill(self) -> None:

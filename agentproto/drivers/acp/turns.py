@@ -201,9 +201,9 @@ class AcpTurns:
             self._turn_check.set(self.turn_timeout / TIMER_CHECKS)
             return
         self._notify("session/cancel", {"sessionId": self._session})
-        self._end_turn(
-            turn, {"Failed": {"message": f"the agent did not answer the prompt within {self.turn_timeout:g}s"}}
-        )
+        self._notify("$/cancel_request", {"requestId": turn.rpc_id})  # and we stop waiting for it
+        why = f"the agent did not answer the prompt within {self.turn_timeout:g}s"
+        self._end_turn(turn, {"Failed": {"message": why}})
 
     def _on_prompt_answer(self, turn: AcpTurn, result: Any, error: RpcError | None) -> None:
         if self._turn is not turn:

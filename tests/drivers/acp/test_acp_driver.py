@@ -143,5 +143,7 @@ def test_the_turn_timeout_counts_silence_not_the_turns_length():
     assert conv.events("TurnEnded") == []  # never silent for 0.4 s
     conv.run_until(lambda: bool(conv.events("TurnEnded")))  # and now it is
     assert "did not answer the prompt within 0.4s" in conv.events("TurnEnded")[0]["stop"]["Failed"]["message"]
-    assert conv.transport.written[-1]["method"] == "session/cancel"
+    # The turn is cancelled, and the prompt given up on (ACP's $/cancel_request).
+    assert [m["method"] for m in conv.transport.written[-2:]] == ["session/cancel", "$/cancel_request"]
+    assert conv.transport.written[-1]["params"] == {"requestId": conv.transport.written[-3]["id"]}
     conv.close()

@@ -3,7 +3,7 @@
 There is no ACP conformance suite: the official ``schema/v1/schema.json`` (vendored in
 fixtures/acp/, Apache-2.0) is the reference. A real ``serve`` drives the SDK-built test
 agent through every kind of exchange it has (handshake, prompt, permissions answered each
-way, fs, terminals, configure of a select and a boolean option, cancel of a turn and of a
+way, an elicitation answered, refused and withdrawn, fs, terminals, configure of a select and a boolean option, cancel of a turn and of a
 pending permission, resume, close), the session's wire is recorded (``record_wire``), and
 each line agentproto wrote to the agent is checked by its method's own definition (the
 schema's ``x-method``/``x-side``): a request's or notification's ``params``, a response's
@@ -131,6 +131,14 @@ def test_every_acp_message_agentproto_sends_is_valid_against_the_official_schema
         permission("tool", {"Deny": {"message": "not now"}})
         permission("tool", "Cancel")
         permission("slow-permission", None)
+        sc.ok({"cmd": "prompt", "session": session, "text": "elicit"})
+        question = sc.events(session, "RequestOpened", 30)[-1]["kind"]["RequestOpened"]["Question"]
+        answer = {"Question": [{"Choices": ["bold"]}, {"Choices": ["ui"]}, {"Choices": ["true"]},
+                               {"Text": "3"}, {"Text": "x"}]}
+        sc.ok({"cmd": "answer", "session": session, "request": question["id"], "answer": answer})
+        sc.events(session, "TurnEnded", 30)
+        turn("elicit url")
+        turn("withdraw")
         turn("fs notes.txt")
         turn("terminal")
         sc.ok({"cmd": "configure", "session": session, "option": "fast", "value": True})
@@ -149,7 +157,7 @@ def test_every_acp_message_agentproto_sends_is_valid_against_the_official_schema
     # The exchange covered what agentproto sends (so that a pass means something).
     assert methods >= {
         "initialize", "session/new", "session/load", "session/prompt", "session/cancel",
-        "session/set_config_option",
+        "session/set_config_option", "answer to elicitation/create",
         "answer to session/request_permission", "answer to fs/read_text_file", "answer to fs/write_text_file",
         "answer to terminal/create", "answer to terminal/output", "answer to terminal/wait_for_exit",
         "answer to terminal/release", "answer to terminal/kill",
