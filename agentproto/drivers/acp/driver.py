@@ -234,6 +234,9 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
         else:
             self._questions[request_id] = (rpc_id, params)
             self._waiting_on_us += 1
+            if "Questions" not in self._features_seen:  # learned when first used, as ContextUsage
+                self._features_seen.add("Questions")
+                self._changed()
             self._end_message()
             self.host.emit({"RequestOpened": {"Question": question}})
 

@@ -31,8 +31,12 @@ def ask(sc: Sidecar, session: str, text: str) -> tuple[list[dict[str, Any]], dic
 def test_a_form_elicitation_is_a_question_and_its_answer_typed_content(sidecar: Sidecar, tmp_path: Path) -> None:
     info = open_session(sidecar, tmp_path)
     session = info["id"]
-    _, opened = ask(sidecar, session, "elicit")
+    events, opened = ask(sidecar, session, "elicit")
     question = opened["Question"]
+    # The agent asks questions: the capability is learned (SessionUpdated), as ContextUsage is.
+    updated = [e["kind"]["SessionUpdated"] for e in events if "SessionUpdated" in e["kind"]]
+    assert "Questions" not in info["details"]["capabilities"]["features"]
+    assert "Questions" in updated[-1]["details"]["capabilities"]["features"]
     assert [q["id"] for q in question["questions"]] == ["strategy", "areas", "tests", "budget", "note"]
     strategy, areas, tests, budget, note = question["questions"]
     assert strategy == {
