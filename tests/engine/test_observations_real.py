@@ -68,3 +68,22 @@ def test_codex_turn_tokens_are_what_the_api_reported(tmp_path: Path) -> None:
     assert row["cached_input_tokens"] == reported["input_tokens_details"]["cached_tokens"]
     assert ended["usage"]["input_tokens"] == row["input_tokens"] and row["cost_usd"] is None
     assert os.stat(db).st_mode & 0o777 == 0o600
+
+
+def test_an_acp_agents_usage_update_cost_goes_into_the_database(tmp_path: Path) -> None:
+    # The SDK-built test agent reports usage_update (used 1234 of 200000, cumulative cost
+    # 0.25 USD) and the prompt's own tokens in each "chunks" turn.
+    from tests.drivers.acp.test_acp import agent_ref
+
+    db = tmp_path / "obs.db"
+    with Sidecar(["--db", str(db)]) as sc:
+        session = sc.ok({"cmd": "open", "agent": agent_ref(), "dir": str(tmp_path)}, timeout=30)["id"]
+        sc.ok({"cmd": "prompt", "session": session, "text": "chunks"})
+        events = sc.events(session, until="TurnEnded", timeout=30)
+        sc.ok({"cmd": "close", "session": session}, timeout=30)
+        sc.wait_for(lambda line: line.get("closed") == session, 30)
+    assert [e["kind"]["ContextUsage"] for e in events if "ContextUsage" in e["kind"]] == [
+        {"used_tokens": 1234, "window_tokens": 200000, "cost_usd": 0.25}]  # fmt: skip
+    (row,) = rows(db)
+    assert (row["agent"], row["input_tokens"], row["output_tokens"]) == ("acp-test", 20, 10)
+    assert row["cost_usd"] == pytest.approx(0.25)
