@@ -113,3 +113,39 @@ def test_elicitation_form_mode_is_advertised(tmp_path: Path) -> None:
         sc.ok({"cmd": "open", "agent": agent_ref(), "dir": str(tmp_path), "record_wire": str(wire)}, timeout=30)
     sent = [json.loads(json.loads(r)["line"]) for r in wire.read_text().splitlines() if '"to_agent"' in r]
     assert sent[0]["params"]["clientCapabilities"]["elicitation"] == {"form": {}}
+
+
+@pytest.mark.parametrize(
+    ("params", "why"),
+    [
+        ({}, "elicitation mode None is not supported (agentproto advertises form only)"),
+        ({"mode": "form"}, "requestedSchema: a form needs an object schema with properties"),
+        ({"mode": "form", "requestedSchema": {"properties": []}}, "requestedSchema: a form needs"),
+        ({"mode": "form", "requestedSchema": {"properties": {"a": 3}}}, "requestedSchema.properties.a: not a schema"),
+        ({"mode": "form", "requestedSchema": {"properties": {"a": {"type": "object"}}}},
+         "requestedSchema.properties.a: type 'object' is not one a form may ask"),
+        ({"mode": "form", "requestedSchema": {"properties": {"a": {"type": "array", "items": 1}}}},
+         "requestedSchema.properties.a: type 'array' is not one a form may ask"),
+    ],
+)
+def test_a_form_that_cannot_be_a_question_is_refused_naming_why(params: dict[str, Any], why: str) -> None:
+    from agentproto.drivers.acp.elicitation import question_of
+
+    assert str(question_of("elicit-1", params)).startswith(why)
+
+
+def test_odd_but_valid_properties_still_make_questions() -> None:
+    from agentproto.drivers.acp.elicitation import question_of, response_of
+
+    params = {"mode": "form", "requestedSchema": {"properties": {
+        "n": {"type": "number", "title": 7},           # a title that is not text: the name
+        "e": {"type": "string", "enum": ["x", 2]},      # an enum of not only strings: free text
+        "c": {"enum": ["a", "b"]},                      # no type, an enum: a choice
+    }}}  # fmt: skip
+    question = question_of("elicit-1", params)
+    assert isinstance(question, dict)
+    assert [(q["text"], q["allows_free_text"], len(q["choices"])) for q in question["questions"]] == [
+        ("n", True, 0), ("e", True, 0), ("c", False, 2)]  # fmt: skip
+    answer = {"Question": [{"Text": "1.5e3"}, {"Text": "two"}, {"Choices": ["b"]}]}
+    assert response_of(params, answer) == {"action": "accept", "content": {"n": 1500.0, "e": "two", "c": "b"}}
+    assert response_of(params, {"Question": [{"Text": "lots"}, {"Text": ""}, {"Choices": ["a"]}]})["content"]["n"] == "lots"
