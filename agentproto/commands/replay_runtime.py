@@ -68,7 +68,13 @@ class ReplayEngine(Engine):
         if isinstance(agent, dict) and "acp" in agent:
             here: Any = {"acp": {**agent["acp"], "path": sys.executable}}
         else:
-            here = {"id": agent["id"] if isinstance(agent, dict) else agent, "path": sys.executable}
+            agent_id = agent["id"] if isinstance(agent, dict) else agent
+            here = {"id": agent_id, "path": sys.executable}
+            acp_args = recorded.get("acp_args")
+            if catalog.spec_for(agent_id) is None and acp_args is not None:
+                # An ACP agent the recording machine's agents.json declared and this one
+                # does not: the recorded installation says all replay needs.
+                here = {"acp": {"name": agent_id, "path": sys.executable, "args": list(acp_args)}}
         spec, _ = catalog.resolve_ref(here)
         return spec, {**recorded}
 

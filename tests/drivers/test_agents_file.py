@@ -194,3 +194,27 @@ def test_an_absent_file_declares_nothing_silently(tmp_path: Path) -> None:
     # Unset (or relative) XDG_CONFIG_HOME: ~/.config.
     assert agents_file.path({"HOME": "/h"}).endswith(os.path.join(".config", "agentproto", "agents.json"))
 
+
+
+def test_a_declared_agents_recording_replays_where_it_is_not_declared(tmp_path: Path) -> None:
+    # A recording is a bug report: it must replay on a machine whose agents.json lacks the
+    # agent (replay starts no agent; the recorded installation says it speaks ACP).
+    import subprocess
+    import sys
+
+    declare(tmp_path / "cfg", {"mine": mine(args=[])})
+    record = tmp_path / "run.ndjson"
+    with sidecar(tmp_path / "cfg", "--record", str(record)) as sc:
+        session = sc.open("mine", str(tmp_path))
+        sc.ok({"cmd": "prompt", "session": session, "text": "chunks"})
+        sc.events(session, "TurnEnded", 30)
+        sc.ok({"cmd": "close", "session": session}, timeout=20)
+        sc.wait_for(lambda line: line.get("closed") == session, 20)
+        sc.close_stdin()
+        sc.drain()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = base_env({"XDG_CONFIG_HOME": str(elsewhere), "AGENTPROTO_DB": "off"})
+    done = subprocess.run([sys.executable, "-m", "agentproto", "replay", str(record)],
+                          capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr

@@ -15,11 +15,9 @@ Rules of this file:
   path, the handshake, the session's setup, its lifecycle (``LIFECYCLE``), shutdown; the
   turns, the session updates and the agent's requests are ``acp_turns.py``; the details,
   the configuration and ``configure`` are ``acp/settings.py``.
-- Elicitation (form mode only, acp/elicitation.py) is a ``Question`` request, pending like
-  a permission: cancel and close answer it ``cancel``. ``$/cancel_request`` from the agent
-  withdraws the permission or question it names (``RequestClosed`` to the app) and answers
-  it -32800, as ACP asks; agentproto sends one itself for a prompt it stops waiting for
-  (the turn timeout).
+- Elicitation (form mode, acp/elicitation.py) is a ``Question``, pending like a permission
+  (cancel and close answer it ``cancel``); the agent's ``$/cancel_request`` withdraws either
+  (``RequestClosed``, -32800); agentproto sends one for a prompt it gives up on.
 """
 
 from __future__ import annotations
@@ -58,8 +56,7 @@ if TYPE_CHECKING:
 
 PROTOCOL_VERSION = 1
 INVALID_PARAMS = -32602
-#: ACP's "Request cancelled" (``$/cancel_request``).
-REQUEST_CANCELLED = -32800
+REQUEST_CANCELLED = -32800  # ACP's "Request cancelled" ($/cancel_request)
 
 DEFAULT_HANDSHAKE_TIMEOUT = 120.0
 DEFAULT_TURN_TIMEOUT = 1800.0
