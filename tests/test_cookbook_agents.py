@@ -23,7 +23,7 @@ from typing import Any
 
 import fake_openai as fo
 import pytest
-from fake_anthropic import FakeAnthropic, claude_bin, processes_with_env, text, tool_use
+from fake_anthropic import FakeAnthropic, claude_bin, processes_with_env, text, tool_search, tool_use
 from sidecar import ROOT, base_env
 from tests.test_cookbook import recipe
 
@@ -102,13 +102,17 @@ def test_claude_code_delegates_through_the_registered_mcp_server(tmp_path: Path)
         env["HOME"] = str(tmp_path)
         registered = subprocess.run(add, cwd=str(work), env=env, capture_output=True, text=True, timeout=60)
         assert registered.returncode == 0, registered.stderr
-        api.push(tool_use("mcp__agentproto__agentproto_generate", call), text("the review is in"))
+        api.push(tool_search("mcp__agentproto__agentproto_generate"),
+                 tool_use("mcp__agentproto__agentproto_generate", call), text("the review is in"))
         done = subprocess.run(run + ["--output-format", "json"], cwd=str(work), env=env, capture_output=True,
                               text=True, timeout=180)
         assert done.returncode == 0, done.stderr[-2000:]
         assert json.loads(done.stdout)["result"] == "the review is in"
-        first, second = api.main_requests()[:2]
-        offered = [tool["name"] for tool in first.body.get("tools", [])]
+        # Claude Code defers an MCP server's tools: named to the model at first, loaded by
+        # its ToolSearch call.
+        first, loaded, second = api.main_requests()[:3]
+        assert "mcp__agentproto__agentproto_generate" in json.dumps(first.body)
+        offered = [tool["name"] for tool in loaded.body.get("tools", [])]
         assert "mcp__agentproto__agentproto_generate" in offered
         [result] = [block for block in second.body["messages"][-1]["content"] if block.get("type") == "tool_result"]
         assert json.loads(result["content"]) == {"op": "generate", "ok": True, "text": call["prompt"]}

@@ -11,13 +11,16 @@ not run-time code). Each test scripts the replies it needs:
 Each POST /v1/messages takes the next queued reply, in order (with
 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC the CLI makes no side calls of its own, so
 the queue is exactly the model's turns); a reply with ``match`` set is only taken by a
-request it accepts. With nothing queued a request gets ``default_reply``. Every request
+request it accepts. With nothing queued a request gets ``default_reply``. The CLI's own
+one-token checks (``max_tokens: 1``, e.g. 2.1.332 checks a model ``set_model`` names) get a
+one-token answer and take nothing from the queue (``Logged.is_check``). Every request
 is logged in ``api.requests`` (method, path, headers, JSON body) for the test to inspect.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -80,6 +83,22 @@ def error(status: int, kind: str, message: str, **kw: Any) -> Reply:
     return Reply(error=(status, kind, message), **kw)
 
 
+def tool_search(*names: str, **kw: Any) -> Reply:
+    """The model loads deferred tools by name, as Claude Code 2.1.332 asks it to: an MCP
+    server's tools (and some of its own, ExitPlanMode among them) are only named in the
+    prompt until a ``ToolSearch`` call brings their schemas in."""
+    return tool_use("ToolSearch", {"query": "select:" + ",".join(names)}, **kw)
+
+
+def plan_file(logged: Logged) -> str:
+    """The plan file plan mode tells the model to write its plan to (Claude Code 2.1.332:
+    ExitPlanMode takes no plan, the CLI reads this file)."""
+    found = re.search(r"plan (?:at|file exists at) (/\S+?\.md)", json.dumps(logged.body))
+    if found is None:
+        raise AssertionError("the request names no plan file: is the session in plan mode?")
+    return found.group(1)
+
+
 @dataclass
 class Logged:
     method: str
@@ -91,7 +110,45 @@ class Logged:
 
     @property
     def is_message(self) -> bool:
+        """A model call of the conversation (not one of the CLI's ``is_check`` calls)."""
+        return self.is_messages_post and not self.is_check
+
+    @property
+    def is_messages_post(self) -> bool:
         return self.method == "POST" and self.path.split("?", 1)[0] == "/v1/messages"
+
+    @property
+    def is_check(self) -> bool:
+        """One of the CLI's own one-token calls (``max_tokens: 1``: a model check after
+        ``set_model``, a key or quota check), not a turn of the model's: it gets a one-token
+        answer and takes nothing from the queue."""
+        return self.is_messages_post and isinstance(self.body, dict) and self.body.get("max_tokens") == 1
+
+    def conversation_step(self) -> str:
+        """Which model call of which conversation this is, as the API sees its content: the
+        CLI's session id header and the user and assistant turns, without the CLI's own
+        ``<system-reminder>`` blocks, ``system`` messages and cache marks. A resend of a
+        refused call keeps it, whatever headers, fields or reminders the CLI changes in
+        between; the next call of the conversation (a new prompt, a tool result) does not."""
+        session = next(
+            (v for k, v in self.headers.items() if k.lower() == "x-claude-code-session-id"),
+            None,
+        )
+        turns = []
+        messages = self.body.get("messages") if isinstance(self.body, dict) else None
+        for message in messages if isinstance(messages, list) else []:
+            if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+                continue
+            content = message.get("content")
+            blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+            kept = [
+                {k: v for k, v in block.items() if k != "cache_control"}
+                for block in blocks
+                if isinstance(block, dict)
+                and not str(block.get("text", "")).startswith("<system-reminder>")
+            ]
+            turns.append((message["role"], kept))
+        return json.dumps([session, turns], sort_keys=True)
 
     @property
     def model(self) -> str | None:
@@ -121,7 +178,9 @@ class FakeAnthropic:
     def __init__(self) -> None:
         self.requests: list[Logged] = []
         self.default_reply: Reply | Callable[[Logged], Reply] = text("OK")
-        self._queue: list[Reply] = []
+        self._queue: list[Reply | Callable[[Logged], Reply]] = []
+        #: (the refused request's messages, its client-error reply): see the docstring.
+        self._refused: list[tuple[str, Reply]] = []
         self._lock = threading.Condition()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -145,7 +204,8 @@ class FakeAnthropic:
         self.stop()
 
     # -- scripting
-    def push(self, *replies: Reply) -> None:
+    def push(self, *replies: Reply | Callable[[Logged], Reply]) -> None:
+        """Queue replies; a callable is a reply made from the request it answers."""
         with self._lock:
             self._queue.extend(replies)
 
@@ -192,11 +252,26 @@ class FakeAnthropic:
 
     # -- serving
     def _take(self, logged: Logged) -> Reply:
+        conversation = logged.conversation_step()
         with self._lock:
-            for i, reply in enumerate(self._queue):
-                if reply.match is None or reply.match(logged):
-                    del self._queue[i]
+            for refused, reply in self._refused:
+                if refused == conversation:
                     return reply
+            for i, queued in enumerate(self._queue):
+                if callable(queued):
+                    del self._queue[i]
+                    reply = queued(logged)
+                    break
+                if queued.match is None or queued.match(logged):
+                    del self._queue[i]
+                    reply = queued
+                    break
+            else:
+                reply = None
+            if reply is not None:
+                if reply.error and 400 <= reply.error[0] < 500 and reply.error[0] != 429:
+                    self._refused.append((conversation, reply))
+                return reply
             chosen = self.default_reply
         return chosen(logged) if callable(chosen) else chosen
 
@@ -264,7 +339,7 @@ class FakeAnthropic:
                         },
                     )
                     return
-                reply = fake._take(logged)
+                reply = CHECK_REPLY if logged.is_check else fake._take(logged)
                 logged.reply = reply
                 fake._log(logged)
                 if reply.error:
@@ -309,6 +384,14 @@ class FakeAnthropic:
                         time.sleep(reply.delay)
 
         return Handler
+
+
+#: The answer to a one-token check (``Logged.is_check``).
+CHECK_REPLY = Reply(
+    blocks=[{"type": "text", "text": "OK"}],
+    stop_reason="max_tokens",
+    usage={"input_tokens": 8, "output_tokens": 1},
+)
 
 
 def _stop_reason(reply: Reply) -> str:
@@ -452,6 +535,13 @@ if __name__ == "__main__":
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 PINNED_CLAUDE = ROOT / ".cache" / "agents" / "node_modules" / ".bin" / "claude"
+
+
+def pinned_claude_version() -> str:
+    """The Claude Code version the tests pin (tests/agents/package.json): the one place a
+    real-CLI test reads it from, so moving the pin is an edit of that file alone."""
+    manifest = json.loads((ROOT / "tests" / "agents" / "package.json").read_text())
+    return str(manifest["dependencies"]["@anthropic-ai/claude-code"])
 
 
 def claude_bin() -> str:

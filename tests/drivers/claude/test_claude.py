@@ -22,9 +22,12 @@ from fake_anthropic import (
     FakeAnthropic,
     claude_bin,
     error,
+    pinned_claude_version,
+    plan_file,
     processes_with_env,
     text,
     thinking,
+    tool_search,
     tool_use,
 )
 from fake_mcp import ENV_STDIO_MCP, HttpMcp, cmdlines, wait_for_file
@@ -135,7 +138,7 @@ def test_discover_finds_claude_with_its_version(world):
     claude = next(a for a in report["agents"] if a["id"] == "claude")
     assert claude["executable_path"] == claude_bin()
     assert claude["source"] == "EnvOverride"
-    assert claude["version"].startswith("2.1.197")
+    assert claude["version"] == pinned_claude_version()
 
 
 def test_discover_reports_missing_claude_with_install_hint(tmp_path):
@@ -151,7 +154,7 @@ def test_discover_reports_missing_claude_with_install_hint(tmp_path):
 
 def test_probe_reports_version_auth_and_options(world):
     details = world.sc.ok({"cmd": "probe", **world.options()}, timeout=60)
-    assert details["version"] == "2.1.197"
+    assert details["version"] == pinned_claude_version()
     assert details["auth"] == {"Authenticated": {"kind": "ApiKey", "account": None}}
     options = {o["id"]: o for o in details["config_options"]}
     models = [c["value"] for c in options["model"]["kind"]["Select"]["choices"]]
@@ -480,7 +483,9 @@ def test_mcp_server_tool_called_by_the_model(world, tmp_path):
     server = tmp_path / "echo_mcp.py"
     server.write_text(ECHO_MCP)
     world.api.push(
-        tool_use("mcp__echo__shout", {"text": "hello mcp"}), text("The server shouted.")
+        tool_search("mcp__echo__shout"),
+        tool_use("mcp__echo__shout", {"text": "hello mcp"}),
+        text("The server shouted."),
     )
     sid = world.open(
         mcp_servers=[
@@ -507,9 +512,10 @@ def test_mcp_server_tool_called_by_the_model(world, tmp_path):
     rest = world.sc.events(sid, "TurnEnded", 60)
     done = [u for u in of(rest, "ToolUpdated") if u["status"] == "Completed"]
     assert done and "HELLO MCP" in done[0]["output"]
-    assert "mcp__echo__shout" in [
-        t["name"] for t in world.api.main_requests()[0].body["tools"]
-    ]
+    # Named to the model at first, its schema brought in by the ToolSearch call.
+    first, loaded = world.api.main_requests()[:2]
+    assert "mcp__echo__shout" in json.dumps(first.body)
+    assert "mcp__echo__shout" in [t["name"] for t in loaded.body["tools"]]
     world.close(sid)
 
 
@@ -669,9 +675,11 @@ def test_subagent_events_carry_their_parent_tool(world):
                 "description": "Sub job",
                 "prompt": "do sub work",
                 "subagent_type": "general-purpose",
+                # In the foreground: the Agent call ends with the subagent's answer.
+                "run_in_background": False,
             },
         ),
-        text("sub answer"),
+        text("sub answer", match=lambda request: "do sub work" in request.last_user_text()),
         text("main done"),
     )
     sid = world.open(permission_mode="AutoApprove")["id"]
@@ -757,8 +765,15 @@ def test_fork_at_a_message(world):
 
 
 def test_plan_mode_proposal_and_the_cli_leaving_plan_mode(world):
+    # Claude Code 2.1.332: the model writes its plan to the plan file plan mode names, and
+    # ExitPlanMode (a deferred tool, loaded first) takes no plan: the CLI reads the file.
     world.api.push(
-        tool_use("ExitPlanMode", {"plan": "1. do a\n2. do b"}), text("Going.")
+        tool_search("ExitPlanMode"),
+        lambda request: tool_use(
+            "Write", {"file_path": plan_file(request), "content": "1. do a\n2. do b"}
+        ),
+        tool_use("ExitPlanMode", {}),
+        text("Going."),
     )
     info = world.open(configure={"mode": "plan"})
     assert info["configuration"]["options"]["mode"] == "plan"

@@ -19,6 +19,7 @@ from agentproto.client import AgentProtoError, Runtime, kind_of
 from fake_anthropic import (
     FakeAnthropic,
     claude_bin,
+    pinned_claude_version,
     processes_with_env,
     text,
     tool_use,
@@ -78,7 +79,7 @@ def test_client_turn_with_a_permission_and_resume(setup):
         text("Still here."),
     )
     session = rt.open("claude", **options(api, work, config))
-    assert session.info["details"]["version"] == "2.1.197"
+    assert session.info["details"]["version"] == pinned_claude_version()
     session.prompt("write a file")
     texts = []
     for event in session.events(timeout=60):
@@ -125,7 +126,7 @@ def test_client_generate_and_probe(setup):
         == "A generated line."
     )
     details = rt.probe("claude", **options(api, work, config))
-    assert details["version"] == "2.1.197"
+    assert details["version"] == pinned_claude_version()
     assert "Authenticated" in details["auth"]
 
 
