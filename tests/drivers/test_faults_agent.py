@@ -40,7 +40,7 @@ from faults import AGENT_FAULTS, FaultAgent, Outcome, VirtualLoop, run_for
 from scripted import NEVER_RUN, Conversation
 from sidecar import SCRIPTS
 from tests.commands.test_wire_corpus import covers
-from wire_corpus import CORPUS, Case, Names, cases, load, seen, session_id_of, tools_url_of
+from wire_corpus import CORPUS, Case, Names, cases, hook_base_of, load, seen, session_id_of, tools_url_of
 
 #: How long a hung agent is left hanging (on the virtual clock): past every timeout a
 #: driver has (ACP's turn timeout is 30 minutes).
@@ -150,6 +150,7 @@ def play(case: Case, directory: str, step: int, fault: str) -> tuple[FaultConver
             if conv.transports and "$SESSION" not in names.values:
                 names.set("$SESSION", session_id_of(conv.transports[0].spawn))
             names.set("$TOOLS_URL", tools_url_of(conv))
+            names.set("$HOOK_BASE", hook_base_of(conv))
             continue
         index += 1
         if not conv.transports:

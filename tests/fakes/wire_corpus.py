@@ -18,7 +18,8 @@
 Volatile values are placeholders, in the file and in what a replay compares: ``$DIR``
 (the session's dir), ``$AGENT`` (the executable), ``$SESSION`` (an id the driver makes up
 itself: Claude's session id), ``$VERSION`` (agentproto's own version in an ACP
-``clientInfo``), ``$TOOLS_URL`` (the session's listener URL of the app's tools); events are compared without ``occurred_at``. Everything else must match,
+``clientInfo``), ``$TOOLS_URL`` (the session's listener URL of the app's tools), ``$HOOK_BASE`` (what its
+``hook_urls`` start with: the listener and its token); events are compared without ``occurred_at``. Everything else must match,
 except that what the app sees may carry members the file does not have (protocol 1 grows
 by additive optional fields, which the engine adds without any driver changing): lines to
 the agent must be exactly the same, lines to the app must have every expected member.
@@ -132,6 +133,15 @@ def tools_url_of(conv: Conversation) -> str | None:
     return next((s.tools_url for s in conv.runtime.sessions.values() if s.tools_url), None)
 
 
+def hook_base_of(conv: Conversation) -> str | None:
+    """The listener URL (with its fresh token) the session's ``hook_urls`` start with."""
+    for session in conv.runtime.sessions.values():
+        urls = session.info.get("hook_urls") or {}
+        for url in urls.values():
+            return str(url).split("/hook/", 1)[0]
+    return None
+
+
 def seen(out: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
     """What the app saw (a Conversation's ``out``) as corpus expectations."""
     result: list[dict[str, Any]] = []
@@ -204,6 +214,7 @@ def replay(case: Case, directory: str) -> tuple[list[Any], list[dict[str, Any]]]
                 if conv.transports and "$SESSION" not in names.values:
                     names.set("$SESSION", session_id_of(conv.transports[0].spawn))
                 names.set("$TOOLS_URL", tools_url_of(conv))
+                names.set("$HOOK_BASE", hook_base_of(conv))
             elif kind == "from_agent":
                 lines = body if isinstance(body, list) else [body]
                 conv.feed(*(names.fill(line).encode("utf-8", "surrogatepass") for line in lines))
@@ -270,6 +281,7 @@ class Capture(Conversation):
         self.directory = directory
         self.env = env
         self.tools_url: str | None = None
+        self.hook_base: str | None = None
 
     def _factory(self, loop: Loop, spawn: Spawn, record_wire: "Wire | None") -> LineTransport:  # type: ignore[override]
         recording = Recording(loop, spawn, record_wire, self.timeline)
@@ -286,6 +298,7 @@ class Capture(Conversation):
         self.timeline.append({"app": entry})
         super().command(name, **args)
         self.tools_url = self.tools_url or tools_url_of(self)
+        self.hook_base = self.hook_base or hook_base_of(self)
 
     def wait(self, predicate: Callable[["Capture"], bool], timeout: float = 60.0) -> None:
         self.run_until(lambda: predicate(self), timeout)
@@ -305,6 +318,7 @@ class Capture(Conversation):
         for recording in self.recordings:
             names.set("$SESSION", session_id_of(recording.spawn))
         names.set("$TOOLS_URL", self.tools_url)
+        names.set("$HOOK_BASE", self.hook_base)
         conversation = []
         for entry in self.timeline:
             if "from_agent" in entry:
@@ -332,7 +346,7 @@ def names_in_text(text: str, names: Names) -> str:
 
 def _claude(name: str, about: str, replies: Callable[[Any], list[Any]], drive: Callable[[Capture], None], **open_args: Any):
     def run(out_dir: Path) -> str:
-        from fake_anthropic import FakeAnthropic, claude_bin
+        from fake_anthropic import FakeAnthropic, claude_bin, pinned_claude_version
 
         with tempfile.TemporaryDirectory(prefix="capture-") as root, FakeAnthropic() as api:
             work = os.path.join(root, "work")
@@ -355,7 +369,7 @@ def _claude(name: str, about: str, replies: Callable[[Any], list[Any]], drive: C
             names.set("$AGENT", claude_bin())
             names.set("/capture", root)
             names.set("$API", api.url)
-            text = cap.file({"case": name, "about": about, "source": "captured from the pinned claude 2.1.197 against tests/fakes/fake_anthropic.py"}, names)
+            text = cap.file({"case": name, "about": about, "source": f"captured from the pinned claude {pinned_claude_version()} against tests/fakes/fake_anthropic.py"}, names)
             cap.loop.close()
             return text
 
@@ -545,6 +559,22 @@ def _put_in_read(needle: str, *lines: str) -> Callable[[list[dict[str, Any]]], l
     return edit
 
 
+def _put_before_line(needle: str, *lines: str) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Put ``lines`` just before the first line with ``needle``, in its read: where the read
+    also starts what that line is about (a CLI writing a whole message in one read), the
+    lines come after that start."""
+
+    def edit(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        index = _read_with(conversation, needle)
+        found = conversation[index]["from_agent"]
+        found = found if isinstance(found, list) else [found]
+        at = next(i for i, line in enumerate(found) if needle in line)
+        conversation[index] = {"from_agent": [*found[:at], *lines, *found[at:]]}
+        return conversation
+
+    return edit
+
+
 def _put_before_read(needle: str, *entries: dict[str, Any]) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
     def edit(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
         index = _read_with(conversation, needle)
@@ -600,7 +630,7 @@ def _derived() -> list[tuple[str, str, str, str, Callable[[list[dict[str, Any]]]
         )(conversation)
 
     def claude_malformed(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return _put_in_read(
+        return _put_before_line(
             CLAUDE_DELTA,
             "this is not json",
             "[" * 5000,  # json.loads raised RecursionError, which the driver let through
