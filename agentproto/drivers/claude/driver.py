@@ -15,6 +15,9 @@ Rules of this file:
 - The CLI is the source of truth for turn boundaries: a ``result`` ends the turn whose
   user message it answers, in the order the messages were written, so a late result of
   a cancelled turn never ends the next one.
+- The CLI also runs turns of its own (2.1.332: when a background subagent finishes, it
+  tells the model in a turn nobody prompted). Their output starts an ``Agent`` turn in
+  the engine; the ``result`` that follows with no prompted turn running ends it.
 - Unknown message types and subtypes are skipped (newer CLIs add them); a line that is
   not JSON becomes a ``Diagnostic``.
 """
@@ -48,12 +51,12 @@ from agentproto.drivers.claude.mapping import (
     user_message,
 )
 from agentproto.drivers.claude.stream import MessageStream
-from agentproto.drivers.fields import integer, obj
+from agentproto.drivers.fields import integer, obj, text
 from agentproto.loopio import private
 from agentproto.loopio.loop import Alarm
 
 if TYPE_CHECKING:
-    from agentproto.core.wire_types import AgentRequest, JsonObject
+    from agentproto.core.wire_types import AgentRequest, JsonObject, StopReason
     from agentproto.drivers.claude.types import (
         InitializeResponse,
         OutgoingRequest,
@@ -119,6 +122,8 @@ class ClaudeDriver(LineDriver):
         self._details: dict[str, Any] = {}  # as reported to the engine, kept current
         self._settings: dict[str, Any] = {}  # option id -> current value
         self._private: str | None = None  # the session's private directory, if it needs one
+        #: The CLI wrote output while no prompted turn ran (a turn of its own) since the last result.
+        self._own_output = False
 
     # -- the engine's hooks
     def deterministic(self, origin: Any) -> bool:
@@ -340,6 +345,8 @@ class ClaudeDriver(LineDriver):
             self.host.diagnostic("Warning", "claude wrote a JSON value that is not an object")
             return
         kind = msg.get("type")
+        if self._turn is None and kind in ("assistant", "stream_event", "user"):
+            self._own_output = True
         handler = self._handlers.get(kind) if isinstance(kind, str) else None
         if handler is not None:
             handler(msg)
@@ -361,6 +368,12 @@ class ClaudeDriver(LineDriver):
                 f"claude: API error {msg.get('error_status')} ({msg.get('error')}); retry "
                 f"{msg.get('attempt')}/{msg.get('max_retries')} in {integer(msg.get('retry_delay_ms')) / 1000:.1f} s",
             )
+        elif subtype == "task_started" and msg.get("is_backgrounded") is True:
+            # A background subagent's prompt comes only here (a foreground one's comes as
+            # its user message, parent_tool_use_id set: stream.on_user).
+            prompt, parent = msg.get("prompt"), msg.get("tool_use_id")
+            if isinstance(prompt, str) and isinstance(parent, str) and parent:
+                self.stream.user_message(text(msg.get("uuid")), prompt, parent)
         elif subtype == "compact_boundary":
             self.stream.context_used = 0
             self.stream.emit("ContextCompacted")
@@ -377,8 +390,16 @@ class ClaudeDriver(LineDriver):
 
     def _on_result(self, msg: ResultMessage) -> None:
         owner = self._written.popleft() if self._written else None
+        own, self._own_output = self._own_output and self._turn is None, False
+        if own:
+            # The end of a turn the CLI ran by itself: the engine's Agent turn its output started.
+            self._end_turn(msg, stop_reason(msg, False))
+            return
         if owner is None or owner != self._turn:
             return  # the result of a turn the engine already ended
+        self._end_turn(msg, stop_reason(msg, self._cancelling))
+
+    def _end_turn(self, msg: ResultMessage, stop: StopReason) -> None:
         stream = self.stream
         stream.end_messages()
         window = None
@@ -392,7 +413,6 @@ class ClaudeDriver(LineDriver):
                 {"ContextUsage": {"used_tokens": stream.context_used, "window_tokens": window, "cost_usd": cost_usd}}
             )
         auth_failed = stream.auth_failed
-        stop = stop_reason(msg, self._cancelling)
         if self._compacting and not self._cancelling and "Failed" not in stop:
             stop = {"Completed": {"source": "Protocol"}}
         self._turn = None

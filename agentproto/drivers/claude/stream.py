@@ -221,7 +221,10 @@ class MessageStream(Deltas):
                 self._user_message(msg, text(block.get("text")), parent)
 
     def _user_message(self, msg: UserMessage, body: str, parent: str) -> None:
+        self.user_message(text(msg.get("uuid")), body, parent)
+
+    def user_message(self, message_id: str, body: str, parent: str) -> None:
         """User-role content of a subagent (its prompt from the parent agent): whole at once."""
-        message_id = text(msg.get("uuid")) or self.new_id("message")
+        message_id = message_id or self.new_id("message")
         self.emit({"UserMessage": {"message_id": message_id, "text": body}}, parent)
         self.emit({"MessageEnded": {"message_id": message_id}}, parent)

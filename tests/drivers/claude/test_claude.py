@@ -701,6 +701,35 @@ def test_subagent_events_carry_their_parent_tool(world):
     world.close(sid)
 
 
+def test_a_background_subagent_and_the_turn_the_cli_runs_when_it_is_done(world):
+    # Claude Code 2.1.332 runs an Agent in the background by default: the call ends at once,
+    # the subagent's output carries its tool as parent, and when it is done the CLI tells the
+    # model in a turn nobody prompted. That turn (origin Agent) ends with its result.
+    world.api.push(
+        tool_use("Agent", {"description": "Sub job", "prompt": "do sub work", "subagent_type": "general-purpose"}),
+        text("sub answer", match=lambda request: "do sub work" in request.last_user_text()),
+        text("main waits", match=lambda request: "Async agent launched" in request.last_user_text()),
+        text("main saw it", match=lambda request: "SYSTEM NOTIFICATION" in request.last_user_text()),
+        text("next answer"),
+    )
+    sid = world.open(permission_mode="AutoApprove")["id"]
+    events = world.turn(sid, "delegate")
+    (task,) = {u["id"] for u in of(events, "ToolUpdated") if u["kind"] == "Subagent"}
+    first = events[-1]["turn_info"]["id"]
+    own = world.until(sid, lambda e: is_kind("TurnEnded")(e) and (e["turn_info"] or {}).get("id") != first)
+    everything = events + own
+    nested = [e for e in everything if (e["turn_info"] or {}).get("parent_tool_id") == task]
+    # Its prompt (from the CLI's task_started: no user message of its own comes) and answer.
+    assert [m["text"] for m in of(nested, "UserMessage")] == ["do sub work"]
+    assert list(joined_text(nested).values()) == ["sub answer"]
+    assert of(own, "TurnStarted") == [{"origin": "Agent"}]
+    assert list(joined_text(own).values())[-1] == "main saw it"
+    assert of(own, "TurnEnded")[0]["stop"] == {"Completed": {"source": "Protocol"}}
+    # The session is idle again: the next prompt is a turn of its own.
+    assert list(joined_text(world.turn(sid, "next")).values()) == ["next answer"]
+    world.close(sid)
+
+
 def test_accept_edits_mode_edits_without_asking_but_asks_for_commands(world):
     world.api.push(
         tool_use(
