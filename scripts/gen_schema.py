@@ -181,7 +181,7 @@ def build() -> dict:
 
     # AgentInstallation: the version `discover` read from the executable.
     d["AgentInstallation"]["properties"]["version"] = {
-        "description": "The version number the executable's --version printed (`2.1.197` of `2.1.197 (Claude Code)`; the first line as printed when it holds no number), when it could be read.",
+        "description": "The version number the executable's --version printed (`2.1.332` of `2.1.332 (Claude Code)`; the first line as printed when it holds no number), when it could be read.",
         "type": ["string", "null"],
     }
 

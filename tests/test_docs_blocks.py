@@ -221,6 +221,10 @@ def check_dockerfile(block: Block, tmp_path: Path) -> None:
         if line.startswith("RUN "):  # they install from the network: parsed, not run
             assert run(["bash", "-n", "-c", line[4:]], tmp_path, base_env()).returncode == 0, line
     assert "COPY dist/agentproto.pyz /opt/agentproto.pyz" in logical  # where build_pyz.py writes it
+    # The image installs the agents at the versions the tests pin.
+    pins = json.loads((ROOT / "tests" / "agents" / "package.json").read_text())["dependencies"]
+    for package in ("@anthropic-ai/claude-code", "@openai/codex"):
+        assert f"{package}@{pins[package]}" in block.text, (package, pins[package])
     token = "a-token-from-the-secret-0123456789"
     sidecar = PodSidecar(tmp_path, token)
     try:

@@ -137,7 +137,7 @@ _VERSION = r"\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.-]+)?"
 
 
 def clean_version(text: str) -> str:
-    """The version number in what ``--version`` printed (``2.1.197 (Claude Code)`` and
+    """The version number in what ``--version`` printed (``2.1.332 (Claude Code)`` and
     ``codex-cli 0.171.0`` both name one), or the text itself when it holds none."""
     match = re.search(_VERSION, text)
     return match.group(0) if match else text.strip()

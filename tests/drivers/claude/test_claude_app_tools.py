@@ -1,4 +1,4 @@
-"""The app's own tools and hooks under the real pinned ``claude`` (2.1.197) against the fake
+"""The app's own tools and hooks under the real, pinned ``claude`` (tests/agents/package.json) against the fake
 Messages API on 127.0.0.1, through ``serve``: the model calls ``mcp__agentproto__<tool>``
 (the listener is an ``http`` server in the CLI's --mcp-config file), the app answers the
 ToolCall and the model's next request carries that answer as the tool_result; hooks are
