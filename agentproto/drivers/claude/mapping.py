@@ -60,8 +60,9 @@ FEATURES = [
 ]  # fmt: skip
 MCP_TRANSPORTS = ["Stdio", "Http", "Sse"]
 #: The hook events the CLI delivers over the control protocol (``initialize``'s hooks, then
-#: ``hook_callback``), as observed on 2.1.197. Not offered: SessionEnd runs after the CLI's
-#: input ended, when no callback can be answered any more; Notification never fired in
+#: ``hook_callback``), as observed on 2.1.197 and 2.1.332 (each fires in
+#: tests/drivers/claude/test_claude_app_tools.py). Not offered: SessionEnd runs after the
+#: CLI's input ended, when no callback can be answered any more; Notification never fired in
 #: stream-json mode (not for a permission left waiting, not for an idle session).
 #: SessionStart fires after a compaction (``source: "compact"``).
 HOOK_EVENTS = frozenset({
