@@ -86,7 +86,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in FOLLOW_HOME:
         os.environ.pop(name, None)
     # Every serve's control socket goes into the run's own control directory, not the user's
-    # (/tmp/agentproto-UID): a test's `inspect` sees this run's sidecars only.
+    # (/tmp/agentproto-UID): a test's `inspect` sees this run's sidecars only. Claude Code
+    # 2.1.332 makes its messaging socket there too (and leaves it when killed), not in /tmp/cc-socks.
     (home / "run").mkdir(mode=0o700, exist_ok=True)
     os.environ["XDG_RUNTIME_DIR"] = str(home / "run")
     os.environ.pop("AGENTPROTO_CONTROL_DIR", None)
