@@ -18,8 +18,9 @@
 Volatile values are placeholders, in the file and in what a replay compares: ``$DIR``
 (the session's dir), ``$AGENT`` (the executable), ``$SESSION`` (an id the driver makes up
 itself: Claude's session id), ``$VERSION`` (agentproto's own version in an ACP
-``clientInfo``), ``$TOOLS_URL`` (the session's listener URL of the app's tools), ``$HOOK_BASE`` (what its
-``hook_urls`` start with: the listener and its token); events are compared without ``occurred_at``. Everything else must match,
+``clientInfo``), ``$TOOLS_URL`` (the session's listener URL of the app's tools),
+``$HOOK_BASE`` (what its ``hook_urls`` start with: the listener and its token); events are
+compared without ``occurred_at``. Everything else must match,
 except that what the app sees may carry members the file does not have (protocol 1 grows
 by additive optional fields, which the engine adds without any driver changing): lines to
 the agent must be exactly the same, lines to the app must have every expected member.

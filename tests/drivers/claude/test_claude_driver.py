@@ -150,6 +150,10 @@ def test_deltas_held_before_a_line_that_is_not_json_go_out_before_its_diagnostic
     assert conv.diagnostics() == ["claude wrote a line that is invalid UTF-8 at byte 9: not json \ufffd"]
 
 
+def answer(message_id: str, text: str) -> dict[str, Any]:
+    return {"type": "assistant", "message": {"id": message_id, "content": [{"type": "text", "text": text}]}}
+
+
 def result(text: str) -> dict[str, Any]:
     return {"type": "result", "subtype": "success", "is_error": False, "result": text,
             "usage": {"input_tokens": 3, "output_tokens": 1}}
@@ -158,9 +162,8 @@ def result(text: str) -> dict[str, Any]:
 def test_a_turn_the_cli_runs_by_itself_ends_on_its_result_and_the_queued_prompt_follows(conv):
     # Claude Code 2.1.332, a background subagent done: the CLI tells the model by itself.
     conv.command("prompt", text="delegate")
-    conv.feed(init(conv), {"type": "assistant", "message": {"id": "msg_1", "content": [{"type": "text", "text": "waits"}]}},
-              result("waits"))
-    conv.feed({"type": "assistant", "message": {"id": "msg_2", "content": [{"type": "text", "text": "saw it"}]}})
+    conv.feed(init(conv), answer("msg_1", "waits"), result("waits"))
+    conv.feed(answer("msg_2", "saw it"))
     assert [e["origin"] for e in conv.events("TurnStarted")][-1] == "Agent"
     conv.command("prompt", text="next")  # queued behind the CLI's own turn
     assert conv.transport.written[-1]["message"]["content"] == "delegate"
@@ -171,10 +174,10 @@ def test_a_turn_the_cli_runs_by_itself_ends_on_its_result_and_the_queued_prompt_
 
 def test_a_background_subagents_prompt_is_its_user_message(conv):
     conv.command("prompt", text="delegate")
-    conv.feed(init(conv), {"type": "system", "subtype": "task_started", "tool_use_id": "toolu_1", "prompt": "do sub work",
-                           "is_backgrounded": True, "uuid": "u-task"},
-              {"type": "system", "subtype": "task_started", "tool_use_id": "toolu_2", "prompt": "in front",
-               "is_backgrounded": False, "uuid": "u-front"})
+    task = {"type": "system", "subtype": "task_started", "tool_use_id": "toolu_1", "prompt": "do sub work",
+            "is_backgrounded": True, "uuid": "u-task"}
+    front = {**task, "tool_use_id": "toolu_2", "prompt": "in front", "is_backgrounded": False, "uuid": "u-front"}
+    conv.feed(init(conv), task, front)
     assert conv.events("UserMessage") == [{"message_id": "u-task", "text": "do sub work"}]
     started = [e for e in conv.out if e[0] == "event" and "UserMessage" in e[1]["kind"]]
     assert started[0][1]["turn_info"]["parent_tool_id"] == "toolu_1"
