@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_anthropic import FakeAnthropic, claude_bin, processes_with_env, text, tool_use
+from fake_anthropic import FakeAnthropic, claude_bin, pinned_claude_version, processes_with_env, text, tool_use
 from sidecar import ROOT
 
 PACKAGE = ROOT / "clients" / "typescript"
@@ -303,7 +303,7 @@ def test_a_real_claude_turn_through_the_client(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert not left, f"claude processes left behind: {left}"
     seen = json.loads(done.stdout)
-    assert seen["version"] == "2.1.197"
+    assert seen["version"] == pinned_claude_version()
     assert (
         seen["permissions"] == [{"Command": {"command": "echo from-ts > out.txt", "cwd": None}}]
         or seen["permissions"][0]["Command"]["command"] == "echo from-ts > out.txt"

@@ -1079,7 +1079,7 @@ export interface AgentInstallation {
   upgrade?: MissingAgent | null;
   acp_args?: string[] | null;
   /**
-   * The version number the executable's --version printed (`2.1.197` of `2.1.197 (Claude Code)`; the first line as printed when it holds no number), when it could be read.
+   * The version number the executable's --version printed (`2.1.332` of `2.1.332 (Claude Code)`; the first line as printed when it holds no number), when it could be read.
    */
   version?: string | null;
   [k: string]: unknown;
@@ -1823,6 +1823,14 @@ export interface InspectAgents {
     info?: SessionInfo;
     [k: string]: unknown;
   };
+  /**
+   * When the sidecar started (ISO 8601, UTC); in an answer through its control socket.
+   */
+  started_at?: string;
+  /**
+   * What the sidecar runs (`serve`, `serve --transport mcp`, `agent`); in an answer through its control socket.
+   */
+  command?: string;
   [k: string]: unknown;
 }
 /**

@@ -150,8 +150,8 @@ def test_discover_lists_agy_with_its_version_and_pins_by_path(world: World) -> N
 
 def test_a_missing_agy_is_listed_with_the_seed_install_hint(tmp_path: Path) -> None:
     env = base_env({"PATH": "/nonexistent", "HOME": str(tmp_path)})
-    out = subprocess.run([sys.executable, "-m", "agentproto", "list"], env=env, capture_output=True, text=True,
-                         timeout=30, cwd=str(ROOT))
+    out = subprocess.run([sys.executable, "-m", "agentproto", "list", "--all"], env=env, capture_output=True,
+                         text=True, timeout=30, cwd=str(ROOT))
     line = next(line for line in out.stdout.splitlines() if line.startswith("agy "))
     assert "brew install --cask antigravity-cli" in line, out.stdout
     with Sidecar(env={"PATH": "/nonexistent", "HOME": str(tmp_path)}) as sc:
