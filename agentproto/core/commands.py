@@ -35,6 +35,10 @@ def _boolean(value: Any) -> str | None:
     return None if isinstance(value, bool) else "a boolean"
 
 
+def _uint(value: Any) -> str | None:
+    return None if is_uint(value) and value <= 100 else "an integer from 0 to 100"
+
+
 def _uint_min1(value: Any) -> str | None:
     return None if is_uint(value) and value >= 1 else "an integer >= 1"
 
@@ -207,15 +211,23 @@ TOOL_OPTIONS: dict[str, Check] = {
     "hook_timeout": _opt(_positive_seconds),
 }
 
+#: The guard rails (``open`` and ``generate``): only the types here; the policy's rules and the
+#: budget's bounds are checked at open (engine/guard.py), InvalidConfiguration naming them.
+GUARD_OPTIONS: dict[str, Check] = {
+    "policy": _opt(lambda v: None if isinstance(v, list) else "an array of rules"),
+    "budget": _opt(lambda v: None if isinstance(v, dict) else "an object of bounds"),
+    "retry": _opt(lambda v: None if isinstance(v, dict) else 'an object {"max_wait_s": N}'),
+}
+
 # name -> (required fields, optional fields)
 COMMANDS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
     "discover": ({}, {}),
     "probe": ({"agent": _agent_ref}, {"dir": _opt_string, **SESSION_OPTIONS}),
     "plan_usage": ({"agent": _agent_ref}, {"dir": _opt_string, **SESSION_OPTIONS}),
-    "open": ({"agent": _agent_ref, "dir": _string}, {**SESSION_OPTIONS, **TOOL_OPTIONS}),
+    "open": ({"agent": _agent_ref, "dir": _string}, {**SESSION_OPTIONS, **TOOL_OPTIONS, **GUARD_OPTIONS}),
     "generate": (
         {"agent": _agent_ref, "dir": _string, "prompt": _string},
-        {"attachments": _opt(_strings), **SESSION_OPTIONS, **TOOL_OPTIONS},
+        {"attachments": _opt(_strings), "output_retries": _opt(_uint), **SESSION_OPTIONS, **TOOL_OPTIONS, **GUARD_OPTIONS},
     ),
     "prompt": ({"session": _string, "text": _string}, {"attachments": _opt(_strings)}),
     "answer": ({"session": _string, "request": _string, "answer": _answer}, {}),

@@ -12,7 +12,8 @@ plan_usage(). A driver's launch facts (``Launch``) carry everything it is given,
 mock's script included.
 
 Driver -> engine (``Host``): opened / open_failed, turn_acknowledged, emit, end_turn,
-update, diagnostic, request_withdrawn, fail, closed; and the app's tools and hooks below.
+update, diagnostic, request_withdrawn, fail, closed, spent (a running turn's usage so far:
+budgets count it); and the app's tools and hooks below.
 
 The app's own tools and hooks (apptools.py; the engine does all their bookkeeping):
 - A driver that can give its agent the app's tools sets ``Driver.app_tools``; one with a
@@ -38,8 +39,7 @@ The app's own tools and hooks (apptools.py; the engine does all their bookkeepin
   was answered (a hook the listener took never passed through the driver).
 
 A driver never starts a process: ``LineDriver.spawn`` asks the host for a line transport
-(``loopio/transport.py``), which is a child process when agentproto runs an agent and
-anything else that carries lines in a test, a replay or a fault injection.
+(``loopio/transport.py``: a child process, or what carries lines in a test or a replay).
 
 Each driver's lifecycle is a transition table run by ``Lifecycle`` (the shape of h11's
 ``_state.py``): its states, the events that move them, one dict state -> {event: next
@@ -135,6 +135,11 @@ class Launch(Record):
     fork_at: str | None = None
     #: The permission mode every driver applies: the app's, or "Ask" when it sent none.
     permission_mode: str = "Ask"
+    #: The permission policy's rules (core/policy.py; the engine applies them), the budget
+    #: (engine/guard.py) and the rate-limit retry (``{"max_wait_s": N}``), as the app gave them.
+    policy: list[Any] = []
+    budget: dict[str, Any] | None = None
+    retry: dict[str, Any] | None = None
     #: Whether the app sent ``permission_mode`` (not omitted, not null): a driver whose
     #: agent has one fixed mode (agy) tells "the app did not say" from an explicit "Ask".
     permission_mode_given: bool = False
@@ -150,9 +155,9 @@ class Launch(Record):
     args: list[str] = []
     config_home: str | None = None
     record_wire: str | None = None
-    #: A session that only exists to serve probe or generate.
+    #: A session that only exists to serve probe or generate; generate: the agent must answer
+    #: in text, without tools.
     throwaway: bool = False
-    #: generate: the agent must answer in text, without tools.
     tools_disabled: bool = False
     #: For ACP agents: the arguments that make the executable speak ACP.
     acp_args: list[str] = []
@@ -161,11 +166,10 @@ class Launch(Record):
     #: The app's own tools, checked (apptools.check_tools): name, description,
     #: input_schema and output_schema (when declared), as the app declared them.
     tools: list[CheckedTool] = []
-    #: The hook events the app answers (``Host.hook``).
+    #: The hook events the app answers (``Host.hook``); terminals an ACP agent may hold live
+    #: at once (``serve --max-terminals``); seconds a tool call (a hook) waits for the app.
     hooks: list[str] = []
-    #: Terminals an ACP agent may hold live at once (``serve --max-terminals``).
     max_terminals: int = 16
-    #: Seconds a tool call (a hook) waits for the app's answer.
     tool_timeout: float = TOOL_TIMEOUT
     hook_timeout: float = HOOK_TIMEOUT
     #: Where the session's agent wire is recorded (``--record``, ``record_wire``), if anywhere.
@@ -212,6 +216,9 @@ class Host(Protocol):
         """SessionInfo members changed (details, resume_token, title, configuration)."""
 
     def diagnostic(self, level: str, message: str) -> None: ...
+
+    def spent(self, usage: TurnUsage, cost_usd: float | None = None) -> None:
+        """The running turn's usage so far (cumulative; ``cost_usd`` when the agent says)."""
 
     def request_withdrawn(self, request_id: str) -> None:
         """The agent withdrew an open request itself (it no longer waits for the answer)."""
@@ -271,8 +278,7 @@ class Driver:
 
     @classmethod
     def plan_usage(cls, loop: "Loop", launch: Launch, done: Callable[[Any, "AgentError | None"], None]) -> None:
-        """Read the agent's plan usage (``PlanUsage``) without opening a session."""
-        raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, "plan usage")
+        raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, "plan usage")  # PlanUsage, with no session
 
     def deterministic(self, origin: Any) -> bool:
         """Whether the agent reports the end of every turn of this origin (``"Agent"`` or a
@@ -282,7 +288,6 @@ class Driver:
     # -- lifecycle
     def open(self) -> None:
         raise NotImplementedError
-
     def close(self) -> None:
         """Graceful shutdown; call ``host.closed()`` once everything is gone."""
         raise NotImplementedError
@@ -391,11 +396,7 @@ class LineDriver(Driver):
         raise NotImplementedError
 
     def decode(
-        self,
-        line: bytes,
-        who: str,
-        quote: Callable[[bytes], str] = _head,
-        before: Callable[[], None] | None = None,
+        self, line: bytes, who: str, quote: Callable[[bytes], str] = _head, before: Callable[[], None] | None = None
     ) -> Any:
         """The JSON value of one agent line, or NOT_JSON: a Warning then says why (``who``
         "wrote a line that is ...", the line as ``quote`` shows it), after ``before()``
@@ -411,11 +412,9 @@ class LineDriver(Driver):
             return NOT_JSON
 
     def _guarded_line(self, line: bytes) -> None:
-        # The line guard: whatever one line does to the mapping costs that line only.
-        # Without it an exception would end the transport's delivery of the whole read
-        # (the loop logs it), and the good lines read with the bad one would be lost.
-        # A ProtocolFailed (a lifecycle event the agent may not cause where it is) is the
-        # agent's fault, not the line's: it fails the session.
+        # The line guard: whatever one line does to the mapping costs that line only (else
+        # the rest of the read would be lost). A ProtocolFailed (a lifecycle event the agent
+        # may not cause where it is) is the agent's fault, not the line's: it fails the session.
         self.line = line
         try:
             self.on_line(line)

@@ -29,6 +29,7 @@ from agentproto.core.errors import AgentError, Kind
 from agentproto.core.typecheck import TYPE_CHECKING
 from agentproto.drivers import catalog
 from agentproto.drivers.catalog import AgentSpec
+from agentproto.engine import guard
 from agentproto.engine.observations import Observer
 from agentproto.loopio import descriptors
 from agentproto.loopio.loop import Loop
@@ -208,6 +209,7 @@ class Engine:
             mock_script=self.mock_script,
             tools=tools,
             hooks=apptools.check_hooks(args.get("hooks")),
+            policy=guard.checked_policy(args.get("policy")),
             max_terminals=self.max_terminals,
             tool_timeout=float(args.get("tool_timeout") or apptools.TOOL_TIMEOUT),
             hook_timeout=float(args.get("hook_timeout") or apptools.HOOK_TIMEOUT),

@@ -36,6 +36,7 @@ from agentproto.core.typecheck import TYPE_CHECKING, Protocol
 from agentproto.core.wire import event_kind_name
 from agentproto.drivers.base import Driver, Launch
 from agentproto.engine.flow import HIGH_WATER, Flow
+from agentproto.engine.guard import Guard
 from agentproto.engine.session_requests import Requests
 from agentproto.engine.session_turns import SessionTurns
 from agentproto.engine.turns import CONTENT, MESSAGE_KINDS, Prompt, Turn
@@ -157,6 +158,7 @@ class EngineSession(SessionTurns):
         #: Its open requests (session_requests.py), and the app's own tools and hooks.
         self.requests = Requests(self)
         self.app = self.requests.app
+        self.guard = Guard(self)  # its policy and budget (guard.py)
         self.created = self.loop.time()
         self.transport: LineTransport | None = None  # the agent's, once spawned (inspect shows its pid)
         #: Built last, with this session as its Host: what it raises refuses the open.
@@ -254,6 +256,10 @@ class EngineSession(SessionTurns):
             self._abort_open(AgentError.detail(Kind.INVALID_CONFIGURATION, problem))
             return
         session_info.add_features(self.info, self.app.features)
+        refusal = self.guard.open_problem()
+        if refusal is not None:
+            self._abort_open(refusal)
+            return
         self._move("open")
         done, self.open_done = self.open_done, None
         if done is not None:

@@ -9,8 +9,8 @@ Rules of this file:
 - Every request the app was shown closes with exactly one ``RequestClosed``: on its
   answer, its withdrawal, its turn's end or cancel, the session's close, and for the app's
   own, their timeout. The app's own always give the agent an answer as they close.
-- The permission mode answers permissions (``auto_answer``), never a ToolCall: calling one
-  of the app's tools is the app's decision.
+- The policy (guard.py), then the permission mode (``auto_answer``) answer permissions,
+  never a ToolCall: calling one of the app's tools is the app's decision.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from agentproto.core.wire_types import AgentRequest
     from agentproto.drivers.base import Driver, Launch
+    from agentproto.engine.guard import Guard
     from agentproto.engine.turns import Done, Turn
     from agentproto.loopio.loop import Loop
 
@@ -37,6 +38,7 @@ class Owner(Protocol):
     driver: "Driver"
     driver_gone: bool
     launch: "Launch"
+    guard: "Guard"
     watcher: Callable[[str, Any], None] | None
 
     def send(self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None) -> None:
@@ -58,7 +60,10 @@ class Requests:
     def agent_opened(self, turn: "Turn", request: AgentRequest) -> bool:
         """Track a request; True when the permission mode answered it (the app never sees it)."""
         session = self.session
-        answer = auto_answer(request, session.launch.permission_mode)
+        verdict = session.guard.verdict(request)  # the policy first (guard.py)
+        if verdict == "answered":
+            return True
+        answer = None if verdict == "ask" else auto_answer(request, session.launch.permission_mode)
         if answer is not None:
             # After the driver's current step: an agent cannot take an answer to a
             # request it is still in the middle of reporting.

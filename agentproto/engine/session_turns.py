@@ -19,6 +19,7 @@ from __future__ import annotations
 from agentproto.core import session_info
 from agentproto.core.errors import AgentError, Kind
 from agentproto.core.typecheck import TYPE_CHECKING
+from agentproto.engine.guard import GUARD_OPTIONS
 from agentproto.engine.turns import Prompt, QuietWindow, Turn
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
     from agentproto.core.wire_types import SessionInfo, StopReason, TurnUsage
     from agentproto.drivers.base import Driver, Launch
+    from agentproto.engine.guard import Guard
     from agentproto.engine.observations import Observer
     from agentproto.engine.session_requests import Requests
     from agentproto.engine.turns import Done
@@ -53,6 +55,7 @@ class SessionTurns:
         info: SessionInfo
         driver: Driver
         requests: Requests
+        guard: Guard
         turn: Turn | None
         turn_counter: int
         prompt_counter: int
@@ -183,6 +186,9 @@ class SessionTurns:
         self.requests.answer(request_id, answer, done)
 
     def configure(self, option_id: str, value: Any, done: Done) -> None:
+        if option_id in GUARD_OPTIONS:  # agentproto's own, not the agent's (guard.py)
+            self.guard.configure(option_id, value, done)
+            return
         problem = session_info.option_problem(self.info, option_id, value, self.driver.validate_config, live=True)
         if problem is not None:
             done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, problem))
