@@ -174,6 +174,8 @@ class AgyDriver(LineDriver):
                 f"permission_mode {launch.permission_mode}: agy's print mode cannot ask for approval, so an agy "
                 "session always runs always-proceed; omit permission_mode or pass AutoApprove"
             )
+        if any(rule.get("action") != "allow" for rule in launch.policy):
+            refuse("policy: agy's print mode never asks before using a tool, so a deny or ask rule would never apply")
         if launch.config_home:
             refuse("config_home: agy keeps its state under ~/.gemini/antigravity-cli and takes no other place")
 

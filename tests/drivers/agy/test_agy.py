@@ -731,3 +731,17 @@ def test_hooks_post_through_curl_to_the_listener_and_an_injected_step_reaches_th
     events = world.sc.events(session, "TurnEnded")
     assert stop_of(events) == {"Completed": {"source": "Protocol"}}
     world.close(session)
+
+
+@pytest.mark.parametrize("action", ["deny", "ask"])
+def test_a_policy_with_a_deny_or_ask_rule_is_unsupported_before_anything_starts(world: World, action: str) -> None:
+    # agy's print mode never asks: a deny rule would silently allow (issue 24).
+    error = world.open_error(policy=[{"action": "allow", "command": ["ls"]}, {"action": action, "command": ["rm **"]}])
+    assert error["kind"] == "UnsupportedFeature" and "policy" in error["message"], error
+    assert world.processes() == [] and world.session_dirs() == []
+
+
+def test_an_allow_only_policy_opens(world: World) -> None:
+    info = world.open(policy=[{"action": "allow", "command": ["ls"]}])
+    assert info["policy"] == [{"action": "allow", "command": ["ls"]}]
+    world.close(info["id"])
