@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from policy_support import answered_by, permission, run_turn, script
 from sidecar import Sidecar, kinds
 
 POLICY: list[dict[str, Any]] = [
@@ -18,69 +19,6 @@ POLICY: list[dict[str, Any]] = [
     {"action": "allow", "tool": ["github/get_*"]},
     {"action": "ask", "kind": ["Execute"], "command": ["make **"]},
 ]
-
-
-def permission(rid: str, kind: Any, command: str | None = None, paths: tuple[str, ...] = ()) -> dict[str, Any]:
-    tool_input: Any = {"Command": {"command": command, "cwd": None}} if command is not None else "None"
-    return {
-        "Emit": {
-            "RequestOpened": {
-                "Permission": {
-                    "id": rid,
-                    "tool": {
-                        "id": f"tool-{rid}",
-                        "kind": kind,
-                        "title": rid,
-                        "status": "Pending",
-                        "input": tool_input,
-                        "output": None,
-                        "diffs": [{"path": p, "old_text": None, "new_text": "x"} for p in paths],
-                        "locations": [],
-                        "raw": None,
-                    },
-                    "options": ["AllowOnce", "DenyOnce"],
-                    "detail": None,
-                }
-            }
-        }
-    }
-
-
-def script(tmp_path: Path, requests: list[dict[str, Any]]) -> str:
-    steps: list[Any] = []
-    for request in requests:
-        steps += [request, "AwaitAnswer"]
-    steps.append({"End": {"Completed": {"source": "Protocol"}}})
-    path = tmp_path / "policy.json"
-    path.write_text(json.dumps({"turns": [steps, steps]}))
-    return str(path)
-
-
-def run_turn(sc: Sidecar, sid: str, answer_app: bool = True) -> list[dict[str, Any]]:
-    """One prompt's events; requests the app is shown (not closed at once) are answered."""
-    sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
-    events: list[dict[str, Any]] = []
-    while True:
-        line = sc.wait_for(lambda l: "event" in l and l["event"]["session_id"] == sid, 30)
-        event = line["event"]
-        events.append(event)
-        kind = event["kind"]
-        if kinds([event]) == ["StatusChanged"] and kind["StatusChanged"] == "NeedsInput" and answer_app:
-            opened = [e for e in events if kinds([e]) == ["RequestOpened"]][-1]
-            rid = opened["kind"]["RequestOpened"]["Permission"]["id"]
-            sc.ok({"cmd": "answer", "session": sid, "request": rid, "answer": {"Permission": "AllowOnce"}})
-        if kinds([event]) == ["TurnEnded"]:
-            return events
-
-
-def answered_by(events: list[dict[str, Any]]) -> dict[str, Any]:
-    """Request id -> who answered it: the policy's extensions, or "app"."""
-    out: dict[str, Any] = {}
-    for event in events:
-        if kinds([event]) == ["RequestClosed"]:
-            by = event["extensions"].get("agentproto", {}).get("answered_by")
-            out[event["kind"]["RequestClosed"]["request_id"]] = by or "app"
-    return out
 
 
 def test_the_first_matching_rule_answers_and_the_app_sees_it_opened_and_closed(tmp_path: Path) -> None:
@@ -115,7 +53,10 @@ def test_the_first_matching_rule_answers_and_the_app_sees_it_opened_and_closed(t
         # AutoApprove (after the policy) answered the unmatched ones unseen; ask reached the app.
         assert shown == ["git", "rm", "chained", "wrapped", "edit-in", "mcp", "make"], shown
         for rid in ("git", "rm", "chained", "wrapped", "edit-in", "mcp"):
-            opened = next(i for i, e in enumerate(events) if kinds([e]) == ["RequestOpened"] and e["kind"]["RequestOpened"]["Permission"]["id"] == rid)
+            opened = next(
+                i for i, e in enumerate(events)
+                if kinds([e]) == ["RequestOpened"] and e["kind"]["RequestOpened"]["Permission"]["id"] == rid
+            )  # fmt: skip
             assert kinds([events[opened + 1]]) == ["RequestClosed"], rid  # back to back
             assert events[opened]["extensions"] == events[opened + 1]["extensions"]
         statuses = [e["kind"]["StatusChanged"] for e in events if kinds([e]) == ["StatusChanged"]]
@@ -174,7 +115,8 @@ def test_an_agent_that_cannot_ask_refuses_deny_and_ask_rules(tmp_path: Path) -> 
     path = tmp_path / "noperm.json"
     path.write_text(json.dumps({"permissions": False, "turns": []}))
     with Sidecar(["--mock", str(path)]) as sc:
-        error = sc.error({"cmd": "open", "agent": "mock", "dir": str(tmp_path), "policy": [{"action": "deny", "command": ["rm **"]}]})
+        deny = [{"action": "deny", "command": ["rm **"]}]
+        error = sc.error({"cmd": "open", "agent": "mock", "dir": str(tmp_path), "policy": deny})
         assert error["kind"] == "UnsupportedFeature" and "policy" in error["message"], error
         sid = sc.open(dir=str(tmp_path), policy=[{"action": "allow", "command": ["ls"]}])  # allow-only: fine
         error = sc.error({"cmd": "configure", "session": sid, "option": "policy", "value": '[{"action": "ask"}]'})

@@ -1,0 +1,83 @@
+"""A recording of a session whose policy answered requests replays (issue 24): the live run
+decides again, so the same requests are opened and closed by the same rules; a recording
+whose policy was edited to answer differently is drift."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from policy_support import permission, run_turn, script
+from sidecar import ROOT, Sidecar, base_env
+
+
+def replay(path: Path) -> subprocess.CompletedProcess[str]:
+    env = base_env()
+    env["AGENTPROTO_DB"] = "off"
+    return subprocess.run(
+        [sys.executable, "-m", "agentproto", "replay", str(path)],
+        capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=120,
+    )  # fmt: skip
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def write(path: Path, recs: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    return path
+
+
+POLICY = [
+    {"action": "allow", "command": ["git status **"]},
+    {"action": "deny", "command": ["rm **"], "reason": "no deleting here"},
+    {"action": "allow", "kind": ["Edit"], "path": ["src/**"]},
+]
+
+
+def record_session(tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    (work / "src").mkdir(parents=True)
+    requests = [
+        permission("git", "Execute", "git status"),
+        permission("rm", "Execute", "rm -rf build"),
+        permission("edit", "Edit", paths=("src/a.py",)),  # relative to dir: the replay moves dir
+        permission("ls", "Execute", "ls"),  # no match: the app answers
+    ]
+    record = tmp_path / "policy.ndjson"
+    with Sidecar(["--mock", script(tmp_path, requests), "--record", str(record)]) as sc:
+        sid = sc.open(dir=str(work), policy=POLICY)
+        events = run_turn(sc, sid)
+        closed = [e for e in events if "RequestClosed" in e["kind"]]
+        assert [e["extensions"].get("agentproto", {}).get("answered_by") for e in closed] == [
+            {"policy": 0, "action": "allow"},
+            {"policy": 1, "action": "deny"},
+            {"policy": 2, "action": "allow"},
+            None,
+        ]
+        sc.close_stdin()
+        sc.drain()
+    return record
+
+
+def test_a_recording_with_policy_answers_replays(tmp_path: Path) -> None:
+    record = record_session(tmp_path)
+    assert 'answered_by' in record.read_text()
+    done = replay(record)
+    assert done.returncode == 0, done.stderr
+    assert "every response matched" in done.stderr
+
+
+def test_a_recording_whose_policy_no_longer_answers_is_drift(tmp_path: Path) -> None:
+    recs = records(record_session(tmp_path))
+    for rec in recs:
+        if rec.get("dir") == "in" and '"policy"' in rec["line"]:
+            frame = json.loads(rec["line"])
+            frame["policy"] = POLICY[1:]  # git status is no longer allowed: the app is asked
+            rec["line"] = json.dumps(frame)
+    done = replay(write(tmp_path / "edited.ndjson", recs))
+    assert done.returncode == 1, done.stderr
