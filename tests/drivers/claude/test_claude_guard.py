@@ -1,0 +1,81 @@
+"""Guard rails (issue 24) on the real, pinned ``claude`` CLI against the fake Anthropic API:
+a policy allowing ``git status`` and denying ``rm`` answers Claude's permission requests
+without the app (the app still sees them opened and closed), and the denial's reason
+reaches the model."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_anthropic import FakeAnthropic, claude_bin, processes_with_env, text, tool_use
+from sidecar import Sidecar, kind_name
+
+POLICY = [
+    {"action": "allow", "command": ["git status **", "touch **"]},
+    {"action": "deny", "command": ["rm **"], "reason": "rm is not allowed in this repository"},
+]
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Any:
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run(["git", "init", "-q", str(work)], check=True, env={**os.environ, "HOME": str(tmp_path)})
+    config = tmp_path / "config"
+    config.mkdir()
+    with FakeAnthropic() as api, Sidecar(env={"AGENTPROTO_CLAUDE_BIN": claude_bin()}) as sc:
+        try:
+            yield api, sc, work, config
+        finally:
+            sc.close()
+            deadline = time.monotonic() + 5
+            while processes_with_env(str(config)) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            for pid in processes_with_env(str(config)):
+                os.kill(pid, signal.SIGKILL)
+
+
+def open_claude(api: FakeAnthropic, sc: Sidecar, work: Path, config: Path, **options: Any) -> str:
+    env = api.cli_env(str(config))
+    del env["CLAUDE_CONFIG_DIR"]
+    frame = {"cmd": "open", "agent": "claude", "dir": str(work), "env": env, "config_home": str(config), **options}
+    return str(sc.ok(frame, timeout=60)["id"])
+
+
+def of(events: list[dict[str, Any]], name: str) -> list[Any]:
+    return [e for e in events if kind_name(e["kind"]) == name]
+
+
+def test_a_policy_allows_git_status_and_touch_and_denies_rm_with_its_reason(world: Any) -> None:
+    api, sc, work, config = world
+    (work / "victim.txt").write_text("keep me")
+    api.push(
+        tool_use("Bash", {"command": "git status", "description": "status"}),
+        tool_use("Bash", {"command": "touch made.txt", "description": "make"}),
+        tool_use("Bash", {"command": "rm victim.txt", "description": "remove"}),
+        text("Done."),
+    )
+    sid = open_claude(api, sc, work, config, policy=POLICY)
+    sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
+    events = sc.events(sid, "TurnEnded", 90)
+    closed = {e["kind"]["RequestClosed"]["request_id"]: e["extensions"]["agentproto"]["answered_by"]
+              for e in of(events, "RequestClosed")}  # fmt: skip
+    asked = [e["kind"]["RequestOpened"]["Permission"] for e in of(events, "RequestOpened")]
+    opened = {p["tool"]["input"]["Command"]["command"]: p["id"] for p in asked}
+    # Claude runs some read-only commands (git status) without asking: a policy sees only what it asks.
+    if "git status" in opened:
+        assert closed[opened["git status"]] == {"policy": 0, "action": "allow"}
+    assert closed[opened["touch made.txt"]] == {"policy": 0, "action": "allow"}
+    assert closed[opened["rm victim.txt"]] == {"policy": 1, "action": "deny"}
+    assert (work / "made.txt").exists()
+    assert (work / "victim.txt").read_text() == "keep me"
+    assert "rm is not allowed in this repository" in api.main_requests()[-1].last_user_text()  # the model was told
+    statuses = [e["kind"]["StatusChanged"] for e in of(events, "StatusChanged")]
+    assert "NeedsInput" not in statuses  # the app was never asked
+    sc.ok({"cmd": "close", "session": sid}, timeout=30)
