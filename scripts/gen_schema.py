@@ -178,6 +178,7 @@ def build() -> dict:
     # agent as the MCP server `agentproto` on the loopback listener, each call and hook
     # invocation a request the app answers.
     _tools_and_hooks(d)
+    _guard_rails(d)
 
     # AgentInstallation: the version `discover` read from the executable.
     d["AgentInstallation"]["properties"]["version"] = {
@@ -313,6 +314,88 @@ def _tools_and_hooks(d: dict) -> None:
         {"description": "The session serves the app's tools to its agent.", "type": "string", "const": "Tools"},
         {"description": "The session asks the app its hooks.", "type": "string", "const": "Hooks"},
     ]
+
+
+def _guard_rails(d: dict) -> None:
+    """Issue 24: the permission policy, budgets and the rate-limit retry on open and generate,
+    output_retries on generate, and what SessionInfo shows of them (all optional)."""
+    from agentproto.core.policy import KINDS
+
+    strings = {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}}
+    d["PolicyRule"] = {
+        "description": "One rule of a permission policy: the first rule whose every given field matches a "
+        "permission request decides; a field the request lacks does not match (docs/guard-rails.md).",
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": ["allow", "deny", "ask"]},
+            "kind": {**strings, "description": "Tool kinds (Mcp: any MCP tool).", "items": {"type": "string", "enum": list(KINDS)}},
+            "command": {**strings, "description": "Shell-word patterns over one simple command's argv (a last ** takes the rest)."},
+            "path": {**strings, "description": "Globs over the targets' real paths relative to dir (* in a segment, ** across)."},
+            "tool": {**strings, "description": "Globs over an MCP tool's server/tool."},
+            "reason": {"type": "string", "description": "deny: what the agent is told."},
+        },
+        "required": ["action"],
+        "additionalProperties": False,
+    }
+    number = {"type": "number", "exclusiveMinimum": 0}
+    d["Budget"] = {
+        "description": "Bounds on what a session spends, counted from the agent's own usage reports "
+        "(usd: its cost, else tokens at the price table's); crossing one fails the turn (BudgetExceeded).",
+        "type": "object",
+        "properties": {
+            "usd": number,
+            "input_tokens": {"type": "integer", "minimum": 1},
+            "output_tokens": {"type": "integer", "minimum": 1},
+            "turns": {"type": "integer", "minimum": 1},
+            "wall_s": {**number, "description": "The sum of turn times."},
+        },
+        "additionalProperties": False,
+    }
+    options = {
+        "policy": {
+            "description": "A permission policy: ordered rules answering permission requests before the "
+            "permission mode and the app. Bad rules are InvalidConfiguration naming the rule and field.",
+            "type": ["array", "null"],
+            "items": {"$ref": "#/definitions/PolicyRule"},
+        },
+        "budget": {"description": "Bounds on the session's spending.", "anyOf": [{"$ref": "#/definitions/Budget"}, {"type": "null"}]},
+        "retry": {
+            "description": "Re-send a turn that failed on a rate limit before any tool call, once the limit resets within max_wait_s.",
+            "type": ["object", "null"],
+            "properties": {"max_wait_s": {**number, "maximum": 86400}},
+            "required": ["max_wait_s"],
+            "additionalProperties": False,
+        },
+    }
+    for variant in d["Frame"]["oneOf"]:
+        cmd = variant["properties"]["cmd"].get("const")
+        if cmd in ("open", "generate"):
+            variant["properties"].update(copy.deepcopy(options))
+        if cmd == "generate":
+            variant["properties"]["output_retries"] = {
+                "description": "With output_schema: an answer that fails it is sent back with the errors named, up to N times.",
+                "type": ["integer", "null"],
+                "minimum": 0,
+                "maximum": 100,
+            }
+    d["SessionInfo"]["properties"]["policy"] = {
+        "description": "The permission policy in force (absent without one).",
+        "type": "array",
+        "items": {"$ref": "#/definitions/PolicyRule"},
+    }
+    d["SessionInfo"]["properties"]["budget"] = {
+        "description": "With a budget: its bounds, what was spent, what is left, and the price table counted with.",
+        "type": "object",
+        "properties": {
+            "limits": {"$ref": "#/definitions/Budget"},
+            "spent": {"type": "object", "additionalProperties": {"type": "number"}},
+            "left": {"type": "object", "additionalProperties": {"type": "number"}},
+            "prices": {
+                "type": "object",
+                "properties": {"version": {"type": "string"}, "model": {"type": ["string", "null"]}},
+            },
+        },
+    }
 
 
 def render() -> str:

@@ -47,6 +47,9 @@ class Kind:
     #: The app stopped reading a session's events (the stall timeout). anyagent's own
     #: wrappers use this kind for the same fault on their side of the pipe.
     CONSUMER_LAGGED = "ConsumerLagged"
+    #: A bound of the session's ``budget`` was reached (issue 24): the turn that crossed it
+    #: failed, and prompts are refused until ``configure budget`` raises it.
+    BUDGET_EXCEEDED = "BudgetExceeded"
     # The agent's fault.
     PROTOCOL_FAILED = "ProtocolFailed"
     PROCESS_EXITED = "ProcessExited"
@@ -77,6 +80,7 @@ ERROR_KINDS: tuple[str, ...] = (
     Kind.BAD_FRAME,
     Kind.UNKNOWN_SESSION,
     Kind.CONSUMER_LAGGED,
+    Kind.BUDGET_EXCEEDED,
     Kind.INTERNAL,
 )
 
@@ -96,6 +100,7 @@ _PREFIX = {
     Kind.SESSION_CLOSED: "session closed",
     Kind.BAD_FRAME: "bad frame",
     Kind.CONSUMER_LAGGED: "the app fell behind",
+    Kind.BUDGET_EXCEEDED: "budget exceeded",
     Kind.INTERNAL: "internal error",
 }
 
@@ -276,7 +281,8 @@ FAULTS: dict[str, type[AgentError]] = {
     kind: cls
     for cls, kinds in (
         (AppError, (Kind.BAD_FRAME, Kind.INVALID_REQUEST, Kind.INVALID_CONFIGURATION, Kind.UNKNOWN_SESSION,
-                    Kind.SESSION_CLOSED, Kind.SESSION_BUSY, Kind.UNSUPPORTED_FEATURE, Kind.CONSUMER_LAGGED)),
+                    Kind.SESSION_CLOSED, Kind.SESSION_BUSY, Kind.UNSUPPORTED_FEATURE, Kind.CONSUMER_LAGGED,
+                    Kind.BUDGET_EXCEEDED)),
         (AgentFault, (Kind.PROTOCOL_FAILED, Kind.PROCESS_EXITED, Kind.AUTH_REQUIRED, Kind.HANDSHAKE_TIMEOUT,
                       Kind.RESUME_FAILED)),
         (SetupError, (Kind.NOT_INSTALLED, Kind.SPAWN_FAILED)),

@@ -95,6 +95,14 @@ EXPLANATIONS: dict[str, str] = {
         "What to do: use the `id` from the SessionInfo that `open` returned on this "
         "connection."
     ),
+    Kind.BUDGET_EXCEEDED: (
+        "A bound of the session's `budget` (usd, input_tokens, output_tokens, turns, wall_s) "
+        "was reached. The running turn that crossed it was cancelled and ended Failed; the "
+        "message names the bound, the amount spent and the overshoot. The numbers come from "
+        "the agent's own usage reports (cost: its own figure, or tokens times agentproto's "
+        "price table). What to do: `configure` the option `budget` (a JSON string) with a "
+        "higher bound to go on, or close the session."
+    ),
     Kind.CONSUMER_LAGGED: (
         "The app stopped reading: none of the session's events could be written for the "
         "stall timeout (`serve --stall-timeout`, 60 s by default) while the agent kept "

@@ -264,8 +264,10 @@ class Driver:
     #: before the driver is made, so a field is never silently dropped.
     open_fields: frozenset[str] = frozenset()
 
-    #: True when this driver gives its agent the app's tools (``Host.tools_url``).
+    #: True when this driver gives its agent the app's tools (``Host.tools_url``); whether its
+    #: agent reports its usage (tokens or cost: a ``usd`` budget needs it).
     app_tools: bool = False
+    usage_reports: bool = True
     #: The hook events this driver can deliver to ``Host.hook`` (empty: no hook channel).
     #: A driver may set it per instance in ``__init__`` (the mock's comes from its script).
     hook_events: frozenset[str] = frozenset()

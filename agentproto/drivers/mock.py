@@ -140,6 +140,14 @@ def _check_steps(steps: Any, where: str) -> None:
                 isinstance(body.get(k), int) for k in ("input_tokens", "cached_input_tokens", "output_tokens")
             ):
                 raise ScriptError(f"{at}: Usage takes input_tokens, cached_input_tokens, output_tokens")
+        elif tag == "UsageReport":
+            counts = ("input_tokens", "cached_input_tokens", "output_tokens")
+            if not isinstance(body, dict) or set(body) - {*counts, "cost_usd"} or not all(
+                isinstance(body.get(k, 0), int) and not isinstance(body.get(k, 0), bool) for k in counts
+            ):
+                raise ScriptError(f"{at}: UsageReport takes input_tokens, cached_input_tokens, output_tokens, cost_usd")
+            if not isinstance(body.get("cost_usd", 0), (int, float)) or isinstance(body.get("cost_usd"), bool):
+                raise ScriptError(f"{at}: UsageReport's cost_usd is a number")
         elif tag == "Repeat":
             if not isinstance(body, dict) or not isinstance(body.get("times"), int):
                 raise ScriptError(f"{at}: Repeat takes {{times, steps}}")
@@ -221,6 +229,7 @@ class MockDriver(Driver):
         self.sleep = Alarm(host.loop, self._schedule)  # a Sleep step: armed while it lasts
         self.player = Soon(host.loop, self._play)
         self.usage: TurnUsage | None = None
+        self.cost: float | None = None  # the turn's cost so far, when UsageReport steps give one
         #: Answers that arrived before the script reached its AwaitAnswer (the app, or the
         #: engine's auto-approval, can be quicker than the player between two ticks).
         self.early_answers = 0
@@ -324,6 +333,7 @@ class MockDriver(Driver):
             echoed = json.dumps({"text": text, "attachments": attachments})
             steps.insert(0, {"Emit": {"TextDelta": {"message_id": "echo", "text": echoed}}})
         self.steps = deque(steps)
+        self.usage = self.cost = None
         self.turn_open = True
         self.calling = None
         self.awaiting = False
@@ -405,6 +415,8 @@ class MockDriver(Driver):
             elif tag == "Usage":
                 usage_step: TurnUsage = body  # a Usage step's body (load_script checked it)
                 self.usage = {**usage_step}
+            elif tag == "UsageReport":
+                self._report(body)
             elif tag == "Sleep":
                 self.sleep.set(body / 1000.0)
             elif tag == "Repeat":
@@ -418,6 +430,15 @@ class MockDriver(Driver):
                 self._call_tool(body["tool"], body.get("arguments", {}))
             elif tag == "Hook":
                 self._fire_hook(body["event"], body.get("input", {}))
+
+    def _report(self, body: dict[str, Any]) -> None:
+        """A running usage report: this one adds to the turn's (what the turn ends with too)."""
+        usage = self.usage or {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0}
+        for key in ("input_tokens", "cached_input_tokens", "output_tokens"):
+            usage[key] += body.get(key, 0)  # type: ignore[literal-required]
+        self.usage = usage
+        self.cost = (self.cost or 0.0) + body["cost_usd"] if "cost_usd" in body else self.cost
+        self.host.spent(dict(usage), self.cost)  # type: ignore[arg-type]
 
     # -- the app's tools: called as a real agent calls them, over HTTP --------------------
     def _call_tool(self, name: str, arguments: JsonObject) -> None:

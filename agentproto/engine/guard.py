@@ -27,10 +27,51 @@ from agentproto.core.typecheck import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from agentproto.core.wire_types import AgentRequest
+    from agentproto.core.wire_types import AgentRequest, TurnUsage
     from agentproto.engine.session import EngineSession
+    from agentproto.engine.turns import Turn
+    from agentproto.loopio.loop import Timer
 
-GUARD_OPTIONS = frozenset({"policy"})
+GUARD_OPTIONS = frozenset({"policy", "budget"})
+BOUNDS = ("usd", "input_tokens", "output_tokens", "turns", "wall_s")
+#: The share of a bound at which a Diagnostic warns, once per bound.
+WARN_AT = 0.8
+
+
+def checked_budget(value: Any) -> dict[str, float]:
+    """``budget`` as open gives it, checked (InvalidConfiguration naming the bound)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise AgentError.detail(Kind.INVALID_CONFIGURATION, "budget: expected an object of bounds")
+    for key, bound in value.items():
+        if key not in BOUNDS:
+            raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"budget.{key}: unknown bound; expected {', '.join(BOUNDS)}")
+        number = isinstance(bound, (int, float)) and not isinstance(bound, bool)
+        if not number or not 0 < bound < 2**53:
+            raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"budget.{key}: expected a number > 0")
+        if key in ("input_tokens", "output_tokens", "turns") and bound != int(bound):
+            raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"budget.{key}: expected a whole number")
+    return {key: value[key] for key in BOUNDS if key in value}
+
+
+def checked_retry(value: Any) -> dict[str, float] | None:
+    """``retry`` as open gives it: ``{"max_wait_s": N}`` (InvalidConfiguration otherwise)."""
+    if value is None:
+        return None
+    wait = value.get("max_wait_s") if isinstance(value, dict) else None
+    number = isinstance(wait, (int, float)) and not isinstance(wait, bool)
+    if set(value) != {"max_wait_s"} or not number or not 0 < wait <= 86400:
+        raise AgentError.detail(Kind.INVALID_CONFIGURATION, 'retry: expected {"max_wait_s": seconds > 0, at most 86400}')
+    return {"max_wait_s": float(wait)}
+
+
+def shown(bound: str, amount: float) -> str:
+    if bound == "usd":
+        return f"${amount:,.4f}"
+    if bound == "wall_s":
+        return f"{amount:,.1f} s"
+    return f"{int(amount):,}"
 
 
 def checked_policy(value: Any) -> list[dict[str, Any]]:
@@ -54,21 +95,174 @@ def cannot_ask(rules: list[dict[str, Any]], agent: str) -> AgentError | None:
 
 
 class Guard:
-    """One session's policy (and budget): what the engine asks before showing a request."""
+    """One session's policy and budget: what the engine asks before showing a request, and
+    what it counts as the agent reports its usage."""
 
-    __slots__ = ("session", "rules")
+    __slots__ = ("session", "rules", "limits", "spent", "running", "warned", "exceeded", "wall_timer")
 
     def __init__(self, session: EngineSession) -> None:
         self.session = session
         self.rules: list[dict[str, Any]] = list(session.launch.policy)
         if self.rules:
             session.info["policy"] = json.loads(json.dumps(self.rules))  # type: ignore[typeddict-unknown-key]
+        #: The bounds, what the ended turns spent, and the running turn's last report.
+        self.limits: dict[str, float] = dict(session.launch.budget or {})
+        self.spent: dict[str, float] = {"usd": 0.0, "input_tokens": 0, "output_tokens": 0, "turns": 0, "wall_s": 0.0}
+        self.running: dict[str, float] = {}
+        self.warned: set[str] = set()
+        #: While a bound is crossed: the BudgetExceeded message prompts are refused with.
+        self.exceeded: str | None = None
+        self.wall_timer: Timer | None = None
+        if self.limits:
+            self.show(self.totals())
 
     def open_problem(self) -> AgentError | None:
-        """Once the agent's details are known: a policy this agent cannot honour."""
-        if "Permissions" in session_info.features(self.session.info):
+        """Once the agent's details are known: a policy or a budget this agent cannot honour."""
+        session = self.session
+        if "usd" in self.limits and not session.driver.usage_reports:
+            why = f"budget.usd: {session.launch.agent_id} reports neither its cost nor its tokens"
+            return AgentError.detail(Kind.UNSUPPORTED_FEATURE, why)
+        if "Permissions" in session_info.features(session.info):
             return None
-        return cannot_ask(self.rules, self.session.launch.agent_id)
+        return cannot_ask(self.rules, session.launch.agent_id)
+
+    # -- the budget ------------------------------------------------------------------------
+
+    def price(self) -> tuple[str, tuple[float, float, float]] | None:
+        from agentproto.core import prices
+
+        model = self.session.info["configuration"]["options"].get("model")
+        return prices.price(self.session.launch.agent_id, model if isinstance(model, str) else None)
+
+    def usd_of(self, usage: TurnUsage, cost_usd: float | None) -> float:
+        """A usage's cost: the agent's own figure, else its tokens at the price table's."""
+        if cost_usd is not None:
+            return float(cost_usd)
+        found = self.price()
+        if found is None:
+            return 0.0
+        from agentproto.core import prices
+
+        return prices.cost(found[1], usage["input_tokens"], usage["cached_input_tokens"], usage["output_tokens"])
+
+    def totals(self) -> dict[str, float]:
+        """What the session spent: the ended turns' and the running turn's so far."""
+        totals = dict(self.spent)
+        for key in ("input_tokens", "output_tokens", "usd"):
+            totals[key] += self.running.get(key, 0)
+        turn = self.session.turn
+        if turn is not None:
+            totals["wall_s"] += self.session.loop.time() - turn.started
+        return totals
+
+    def show(self, totals: dict[str, float]) -> None:
+        """``SessionInfo.budget``: the bounds, what was spent, what is left, the price table."""
+        from agentproto.core import prices
+
+        found = self.price()
+        self.session.info["budget"] = {  # type: ignore[typeddict-unknown-key]
+            "limits": dict(self.limits),
+            "spent": {key: round(value, 6) for key, value in totals.items()},
+            "left": {key: round(max(0.0, limit - totals[key]), 6) for key, limit in self.limits.items()},
+            "prices": {"version": prices.VERSION, "model": None if found is None else found[0]},
+        }
+
+    def spent_so_far(self, usage: TurnUsage, cost_usd: float | None) -> None:
+        """The running turn's usage so far (the driver's report, cumulative for the turn)."""
+        if not self.limits:
+            return
+        self.running = {
+            "input_tokens": usage["input_tokens"],
+            "output_tokens": usage["output_tokens"],
+            "usd": self.usd_of(usage, cost_usd),
+        }
+        self.check()
+
+    def turn_started(self, turn: Turn) -> None:
+        if not self.limits:
+            return
+        self.spent["turns"] += 1
+        self.running = {}
+        self.arm_wall(turn)
+
+    def arm_wall(self, turn: Turn) -> None:
+        if "wall_s" not in self.limits or self.exceeded is not None:
+            return
+        left = self.limits["wall_s"] - self.totals()["wall_s"]
+        if self.wall_timer is not None:
+            self.wall_timer.cancel()
+        self.wall_timer = self.session.loop.call_later(max(0.01, left + 0.001), lambda: self.wall_due(turn))
+
+    def wall_due(self, turn: Turn) -> None:
+        self.wall_timer = None
+        if self.session.turn is turn:
+            self.check()
+            self.arm_wall(turn)
+
+    def turn_ended(self, turn: Turn, usage: TurnUsage | None) -> None:
+        """The turn ended (``session.turn`` is None already): count it, from its final usage
+        when the agent gave one, else from its last report."""
+        if not self.limits:
+            return
+        if self.wall_timer is not None:
+            self.wall_timer.cancel()
+            self.wall_timer = None
+        running, self.running = self.running, {}
+        if usage is not None:
+            running = {
+                "input_tokens": usage["input_tokens"],
+                "output_tokens": usage["output_tokens"],
+                "usd": self.usd_of(usage, None) if "usd" not in running else max(running["usd"], self.usd_of(usage, None)),
+            }
+        for key in ("input_tokens", "output_tokens", "usd"):
+            self.spent[key] += running.get(key, 0)
+        self.spent["wall_s"] += self.session.loop.time() - turn.started
+        self.check()
+
+    def check(self) -> None:
+        """Warn at WARN_AT of a bound (once), and stop at a crossed one."""
+        totals = self.totals()
+        self.show(totals)
+        for bound, limit in self.limits.items():
+            amount = totals[bound]
+            if bound != "turns" and amount > limit:
+                self.exceed(bound, limit, amount)
+                return
+            if amount >= WARN_AT * limit and bound not in self.warned:
+                self.warned.add(bound)
+                message = f"budget: {amount / limit:.0%} of {bound} spent ({shown(bound, amount)} of {shown(bound, limit)})"
+                extensions = {"agentproto": {"budget": {"bound": bound, "limit": limit, "spent": amount}}}
+                self.session.send({"Diagnostic": {"level": "Warning", "message": message}}, extensions)
+
+    def exceed(self, bound: str, limit: float, amount: float) -> None:
+        """A bound is crossed: say so (once), cancel the running turn (it ends Failed) and
+        drop the queued prompts; later prompts are refused until ``configure budget``."""
+        if self.exceeded is not None:
+            return
+        over = amount - limit
+        message = (
+            f"budget exceeded: {bound} {shown(bound, amount)} of {shown(bound, limit)} (over by {shown(bound, over)})"
+        )
+        self.exceeded = message
+        session = self.session
+        body = {"bound": bound, "limit": limit, "spent": amount, "over": over}
+        extensions = {"agentproto": {"error": {"kind": Kind.BUDGET_EXCEEDED, "message": message}, "budget": body}}
+        session.send({"Diagnostic": {"level": "Error", "message": message}}, extensions)
+        turn = session.turn
+        if turn is not None and turn.failure is None:
+            turn.failure = message
+            session.cancel(True, turn.id, lambda _value, _error: None)
+
+    def refusal(self) -> AgentError | None:
+        """Why a prompt cannot start a turn now (BudgetExceeded), or None."""
+        if self.exceeded is not None:
+            return AgentError.detail(Kind.BUDGET_EXCEEDED, self.exceeded)
+        limit = self.limits.get("turns")
+        if limit is not None and self.spent["turns"] >= limit:
+            return AgentError.detail(Kind.BUDGET_EXCEEDED, f"budget exceeded: turns {self.spent['turns']:,.0f} of {limit:,.0f}")
+        return None
+
+    # -- the policy ------------------------------------------------------------------------
 
     def verdict(self, request: AgentRequest) -> str | None:
         """What the policy does with a request the agent opened: ``"answered"`` (shown and
@@ -99,7 +293,7 @@ class Guard:
         return "answered"
 
     def configure(self, option_id: str, value: Any, done: Callable[[Any, AgentError | None], None]) -> None:
-        """``configure`` of ``policy``: a JSON string, replacing the rules in force."""
+        """``configure`` of ``policy`` or ``budget``: a JSON string, replacing what is in force."""
         session = self.session
         try:
             parsed = json.loads(value) if isinstance(value, str) else None
@@ -109,18 +303,33 @@ class Guard:
             done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, f"{option_id}: expected a JSON string"))
             return
         try:
-            rules = checked_policy(parsed)
+            if option_id == "budget":
+                limits = checked_budget(parsed)
+            else:
+                rules = checked_policy(parsed)
         except AgentError as error:
             done(None, error)
             return
-        refusal = None if "Permissions" in session_info.features(session.info) else cannot_ask(rules, session.launch.agent_id)
-        if refusal is not None:
-            done(None, refusal)
-            return
-        self.rules = rules
-        if rules:
-            session.info["policy"] = json.loads(json.dumps(rules))  # type: ignore[typeddict-unknown-key]
+        if option_id == "budget":
+            if "usd" in limits and not session.driver.usage_reports:
+                done(None, AgentError.detail(Kind.UNSUPPORTED_FEATURE, f"budget.usd: {session.launch.agent_id} reports no usage"))
+                return
+            self.limits, self.exceeded, self.warned = limits, None, set()
+            if limits:
+                self.check()
+                if session.turn is not None:
+                    self.arm_wall(session.turn)
+            else:
+                session.info.pop("budget", None)  # type: ignore[misc]
         else:
-            session.info.pop("policy", None)  # type: ignore[misc]
+            refusal = None if "Permissions" in session_info.features(session.info) else cannot_ask(rules, session.launch.agent_id)
+            if refusal is not None:
+                done(None, refusal)
+                return
+            self.rules = rules
+            if rules:
+                session.info["policy"] = json.loads(json.dumps(rules))  # type: ignore[typeddict-unknown-key]
+            else:
+                session.info.pop("policy", None)  # type: ignore[misc]
         session.send({"SessionUpdated": session.snapshot()})
         done(None, None)

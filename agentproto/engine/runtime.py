@@ -210,6 +210,8 @@ class Engine:
             tools=tools,
             hooks=apptools.check_hooks(args.get("hooks")),
             policy=guard.checked_policy(args.get("policy")),
+            budget=guard.checked_budget(args.get("budget")) or None,
+            retry=guard.checked_retry(args.get("retry")),
             max_terminals=self.max_terminals,
             tool_timeout=float(args.get("tool_timeout") or apptools.TOOL_TIMEOUT),
             hook_timeout=float(args.get("hook_timeout") or apptools.HOOK_TIMEOUT),

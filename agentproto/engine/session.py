@@ -348,6 +348,10 @@ class EngineSession(SessionTurns):
             session_info.add_features(self.info, self.app.features)
             self._session_updated()
 
+    def spent(self, usage: TurnUsage, cost_usd: float | None = None) -> None:
+        if self.turn is not None and not self.mute:
+            self.guard.spent_so_far(usage, cost_usd)  # budgets (guard.py)
+
     def diagnostic(self, level: str, message: str) -> None:
         if not self.mute:
             self.send({"Diagnostic": {"level": level, "message": message}})

@@ -79,6 +79,7 @@ class SessionTurns:
         turn = Turn(f"t{self.turn_counter}", origin, acked, self.loop.time())
         self.turn = turn
         self.send({"TurnStarted": {"origin": origin}})
+        self.guard.turn_started(turn)
         self.refresh_status()
         if not self.driver.deterministic(origin):
             window = self.QUIET_AGENT if origin == "Agent" else self.QUIET_PROMPTED
@@ -96,12 +97,15 @@ class SessionTurns:
     def _finish_turn(self, stop: StopReason, usage: TurnUsage | None, start_next: bool = True) -> None:
         turn = self.turn
         assert turn is not None
+        if turn.failure is not None:  # the engine cancelled it (a budget): it failed
+            stop = {"Failed": {"message": turn.failure}}
         turn.stop_timers()
         self.requests.close_turn(turn, "the turn ended before the app answered")
         for message_id in turn.messages:
             self.send({"MessageEnded": {"message_id": message_id}})
         self.send({"TurnEnded": {"stop": stop, "background": list(turn.tools), "usage": usage}})
         self.turn = None
+        self.guard.turn_ended(turn, usage)
         if self.context.observer is not None:
             self.context.observer.turn_ended(self, turn, stop, usage)
         steer, self.pending_steer = self.pending_steer, None
@@ -123,6 +127,10 @@ class SessionTurns:
     # -- the commands -------------------------------------------------------------------
 
     def prompt(self, text: str, attachments: list[str], done: Done) -> None:
+        refusal = self.guard.refusal()  # a budget's bound reached (guard.py)
+        if refusal is not None:
+            done(None, refusal)
+            return
         self.prompt_counter += 1
         prompt = Prompt(f"p{self.prompt_counter}", text, attachments, None)
         turn = self.turn

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 
 class Turn:
-    __slots__ = ("id", "origin", "acked", "messages", "tools", "requests", "cancel_timer", "quiet", "started")
+    __slots__ = ("id", "origin", "acked", "messages", "tools", "requests", "cancel_timer", "quiet", "started", "failure")
 
     def __init__(self, turn_id: str, origin: Any, acked: bool, started: float = 0.0) -> None:
         self.id = turn_id
@@ -47,6 +47,8 @@ class Turn:
         self.cancel_timer: Timer | None = None
         #: For an agent that may never report the end of this turn.
         self.quiet: QuietWindow | None = None
+        #: Why the engine cancelled it (a budget's bound): it ends Failed with this message.
+        self.failure: str | None = None
 
     @staticmethod
     def starts_one(name: str, body: Any) -> bool:

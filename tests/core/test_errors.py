@@ -42,7 +42,7 @@ def _validator(schema: dict[str, Any]) -> jsonschema.Draft7Validator:
 
 WHOSE = {
     AppError: {"BadFrame", "InvalidRequest", "InvalidConfiguration", "UnknownSession", "SessionClosed",
-               "SessionBusy", "UnsupportedFeature", "ConsumerLagged"},
+               "SessionBusy", "UnsupportedFeature", "ConsumerLagged", "BudgetExceeded"},
     AgentFault: {"ProtocolFailed", "ProcessExited", "AuthRequired", "HandshakeTimeout", "ResumeFailed"},
     SetupError: {"NotInstalled", "SpawnFailed"},
     InternalError: {"Internal"},

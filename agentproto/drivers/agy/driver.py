@@ -105,6 +105,7 @@ class _Turn:
 
 
 class AgyDriver(LineDriver):
+    usage_reports = False  # the conversation's context size only: no turn's tokens, no cost
     open_fields = frozenset({"notes", "reminder"})
     app_tools = True
     hook_events = HOOK_EVENTS
