@@ -515,7 +515,7 @@ def test_error_bodies_have_their_variant_fields() -> None:
     }
     for kind in ("SpawnFailed", "HandshakeTimeout", "UnsupportedFeature", "InvalidConfiguration",
                  "InvalidRequest", "ResumeFailed", "SessionBusy", "ProtocolFailed", "BadFrame",
-                 "ConsumerLagged", "Internal"):
+                 "ConsumerLagged", "BudgetExceeded", "Internal"):
         cases[kind] = (AgentError.detail(kind, "why"), {"detail": "why"})
     assert set(cases) == set(wire.ERROR_KINDS)
     for kind, (error, fields) in cases.items():
