@@ -64,6 +64,9 @@ class MessageStream(Deltas):
         self.context_used = 0
         #: The reason a synthetic "authentication_failed" message gave, this turn.
         self.auth_failed: str | None = None
+        #: This turn's usage by API message (input with cache, cached, output): each report
+        #: restates its message's counts, so the turn's is their sum (``Host.spent``).
+        self.usage: dict[str, tuple[int, int, int]] = {}
 
     # -- events out
     def emit(self, kind: Any, parent: str | None = None, extensions: JsonObject | None = None) -> None:
@@ -90,8 +93,11 @@ class MessageStream(Deltas):
                 return
             self.stream_id = message_id
             self.messages.setdefault(message_id, _Message())
+            self.count(message_id, obj(obj(event.get("message")).get("usage")))
             return
         message_id = self.stream_id
+        if kind == "message_delta" and message_id is not None:
+            self.count(message_id, obj(event.get("usage")))
         state = self.messages.get(message_id) if message_id else None
         if state is None or message_id is None:
             return
@@ -125,11 +131,35 @@ class MessageStream(Deltas):
             extensions = {"claude": {"uuid": state.uuid}} if state.uuid else None
             self.emit({"MessageEnded": {"message_id": message_id}}, parent, extensions)
 
+    def count(self, message_id: str, usage: JsonObject) -> None:
+        """One API message's usage as the CLI restates it: the turn's so far goes to the host
+        (a count the report lacks keeps its last value: message_delta carries output only)."""
+        if not usage:
+            return
+
+        def tokens(key: str) -> int:
+            value = usage.get(key)
+            return value if isinstance(value, int) and value > 0 else 0
+
+        cached = tokens("cache_read_input_tokens")
+        last = self.usage.get(message_id, (0, 0, 0))
+        fresh = tokens("input_tokens") + cached + tokens("cache_creation_input_tokens")
+        counts = (fresh or last[0], cached or last[1], max(tokens("output_tokens"), last[2]))
+        if counts == last:
+            return
+        self.usage[message_id] = counts
+        self.host.spent({
+            "input_tokens": sum(c[0] for c in self.usage.values()),
+            "cached_input_tokens": sum(c[1] for c in self.usage.values()),
+            "output_tokens": sum(c[2] for c in self.usage.values()),
+        })
+
     def end_messages(self) -> None:
         """The turn ended: every message it streamed has ended too."""
         for message_id, state in self.messages.items():
             self._end_message(message_id, state, None)
         self.messages.clear()
+        self.usage.clear()
 
     def on_assistant(self, msg: AssistantMessage) -> None:
         message = obj(msg.get("message"))
@@ -148,6 +178,8 @@ class MessageStream(Deltas):
         if isinstance(msg.get("uuid"), str):
             state.uuid = msg["uuid"]
         usage = message.get("usage")
+        if isinstance(usage, dict):
+            self.count(message_id, usage)
         if isinstance(usage, dict) and parent is None:
             used = sum(v for k, v in usage.items() if k in CONTEXT_TOKENS and isinstance(v, int))
             if used:

@@ -173,6 +173,9 @@ class CodexItems:
             used = integer(obj(usage.get("last")).get("totalTokens"))
             window = opt_integer(usage.get("modelContextWindow"))
             self.host.emit({"ContextUsage": {"used_tokens": used, "window_tokens": window, "cost_usd": None}})
+            running = self._turn_usage() if self._turn_wanted else None
+            if running is not None:
+                self.host.spent(running)  # the turn's tokens so far: budgets count them
             return
         if method == "thread/compacted":
             self._compacted(params.get("turnId"))

@@ -79,3 +79,22 @@ def test_a_policy_allows_git_status_and_touch_and_denies_rm_with_its_reason(worl
     statuses = [e["kind"]["StatusChanged"] for e in of(events, "StatusChanged")]
     assert "NeedsInput" not in statuses  # the app was never asked
     sc.ok({"cmd": "close", "session": sid}, timeout=30)
+
+
+def test_a_budget_stops_a_runaway_claude_turn_within_one_usage_report(world: Any) -> None:
+    api, sc, work, config = world
+    steps = [tool_use("Bash", {"command": f"echo {i}", "description": "echo"}, usage={"input_tokens": 50, "output_tokens": 500})
+             for i in range(8)]  # fmt: skip
+    api.push(*steps, text("never reached"))
+    sid = open_claude(api, sc, work, config, permission_mode="AutoApprove", budget={"output_tokens": 1200})
+    sc.ok({"cmd": "prompt", "session": sid, "text": "loop"})
+    events = sc.events(sid, "TurnEnded", 90)
+    stop = events[-1]["kind"]["TurnEnded"]["stop"]
+    assert "Failed" in stop and stop["Failed"]["message"].startswith("budget exceeded: output_tokens"), stop
+    error = of(events, "Diagnostic")[-1]["extensions"]["agentproto"]
+    assert error["error"]["kind"] == "BudgetExceeded"
+    assert 0 < error["budget"]["over"] <= 500, error  # within one API message's report
+    assert len(api.main_requests()) < 8  # stopped: the model was not asked again and again
+    refused = sc.error({"cmd": "prompt", "session": sid, "text": "more"})
+    assert refused["kind"] == "BudgetExceeded"
+    sc.ok({"cmd": "close", "session": sid}, timeout=30)

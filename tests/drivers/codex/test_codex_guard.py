@@ -56,3 +56,18 @@ def test_a_policy_allows_git_status_and_denies_rm_on_codex(world: Any) -> None:
         assert os.path.exists(victim)
         assert "rejected by user" in "\n".join(world.api.response_requests()[-1].input_texts())
         sc.ok({"cmd": "close", "session": sid}, timeout=30)
+
+
+def test_a_budget_stops_a_runaway_codex_turn_within_one_usage_report(world: Any) -> None:
+    # Each response reports 100 input and 10 output tokens (Codex's thread/tokenUsage/updated).
+    world.api.script(*[fo.exec_command(f"echo {i}") for i in range(10)], fo.text("never reached"))
+    with Sidecar(env=world.env) as sc:
+        sid = sc.ok({"cmd": "open", "agent": "codex", "dir": world.work, "budget": {"output_tokens": 35}}, timeout=60)["id"]
+        sc.ok({"cmd": "prompt", "session": sid, "text": "loop"})
+        events = sc.events(sid, "TurnEnded", timeout=90)
+        stop = events[-1]["kind"]["TurnEnded"]["stop"]
+        assert stop == {"Failed": {"message": "budget exceeded: output_tokens 40 of 35 (over by 5)"}}, stop
+        assert len(world.api.response_requests()) < 10
+        info = sc.ok({"cmd": "info", "session": sid})
+        assert info["budget"]["prices"]["model"] == "gpt-5-codex" and info["budget"]["spent"]["usd"] > 0
+        sc.ok({"cmd": "close", "session": sid}, timeout=30)
