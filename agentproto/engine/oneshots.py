@@ -12,6 +12,10 @@ Rules of this file:
 - generate is hands-off: the session opens with the permission mode ``Ask`` and tools
   disabled, every request reaches its watcher, which declines permissions, answers free-text
   questions blank and fails on anything else (a tool use, a question that needs a person).
+  A ``policy`` answers before the watcher does (engine/guard.py).
+- With ``output_schema`` and ``output_retries: N``, an answer that fails the schema is sent
+  back as a prompt in the same session naming each error (path, expected, got), up to N
+  times; the last failure is ProtocolFailed with its errors, as without retries.
 """
 
 from __future__ import annotations
@@ -261,6 +265,8 @@ class _Generation:
         #: Bound once open() returns (it may answer synchronously, before).
         self.session: EngineSession | None = None
         self.outcome: list[Any] = []
+        #: output_retries: answers that fail the schema still sent back, errors named.
+        self.retries = int(args.get("output_retries") or 0) if schema is not None else 0
 
     def finish(self, value: Any, error: AgentError | None) -> None:
         if self.outcome:
@@ -305,6 +311,10 @@ class _Generation:
                 from agentproto.core.jsonschema_lite import answer_problems
 
                 problems = answer_problems(text, self.schema, self.patterns)
+                if problems and self.retries > 0 and self.session is not None and self.session.state == "open":
+                    self.retries -= 1
+                    self.repair(problems)
+                    return
                 if problems:
                     why = "the answer does not match output_schema: " + "; ".join(problems[:5])
                     self.finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, why))
@@ -314,6 +324,22 @@ class _Generation:
             self.finish(None, collector.error or AgentError.detail(Kind.PROTOCOL_FAILED, stop["Failed"]["message"]))
         else:
             self.finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, f"the turn ended {json.dumps(stop)}"))
+
+    def repair(self, problems: list[str]) -> None:
+        """The answer failed the schema: send it back in the same session, the errors named
+        (path, expected, got); the next answer is checked afresh."""
+        collector = self.collector
+        collector.pieces.clear()
+        collector.size = 0
+        collector.ended = None
+        listed = "\n".join(f"- {problem}" for problem in problems[:20])
+        text = (
+            "Your answer does not match the required JSON Schema:\n"
+            f"{listed}\n"
+            "Answer again with only the corrected JSON value, nothing else."
+        )
+        assert self.session is not None
+        self.session.prompt(text, [], lambda _value, _error: None)
 
     def closed_early(self) -> None:
         early = AgentError.detail(Kind.PROTOCOL_FAILED, "the session closed before the answer")

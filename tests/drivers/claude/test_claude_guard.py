@@ -98,3 +98,16 @@ def test_a_budget_stops_a_runaway_claude_turn_within_one_usage_report(world: Any
     refused = sc.error({"cmd": "prompt", "session": sid, "text": "more"})
     assert refused["kind"] == "BudgetExceeded"
     sc.ok({"cmd": "close", "session": sid}, timeout=30)
+
+
+def test_generate_repairs_an_answer_that_fails_its_schema_on_claude(world: Any) -> None:
+    api, sc, work, config = world
+    api.push(text('{"name": 7}'), text('{"name": "Ada"}'))
+    env = api.cli_env(str(config))
+    del env["CLAUDE_CONFIG_DIR"]
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    frame = {"cmd": "generate", "agent": "claude", "dir": str(work), "env": env, "config_home": str(config),
+             "prompt": "a name as JSON", "output_schema": schema, "output_retries": 1}  # fmt: skip
+    assert sc.ok(frame, timeout=90) == '{"name": "Ada"}'
+    repair = api.main_requests()[-1].last_user_text()
+    assert "$.name: expected string, got number" in repair, repair  # the model was told what to fix
