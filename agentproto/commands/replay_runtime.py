@@ -52,6 +52,7 @@ class ReplayEngine(Engine):
         self.refused: list[str] = []
         observer = Observer(loop, None)  # a replay adds no rows to anyone's database
         super().__init__(loop, transport_factory=self._transport, recorder=checker, observer=observer, **kwargs)
+        self.context.replaying = True  # a rate limit's wait is not waited out in real time
 
     def resolve(self, agent: Any, session_id: str | None) -> tuple[AgentSpec, AgentInstallation]:
         recorded = self.timeline.installations.get(session_id or "")

@@ -12,7 +12,8 @@ record with the next expectation of its stream.
 Volatile values are normalized on both sides before comparing, everything else must be
 equal byte for byte:
 - event ``occurred_at`` (zeroed), durations (members named ``duration_ms``,
-  ``duration_api_ms``, ``elapsed_ms``, ``age_s``: zeroed) and process ids (``pid``);
+  ``duration_api_ms``, ``elapsed_ms``, ``age_s``: zeroed), process ids (``pid``) and a rate
+  limit's reset time (``retry_at``, from the clock);
 - temp paths: the recording machine's temp directory and the replay's own become
   ``$TMP``, and the sidecar's private directories (``agentproto-XXXXXXXX/...``)
   ``$PRIVATE``. A temp directory is a path of its own only where it starts one (at the
@@ -152,7 +153,7 @@ def read_runs(text: str) -> list[Run]:
 
 _OCCURRED = re.compile(r'("occurred_at":\s*\{"secs_since_epoch":\s*)\d+(,\s*"nanos_since_epoch":\s*)\d+')
 _VOLATILE_NUMBER = re.compile(
-    r'((?:\\*")(?:duration_ms|duration_api_ms|elapsed_ms|age_s|pid)(?:\\*")\s*:\s*)-?\d+(?:\.\d+)?'
+    r'((?:\\*")(?:duration_ms|duration_api_ms|elapsed_ms|age_s|pid|retry_at)(?:\\*")\s*:\s*)-?\d+(?:\.\d+)?'
 )
 _PRIVATE = re.compile(r"agentproto-[a-z0-9_]{8}(?:/[A-Za-z0-9_.-]+-[a-z0-9_]{8})?")
 _PORT = re.compile(r"((?:127\.0\.0\.1|localhost|\[::1\]):)\d+")

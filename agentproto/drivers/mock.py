@@ -148,6 +148,12 @@ def _check_steps(steps: Any, where: str) -> None:
                 raise ScriptError(f"{at}: UsageReport takes input_tokens, cached_input_tokens, output_tokens, cost_usd")
             if not isinstance(body.get("cost_usd", 0), (int, float)) or isinstance(body.get("cost_usd"), bool):
                 raise ScriptError(f"{at}: UsageReport's cost_usd is a number")
+        elif tag == "RateLimit":
+            delay = body.get("retry_after_ms") if isinstance(body, dict) else None
+            if not isinstance(body, dict) or set(body) - {"retry_after_ms", "message"} or not (
+                delay is None or (isinstance(delay, int) and not isinstance(delay, bool) and delay >= 0)
+            ):
+                raise ScriptError(f"{at}: RateLimit takes {{retry_after_ms, message}}")
         elif tag == "Repeat":
             if not isinstance(body, dict) or not isinstance(body.get("times"), int):
                 raise ScriptError(f"{at}: Repeat takes {{times, steps}}")
@@ -417,6 +423,16 @@ class MockDriver(Driver):
                 self.usage = {**usage_step}
             elif tag == "UsageReport":
                 self._report(body)
+            elif tag == "RateLimit":  # the API's 429: the turn fails, saying when it resets
+                from agentproto.drivers import ratelimits
+
+                delay = body.get("retry_after_ms")
+                message = body.get("message", "429 Too Many Requests")
+                ratelimits.report(host, message, ratelimits.after(None if delay is None else delay / 1000))
+                steps.clear()
+                self.turn_open = False
+                usage, self.usage = self.usage, None
+                host.end_turn({"Failed": {"message": f"rate limited: {message}"}}, usage)
             elif tag == "Sleep":
                 self.sleep.set(body / 1000.0)
             elif tag == "Repeat":

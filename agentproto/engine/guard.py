@@ -36,6 +36,10 @@ GUARD_OPTIONS = frozenset({"policy", "budget"})
 BOUNDS = ("usd", "input_tokens", "output_tokens", "turns", "wall_s")
 #: The share of a bound at which a Diagnostic warns, once per bound.
 WARN_AT = 0.8
+#: A rate limit without a reset time is waited out this long; a turn is re-sent at most
+#: MAX_RETRIES times.
+DEFAULT_WAIT = 5.0
+MAX_RETRIES = 5
 
 
 def checked_budget(value: Any) -> dict[str, float]:
@@ -261,6 +265,42 @@ class Guard:
         if limit is not None and self.spent["turns"] >= limit:
             return AgentError.detail(Kind.BUDGET_EXCEEDED, f"budget exceeded: turns {self.spent['turns']:,.0f} of {limit:,.0f}")
         return None
+
+    # -- rate limits -----------------------------------------------------------------------
+
+    def retrying(self, turn: Turn, stop: Any) -> bool:
+        """The turn failed: re-send it once its rate limit resets (True), when ``retry`` was
+        asked, the agent reported a rate limit this turn, the turn used no tool (a re-sent
+        turn would repeat side effects) and the reset is within ``max_wait_s``."""
+        retry = self.session.launch.retry
+        limit, turn.rate_limit = turn.rate_limit, None
+        failed = isinstance(stop, dict) and "Failed" in stop
+        if retry is None or limit is None or not failed or turn.used_tools or turn.prompt is None:
+            return False
+        if turn.failure is not None or turn.retries >= MAX_RETRIES or self.session.state != "open":
+            return False
+        import time  # only a rate-limited turn with retry needs the wall clock
+
+        retry_at = limit.get("retry_at")
+        wait = DEFAULT_WAIT if not isinstance(retry_at, (int, float)) else max(0.0, retry_at - time.time())
+        if wait > retry["max_wait_s"]:
+            return False  # it fails, with the agent's diagnostic
+        turn.retries += 1
+        turn.acked = False  # what the agent says before it takes the turn again is stale
+        session = self.session
+        message = f"rate limited: the turn is sent again in {wait:.1f} s (retry {turn.retries})"
+        extensions = {"agentproto": {"retry": {"wait_s": round(wait, 3), "attempt": turn.retries}}}
+        session.send({"Diagnostic": {"level": "Info", "message": message}}, extensions)
+        prompt = turn.prompt
+
+        def resend() -> None:
+            turn.retry_timer = None
+            if session.turn is turn and session.state == "open" and not session.driver_gone:
+                session.driver.start_turn(turn.id, prompt.text, prompt.attachments)
+
+        # A replay answers from the recording at once: it never waits in real time.
+        turn.retry_timer = session.loop.call_later(0.0 if session.context.replaying else wait, resend)
+        return True
 
     # -- the policy ------------------------------------------------------------------------
 

@@ -85,7 +85,7 @@ class Context:
     """What every session of one runtime shares, handed to each: the engine never imports the
     runtime. (Not a dataclass: defining one costs more start-up time than this module's rest.)"""
 
-    __slots__ = ("loop", "stall_timeout", "forget", "transport_factory", "listen", "observer")
+    __slots__ = ("loop", "stall_timeout", "forget", "transport_factory", "listen", "observer", "replaying")
 
     def __init__(
         self,
@@ -108,6 +108,8 @@ class Context:
         self.listen = listen
         #: Told of every ended turn and ContextUsage report (observations.py: inspect's figures).
         self.observer = observer
+        #: A replay's: waits for a rate limit's reset are not waited out (guard.py).
+        self.replaying = False
 
 
 class EngineSession(SessionTurns):
@@ -323,6 +325,8 @@ class EngineSession(SessionTurns):
             turn.messages.pop(kind[name]["message_id"], None)
         elif name == "ContextUsage" and self.context.observer is not None:
             self.context.observer.context_usage(self, kind[name])
+        elif name == "Diagnostic" and extensions and turn is not None:
+            turn.rate_limit = extensions.get("agentproto", {}).get("rate_limit", turn.rate_limit)
         self.send(kind, extensions, parent_tool_id)
         if name == "RequestOpened":
             self.refresh_status()
@@ -341,6 +345,8 @@ class EngineSession(SessionTurns):
         if not turn.acked:
             return  # a stale end of the previous turn
         self.late_end_warned = False
+        if self.guard.retrying(turn, stop):
+            return  # a rate limit: the turn goes on once it resets (guard.py)
         self._finish_turn(stop, usage)
 
     def update(self, **info: Any) -> None:

@@ -92,6 +92,7 @@ class SessionTurns:
 
     def _begin_prompt(self, prompt: Prompt) -> None:
         turn = self._start_turn({"Prompt": prompt.id}, acked=False)
+        turn.prompt = prompt
         self.driver.start_turn(turn.id, prompt.text, prompt.attachments)
 
     def _finish_turn(self, stop: StopReason, usage: TurnUsage | None, start_next: bool = True) -> None:
@@ -177,7 +178,9 @@ class SessionTurns:
             return
         if clear_queue:
             self.queue.clear()
-        if turn is not None:
+        if turn is not None and turn.retry_timer is not None:
+            self._finish_turn("Cancelled", None)  # waiting out a rate limit: nothing runs
+        elif turn is not None:
             self.requests.close_turn(turn, "cancelled: the turn was cancelled")
             self.driver.cancel()
             if turn.cancel_timer is None:

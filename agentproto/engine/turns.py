@@ -31,7 +31,10 @@ if TYPE_CHECKING:
 
 
 class Turn:
-    __slots__ = ("id", "origin", "acked", "messages", "tools", "requests", "cancel_timer", "quiet", "started", "failure")
+    __slots__ = (
+        "id", "origin", "acked", "messages", "tools", "requests", "cancel_timer", "quiet", "started", "failure",
+        "prompt", "used_tools", "rate_limit", "retry_timer", "retries",
+    )  # fmt: skip
 
     def __init__(self, turn_id: str, origin: Any, acked: bool, started: float = 0.0) -> None:
         self.id = turn_id
@@ -49,6 +52,15 @@ class Turn:
         self.quiet: QuietWindow | None = None
         #: Why the engine cancelled it (a budget's bound): it ends Failed with this message.
         self.failure: str | None = None
+        #: For a rate limit's retry (engine/guard.py): the prompt it runs (None for the agent's
+        #: own turns), whether it used a tool, the agent's last rate-limit report (its
+        #: Diagnostic's ``extensions.agentproto.rate_limit``), the wait before it is re-sent,
+        #: and how many times it was.
+        self.prompt: Prompt | None = None
+        self.used_tools = False
+        self.rate_limit: dict[str, Any] | None = None
+        self.retry_timer: Timer | None = None
+        self.retries = 0
 
     @staticmethod
     def starts_one(name: str, body: Any) -> bool:
@@ -58,6 +70,7 @@ class Turn:
 
     def tool_updated(self, tool: dict[str, Any]) -> None:
         """A ToolUpdated of this turn: the tool is running, or done with."""
+        self.used_tools = True
         if tool.get("status") in ACTIVE_TOOL:
             self.tools[tool["id"]] = None
         else:
@@ -72,6 +85,8 @@ class Turn:
     def stop_timers(self) -> None:
         if self.cancel_timer is not None:
             self.cancel_timer.cancel()
+        if self.retry_timer is not None:
+            self.retry_timer.cancel()
         if self.quiet is not None:
             self.quiet.cancel()
 

@@ -81,3 +81,21 @@ def test_a_recording_whose_policy_no_longer_answers_is_drift(tmp_path: Path) -> 
             rec["line"] = json.dumps(frame)
     done = replay(write(tmp_path / "edited.ndjson", recs))
     assert done.returncode == 1, done.stderr
+
+
+def test_a_recording_of_a_rate_limited_turn_sent_again_replays(tmp_path: Path) -> None:
+    turns = [[{"RateLimit": {"retry_after_ms": 500}}], [{"Emit": {"TextDelta": {"message_id": "m", "text": "ok"}}},
+                                                       {"End": {"Completed": {"source": "Protocol"}}}]]  # fmt: skip
+    mock = tmp_path / "limits.json"
+    mock.write_text(json.dumps({"turns": turns}))
+    record = tmp_path / "limits.ndjson"
+    with Sidecar(["--mock", str(mock), "--record", str(record)]) as sc:
+        sid = sc.open(dir=str(tmp_path), retry={"max_wait_s": 5})
+        sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
+        events = sc.events(sid, "TurnEnded", timeout=30)
+        assert events[-1]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
+        sc.close_stdin()
+        sc.drain()
+    assert "retry_at" in record.read_text()
+    done = replay(record)  # retry_at is the clock's: normalized; the wait is not waited out
+    assert done.returncode == 0, done.stderr

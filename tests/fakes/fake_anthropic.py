@@ -38,8 +38,10 @@ class Reply:
     #: {"type":"thinking","thinking":..}.
     blocks: list[dict[str, Any]] = field(default_factory=list)
     stop_reason: str | None = None
-    #: An HTTP error instead of a message: (status, error type, message).
+    #: An HTTP error instead of a message: (status, error type, message), with these headers
+    #: (a rate limit's retry-after or anthropic-ratelimit-unified-reset).
     error: tuple[int, str, str] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
     #: Seconds between SSE events (a slow stream).
     delay: float = 0.0
     #: Split each text into chunks of this many characters.
@@ -297,9 +299,11 @@ class FakeAnthropic:
                 except ValueError:
                     return raw.decode("utf-8", "replace")
 
-            def _send_json(self, status: int, obj: Any) -> None:
+            def _send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
                 data = json.dumps(obj).encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -347,6 +351,7 @@ class FakeAnthropic:
                     self._send_json(
                         status,
                         {"type": "error", "error": {"type": kind, "message": message}},
+                        reply.headers,
                     )
                     return
                 model = (
