@@ -18,6 +18,7 @@ the scenario (its first word), so one agent binary serves every test:
   slow       waits until cancelled; ``slow-permission`` asks a permission first
   hang       never answers and ignores cancel (turn timeout)
   auth       -32000 at session/prompt
+  ratelimit  a 429 error at its session's first such prompt, then a message
   refuse / max / turns   stopReason refusal / max_tokens / max_turn_requests
   die        exits with status 3 mid-turn
   garbage    writes a non-JSON line, then answers normally
@@ -528,6 +529,14 @@ class TestAgent:
     async def scenario_hang(self, sid: str, args: list[str]) -> dict:
         await self.say(sid, "about to hang")
         await asyncio.Event().wait()
+        return {"stopReason": "end_turn"}
+
+    async def scenario_ratelimit(self, sid: str, args: list[str]) -> dict:
+        state = self.sessions[sid]
+        state["limited"] = state.get("limited", 0) + 1
+        if state["limited"] == 1:
+            raise RequestError(429, "Rate limit exceeded, try again later")
+        await self.say(sid, "after the limit")
         return {"stopReason": "end_turn"}
 
     async def scenario_auth(self, sid: str, args: list[str]) -> dict:

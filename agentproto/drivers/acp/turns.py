@@ -1,7 +1,6 @@
-"""The ACP session once it is open: prompts and their turns, the agent's session
-updates as events, and the agent's requests (permissions, fs/*, terminal/*) with their
-answers. A part of ``AcpDriver`` (drivers/acp/driver.py), which holds the handshake, the session's
-setup and configuration, and the end.
+"""The ACP session once it is open: prompts and their turns, the agent's session updates as
+events, and the agent's requests (permissions, fs/*, terminal/*) with their answers. A part of
+``AcpDriver`` (drivers/acp/driver.py: the handshake, the session's setup, its end).
 
 Rules of this file:
 - Turn content is only taken from an open session (session/load's replay of history
@@ -15,8 +14,8 @@ Rules of this file:
   ``dir``, terminal/* as real processes: acp_services), ``method not found``, or an
   error when its handling fails. In a replay (``Launch.recorded_answer``) fs/* and
   terminal/* get the recorded answer instead, and nothing is served.
-- A turn whose agent has been silent for the turn timeout (and waits on nothing of
-  ours) ends Failed.
+- A turn whose agent has been silent for the turn timeout (and waits on nothing of ours)
+  ends Failed; a prompt's error that is a rate limit (429) is reported as one (ratelimits.py).
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentproto.core.errors import AgentError
 from agentproto.core.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, OnResponse, RpcError
+from agentproto.drivers import ratelimits
 from agentproto.drivers.acp import fs as acp_fs
 from agentproto.drivers.acp.mapping import (
     FINISHED,
@@ -185,16 +185,14 @@ class AcpTurns:
         self._turn_check.set(self.turn_timeout / TIMER_CHECKS)
 
     def _turn_timer(self) -> None:
-        """Every part of the timeout: a turn whose agent wrote nothing (and waits on
-        nothing of ours) for the whole timeout ends Failed. Lines are counted, not
-        timed, so the silence is known to within one part of the timeout."""
+        """Every part of the timeout: a turn whose agent wrote nothing (and waits on nothing of
+        ours) for the whole timeout ends Failed. Lines are counted, not timed."""
         turn = self._turn
         if turn is None or self.life.state != "open":
             return
         now = self.loop.time()
         if self._heard != self._heard_checked or self._waiting_on_us:
-            # It wrote since the last check, or it waits on us (a permission, a
-            # terminal): it is not stuck.
+            # It wrote since the last check, or it waits on us (a permission, a terminal).
             self._heard_checked = self._heard
             self._last_seen = now
         if now - self._last_seen < self.turn_timeout:
@@ -217,7 +215,10 @@ class AcpTurns:
             if turn.cancelled:
                 self._end_turn(turn, "Cancelled")
                 return
-            self._end_turn(turn, {"Failed": {"message": self._error("session/prompt", error).message}})
+            message = self._error("session/prompt", error).message
+            if error.code == 429 or ratelimits.is_rate_limit(message):  # one report (drivers/ratelimits.py)
+                ratelimits.report(self.host, message, None, "Error")
+            self._end_turn(turn, {"Failed": {"message": message}})
             return
         result = result if isinstance(result, dict) else {}
         stop, warning = map_stop_reason(result.get("stopReason"))

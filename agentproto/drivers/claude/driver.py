@@ -32,6 +32,7 @@ from typing import Any
 
 from agentproto.core.errors import AgentError, Kind
 from agentproto.core.typecheck import TYPE_CHECKING
+from agentproto.drivers import ratelimits
 from agentproto.drivers.base import NOT_JSON, Host, Launch, Lifecycle, LineDriver
 from agentproto.drivers.claude.control import ControlChannel, OnControl
 from agentproto.drivers.claude.mapping import (
@@ -101,6 +102,8 @@ class ClaudeDriver(LineDriver):
         self._version: Any = False  # False until get_binary_version answered
         self._handshake = Alarm(host.loop, self._handshake_expired)
         self.stream = MessageStream(host, launch.new_id)
+        #: The CLI's last wait on a 429/529 this turn (seconds): the reset when it gives up.
+        self._rate_delay: float | None = None
         self.control = ControlChannel(host, self.send, self.stream)
         #: What each message type of the CLI's goes to.
         self._handlers: dict[str, Callable[[Any], None]] = {  # a decoded line, by its type
@@ -363,11 +366,15 @@ class ClaudeDriver(LineDriver):
             if self._written and self._written[0] is not None and self._written[0] == self._turn:
                 self.host.turn_acknowledged()
         elif subtype == "api_retry":
-            self.host.diagnostic(
-                "Warning",
+            why = (
                 f"claude: API error {msg.get('error_status')} ({msg.get('error')}); retry "
-                f"{msg.get('attempt')}/{msg.get('max_retries')} in {integer(msg.get('retry_delay_ms')) / 1000:.1f} s",
+                f"{msg.get('attempt')}/{msg.get('max_retries')} in {integer(msg.get('retry_delay_ms')) / 1000:.1f} s"
             )
+            if msg.get("error_status") in (429, 529):  # a rate limit or an overload: one kind of report
+                self._rate_delay = integer(msg.get("retry_delay_ms")) / 1000
+                ratelimits.report(self.host, why, ratelimits.after(self._rate_delay))
+            else:
+                self.host.diagnostic("Warning", why)
         elif subtype == "task_started" and msg.get("is_backgrounded") is True:
             # A background subagent's prompt comes only here (a foreground one's comes as
             # its user message, parent_tool_use_id set: stream.on_user).
@@ -421,6 +428,11 @@ class ClaudeDriver(LineDriver):
         stream.auth_failed = None
         stream.tools.clear()
         self.control.requests.clear()
+        delay, self._rate_delay = self._rate_delay, None
+        if isinstance(stop, dict) and "Failed" in stop and ratelimits.is_rate_limit(stop["Failed"]["message"]):
+            # The CLI gave up on a rate limit: its reset, when it names one, else its last wait.
+            message = stop["Failed"]["message"]
+            ratelimits.report(self.host, message, ratelimits.reset_of(message) or ratelimits.after(delay), "Error")
         self.host.end_turn(stop, turn_usage(msg))
         if auth_failed is not None:
             self.host.fail(AgentError.auth_required(auth_failed, login_methods(self.launch.executable)))

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from agentproto.core.errors import AgentError
 from agentproto.core.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND
 from agentproto.core.wire import tool_update
+from agentproto.drivers import ratelimits
 from agentproto.drivers.codex.mapping import (
     LOGIN,
     file_diffs,
@@ -155,8 +156,15 @@ class CodexItems:
             self.host.diagnostic("Warning", f"codex: {message}")
             return
         if method == "error":
-            message = text(obj(params.get("error")).get("message"), "an error")
-            if params.get("willRetry"):
+            error = obj(params.get("error"))
+            message = text(error.get("message"), "an error")
+            info = error.get("codexErrorInfo")
+            if ratelimits.is_rate_limit(message) or info in ("usageLimitExceeded", "serverOverloaded"):
+                # One report of every rate limit (drivers/ratelimits.py); Codex names no reset.
+                ratelimits.report(self.host, f"codex: {message}", None, "Warning" if params.get("willRetry") else "Error")
+                if not params.get("willRetry"):
+                    self._progress()
+            elif params.get("willRetry"):
                 self.host.diagnostic("Warning", f"codex: {message} (retrying)")
             else:
                 self.host.diagnostic("Error", f"codex: {message}")

@@ -32,3 +32,17 @@ def test_a_policy_answers_an_acp_agents_permission(tmp_path: Path, rule: dict[st
         assert closed["extensions"]["agentproto"]["answered_by"] == {"policy": 0, "action": rule["action"]}
         text = "".join(e["kind"]["TextDelta"]["text"] for e in events if kind_name(e["kind"]) == "TextDelta")
         assert f"outcome: {outcome}" in text, text
+
+
+def test_an_acp_agents_rate_limit_is_reported_and_the_turn_sent_again(tmp_path: Path) -> None:
+    # The agent names no reset: agentproto waits its default (5 s), within max_wait_s.
+    with Sidecar() as sc:
+        sid = sc.open(AGENT, dir=str(tmp_path), retry={"max_wait_s": 30})
+        sc.ok({"cmd": "prompt", "session": sid, "text": "ratelimit"})
+        events = sc.events(sid, "TurnEnded", timeout=60)
+        assert events[-1]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}, events[-1]
+        limits = [e["extensions"]["agentproto"]["rate_limit"] for e in events
+                  if kind_name(e["kind"]) == "Diagnostic" and "rate_limit" in e["extensions"].get("agentproto", {})]  # fmt: skip
+        assert len(limits) == 1 and "Rate limit exceeded" in limits[0]["message"], limits
+        text = "".join(e["kind"]["TextDelta"]["text"] for e in events if kind_name(e["kind"]) == "TextDelta")
+        assert text == "after the limit"

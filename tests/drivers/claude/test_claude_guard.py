@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_anthropic import FakeAnthropic, claude_bin, processes_with_env, text, tool_use
+from fake_anthropic import FakeAnthropic, claude_bin, error, processes_with_env, text, tool_use
 from sidecar import Sidecar, kind_name
 
 POLICY = [
@@ -111,3 +111,26 @@ def test_generate_repairs_an_answer_that_fails_its_schema_on_claude(world: Any) 
     assert sc.ok(frame, timeout=90) == '{"name": "Ada"}'
     repair = api.main_requests()[-1].last_user_text()
     assert "$.name: expected string, got number" in repair, repair  # the model was told what to fix
+
+
+def test_a_rate_limited_claude_turn_is_sent_again_once_the_limit_resets(world: Any) -> None:
+    api, sc, work, config = world
+    limited = error(429, "rate_limit_error", "Rate limited", headers={"retry-after": "1"})
+    api.push(limited, limited, text("after the limit"))
+    env = api.cli_env(str(config))
+    del env["CLAUDE_CONFIG_DIR"]
+    env["CLAUDE_CODE_MAX_RETRIES"] = "1"  # the CLI waits once, then gives up on the second 429
+    frame = {"cmd": "open", "agent": "claude", "dir": str(work), "env": env, "config_home": str(config),
+             "retry": {"max_wait_s": 30}}  # fmt: skip
+    sid = sc.ok(frame, timeout=60)["id"]
+    sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
+    events = sc.events(sid, "TurnEnded", 90)
+    assert events[-1]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}, events[-1]
+    limits = [e["extensions"]["agentproto"]["rate_limit"] for e in of(events, "Diagnostic")
+              if "rate_limit" in e["extensions"].get("agentproto", {})]  # fmt: skip
+    assert len(limits) == 2 and all(isinstance(limit["retry_at"], float) for limit in limits), limits
+    assert "429" in limits[-1]["message"]
+    text_out = "".join(e["kind"]["TextDelta"]["text"] for e in of(events, "TextDelta"))
+    assert text_out == "after the limit"
+    assert len(of(events, "TurnStarted")) == 1
+    sc.ok({"cmd": "close", "session": sid}, timeout=30)

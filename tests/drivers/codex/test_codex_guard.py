@@ -71,3 +71,18 @@ def test_a_budget_stops_a_runaway_codex_turn_within_one_usage_report(world: Any)
         info = sc.ok({"cmd": "info", "session": sid})
         assert info["budget"]["prices"]["model"] == "gpt-5-codex" and info["budget"]["spent"]["usd"] > 0
         sc.ok({"cmd": "close", "session": sid}, timeout=30)
+
+
+def test_a_rate_limited_codex_turn_is_sent_again(world: Any) -> None:
+    # Codex gives up on the 429 without naming a reset: agentproto waits its default (5 s).
+    world.api.script(fo.Error(429, "Rate limit reached. Please try again in 1s."), fo.text("after the limit"))
+    with Sidecar(env=world.env) as sc:
+        sid = sc.ok({"cmd": "open", "agent": "codex", "dir": world.work, "retry": {"max_wait_s": 30}}, timeout=60)["id"]
+        sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
+        events = sc.events(sid, "TurnEnded", timeout=90)
+        assert events[-1]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}, events[-1]
+        limits = [e["extensions"]["agentproto"]["rate_limit"] for e in of(events, "Diagnostic")
+                  if "rate_limit" in e["extensions"].get("agentproto", {})]  # fmt: skip
+        assert len(limits) == 1 and "429" in limits[0]["message"] and limits[0]["retry_at"] is None, limits
+        assert "after the limit" in "".join(e["kind"]["TextDelta"]["text"] for e in of(events, "TextDelta"))
+        sc.ok({"cmd": "close", "session": sid}, timeout=30)
