@@ -352,22 +352,23 @@ def cmd_chat(args: argparse.Namespace) -> int:
         except ValueError as exc:
             log(f"AGENT is a catalog id or a JSON agent reference: {exc}")
             return EXIT_USAGE
-    tools = None
-    if args.tools:
-        try:
-            with open(args.tools, encoding="utf-8") as handle:
-                tools = json.load(handle)
-        except (OSError, ValueError) as exc:
-            log(f"cannot read tools from {args.tools}: {exc}")
-            return EXIT_FAILED
+    loaded: dict[str, Any] = {}
+    for field, path in (("tools", args.tools), ("policy", args.policy)):
+        if path:
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    loaded[field] = json.load(handle)
+            except (OSError, ValueError) as exc:
+                log(f"cannot read {field} from {path}: {exc}")
+                return EXIT_FAILED
     from agentproto.commands.chat import Chat
 
     script = _load_mock(args.mock)
     if args.dir is not None and not os.path.isdir(args.dir):
         log(f"--dir {args.dir}: not a directory")
         return EXIT_USAGE
-    return Chat(agent, sys.stdin.isatty(), script, tools, json_events=args.json, color=args.color,
-                directory=args.dir, mock_path=args.mock).run()  # fmt: skip
+    return Chat(agent, sys.stdin.isatty(), script, loaded.get("tools"), json_events=args.json, color=args.color,
+                directory=args.dir, mock_path=args.mock, policy=loaded.get("policy")).run()  # fmt: skip
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -298,6 +298,7 @@ def build_parser(
     mock_option(chat)
     chat.add_argument("--dir", metavar="DIR", help="the directory the agent works in (default: the current one)")
     chat.add_argument("--tools", metavar="FILE", help="a JSON array of the app's own tools to give the agent")
+    chat.add_argument("--policy", metavar="FILE", help="a JSON permission policy (docs/guard-rails.md) for the session")
     chat.add_argument("--json", action="store_true", help="print the raw events, one JSON line each, for scripts")
     chat.add_argument(
         "--color", choices=("auto", "always", "never"), default="auto",

@@ -66,12 +66,13 @@ class Chat(Asking):
         color: str = "auto",
         directory: str | None = None,
         mock_path: str | None = None,
+        policy: list[Any] | None = None,
     ) -> None:
         self.loop = Loop(adopt_orphans=True)  # nothing an agent detaches outlives the chat
         self.runtime = Engine(self.loop, mock_script=mock_script)
         self.scope = Scope(self.runtime)
         self.agent = agent
-        self.tools = tools
+        self.tools, self.policy = tools, policy
         self.directory = os.path.abspath(directory) if directory else os.getcwd()
         self.mock = mock_banner(mock_script, mock_path) if agent == "mock" else None
         #: The keys typed while a turn runs (an interactive chat on a terminal only).
@@ -131,6 +132,10 @@ class Chat(Asking):
             self._tool(name, body)
         elif name == "ContextUsage" and body.get("cost_usd") is not None:
             self.turn_cost = float(body["cost_usd"])
+        elif name == "RequestOpened" and "answered_by" in (event.get("extensions") or {}).get("agentproto", {}):
+            by = event["extensions"]["agentproto"]["answered_by"]  # the policy answered: nothing to ask
+            title = next(iter(body.values())).get("tool", {}).get("title", "")
+            self.screen.note(f"[policy rule {by['policy']}: {by['action']}] {title}", "2")
         elif name == "RequestOpened":
             self.pending.append(body)
             if len(self.pending) == 1:
@@ -448,8 +453,9 @@ class Chat(Asking):
                 self.keys = None
         # ``opened`` runs when the open completes: at once (the mock, a launch error) or later.
         options: dict[str, Any] = {"agent": self.agent, "dir": self.directory, "permission_mode": "Ask"}
-        if self.tools is not None:
-            options["tools"] = self.tools
+        for field, value in (("tools", self.tools), ("policy", self.policy)):
+            if value is not None:
+                options[field] = value
         self.loop.add_signal_handler(signal.SIGINT, self._interrupt)
         for signum in (signal.SIGTERM, signal.SIGHUP):
             stop_on_signals(self.loop, self.screen.out, self._ender(signum), (signum,))

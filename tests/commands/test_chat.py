@@ -597,3 +597,14 @@ def test_an_answer_into_a_full_stdout_is_not_tried_again_per_delta(monkeypatch: 
     loop.close()
     os.close(r)
     os.close(w)
+
+
+def test_a_policy_answers_before_chat_asks(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps([{"action": "allow", "command": ["cargo test"]}]))
+    result = run("--mock", script("turn"), "--policy", str(policy), stdin=b"x")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b"Let me check. Done.\n"
+    assert result.stderr == b"[policy rule 0: allow] cargo test\n"  # nothing asked
+    bad = run("--mock", script("turn"), "--policy", str(tmp_path / "missing.json"), stdin=b"x")
+    assert bad.returncode == 1 and b"cannot read policy" in bad.stderr
