@@ -227,7 +227,8 @@ COMMANDS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
     "open": ({"agent": _agent_ref, "dir": _string}, {**SESSION_OPTIONS, **TOOL_OPTIONS, **GUARD_OPTIONS}),
     "generate": (
         {"agent": _agent_ref, "dir": _string, "prompt": _string},
-        {"attachments": _opt(_strings), "output_retries": _opt(_uint), **SESSION_OPTIONS, **TOOL_OPTIONS, **GUARD_OPTIONS},
+        {"attachments": _opt(_strings), "output_retries": _opt(_uint), **SESSION_OPTIONS, **TOOL_OPTIONS,
+         **GUARD_OPTIONS},  # fmt: skip
     ),
     "prompt": ({"session": _string, "text": _string}, {"attachments": _opt(_strings)}),
     "answer": ({"session": _string, "request": _string, "answer": _answer}, {}),

@@ -182,7 +182,7 @@ def target_paths(body: PermissionRequest, session_dir: str) -> list[tuple[str | 
     outside it; its real absolute path)."""
     tool = body.get("tool") or {}
     found: list[str] = []
-    tool_input = tool.get("input")
+    tool_input: Any = tool.get("input")
     if isinstance(tool_input, dict) and isinstance(tool_input.get("Path"), str):
         found.append(tool_input["Path"])
     found += [d["path"] for d in tool.get("diffs") or [] if isinstance(d.get("path"), str)]
@@ -210,7 +210,7 @@ def decide(rules: list[dict[str, Any]], body: PermissionRequest, session_dir: st
     kind = tool.get("kind")
     mcp = kind.get("Mcp") if isinstance(kind, dict) else None
     kind_name = "Mcp" if mcp is not None else kind
-    tool_input = tool.get("input")
+    tool_input: Any = tool.get("input")
     line = None
     if isinstance(tool_input, dict) and isinstance(tool_input.get("Command"), dict):
         line = tool_input["Command"].get("command")
@@ -236,7 +236,9 @@ def decide(rules: list[dict[str, Any]], body: PermissionRequest, session_dir: st
             if allow:
                 if not all(rel is not None and any(glob_matches(g, rel) for g in rule["path"]) for rel, _ in paths):
                     continue
-            elif not any(any(glob_matches(g, rel if rel is not None else real) for g in rule["path"]) for rel, real in paths):
+            elif not any(
+                any(glob_matches(g, rel if rel is not None else real) for g in rule["path"]) for rel, real in paths
+            ):
                 continue
         return index
     return None

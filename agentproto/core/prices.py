@@ -36,8 +36,8 @@ def price(agent: str, model: str | None) -> tuple[str, tuple[float, float, float
         if known:
             name = max(known, key=len)
             return name, MODELS[name]
-    name = AGENTS.get(agent)
-    return None if name is None else (name, MODELS[name])
+    default = AGENTS.get(agent)
+    return None if default is None else (default, MODELS[default])
 
 
 def cost(prices: tuple[float, float, float], input_tokens: int, cached: int, output: int) -> float:

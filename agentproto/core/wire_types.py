@@ -300,6 +300,8 @@ if TYPE_CHECKING:
         status: NotRequired[Any]
         tools_url: NotRequired[str | None]
         hook_urls: NotRequired[dict[str, str]]
+        policy: NotRequired[list[JsonObject]]  # the permission policy in force (engine/guard.py)
+        budget: NotRequired[JsonObject]  # its bounds, spent, left and price table
 
     # -- MCP servers the app forwards ----------------------------------------------------
 

@@ -42,7 +42,9 @@ def report(host: Host, message: str, retry_at: float | None, level: str = "Warni
     """The one Diagnostic a rate limit becomes (``retry_at``: Unix seconds, or None)."""
     shown = message if retry_at is None else f"{message} (resets in {max(0.0, retry_at - time.time()):.0f} s)"
     body = {"retry_at": None if retry_at is None else round(retry_at, 3), "message": message}
-    host.emit({"Diagnostic": {"level": level, "message": f"rate limited: {shown}"}}, {"agentproto": {"rate_limit": body}})
+    host.emit(
+        {"Diagnostic": {"level": level, "message": f"rate limited: {shown}"}}, {"agentproto": {"rate_limit": body}}
+    )
 
 
 def after(seconds: float | None) -> float | None:

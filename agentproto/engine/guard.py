@@ -22,15 +22,41 @@ import json
 from agentproto.core import session_info
 from agentproto.core.answers import request_id_of
 from agentproto.core.errors import AgentError, Kind
-from agentproto.core.typecheck import TYPE_CHECKING
+from agentproto.core.typecheck import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from agentproto.core.wire_types import AgentRequest, TurnUsage
-    from agentproto.engine.session import EngineSession
-    from agentproto.engine.turns import Turn
-    from agentproto.loopio.loop import Timer
+    from agentproto.core.wire_types import AgentRequest, SessionInfo, TurnUsage
+    from agentproto.drivers.base import Driver, Launch
+    from agentproto.engine.turns import Done, Turn
+    from agentproto.loopio.loop import Loop, Timer
+
+
+class Replaying(Protocol):
+    replaying: bool
+
+
+class Guarded(Protocol):
+    """What of its EngineSession (engine/session.py) the guard uses."""
+
+    loop: "Loop"
+    launch: "Launch"
+    info: "SessionInfo"
+    turn: "Turn | None"
+    driver: "Driver"
+    driver_gone: bool
+    state: str
+
+    @property
+    def context(self) -> Replaying: ...
+
+    def send(self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None) -> None:
+        """Number one event and hand it to the session's sink."""
+
+    def snapshot(self) -> "SessionInfo": ...
+
+    def cancel(self, clear_queue: bool, turn_id: str | None, done: "Done") -> None: ...
 
 GUARD_OPTIONS = frozenset({"policy", "budget"})
 BOUNDS = ("usd", "input_tokens", "output_tokens", "turns", "wall_s")
@@ -50,7 +76,9 @@ def checked_budget(value: Any) -> dict[str, float]:
         raise AgentError.detail(Kind.INVALID_CONFIGURATION, "budget: expected an object of bounds")
     for key, bound in value.items():
         if key not in BOUNDS:
-            raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"budget.{key}: unknown bound; expected {', '.join(BOUNDS)}")
+            raise AgentError.detail(
+                Kind.INVALID_CONFIGURATION, f"budget.{key}: unknown bound; expected {', '.join(BOUNDS)}"
+            )
         number = isinstance(bound, (int, float)) and not isinstance(bound, bool)
         if not number or not 0 < bound < 2**53:
             raise AgentError.detail(Kind.INVALID_CONFIGURATION, f"budget.{key}: expected a number > 0")
@@ -63,10 +91,11 @@ def checked_retry(value: Any) -> dict[str, float] | None:
     """``retry`` as open gives it: ``{"max_wait_s": N}`` (InvalidConfiguration otherwise)."""
     if value is None:
         return None
-    wait = value.get("max_wait_s") if isinstance(value, dict) else None
-    number = isinstance(wait, (int, float)) and not isinstance(wait, bool)
-    if set(value) != {"max_wait_s"} or not number or not 0 < wait <= 86400:
-        raise AgentError.detail(Kind.INVALID_CONFIGURATION, 'retry: expected {"max_wait_s": seconds > 0, at most 86400}')
+    wait = value.get("max_wait_s") if isinstance(value, dict) and set(value) == {"max_wait_s"} else None
+    if not isinstance(wait, (int, float)) or isinstance(wait, bool) or not 0 < wait <= 86400:
+        raise AgentError.detail(
+            Kind.INVALID_CONFIGURATION, 'retry: expected {"max_wait_s": seconds > 0, at most 86400}'
+        )
     return {"max_wait_s": float(wait)}
 
 
@@ -104,11 +133,11 @@ class Guard:
 
     __slots__ = ("session", "rules", "limits", "spent", "running", "warned", "exceeded", "wall_timer")
 
-    def __init__(self, session: EngineSession) -> None:
+    def __init__(self, session: Guarded) -> None:
         self.session = session
         self.rules: list[dict[str, Any]] = list(session.launch.policy)
         if self.rules:
-            session.info["policy"] = json.loads(json.dumps(self.rules))  # type: ignore[typeddict-unknown-key]
+            session.info["policy"] = json.loads(json.dumps(self.rules))
         #: The bounds, what the ended turns spent, and the running turn's last report.
         self.limits: dict[str, float] = dict(session.launch.budget or {})
         self.spent: dict[str, float] = {"usd": 0.0, "input_tokens": 0, "output_tokens": 0, "turns": 0, "wall_s": 0.0}
@@ -164,7 +193,7 @@ class Guard:
         from agentproto.core import prices
 
         found = self.price()
-        self.session.info["budget"] = {  # type: ignore[typeddict-unknown-key]
+        self.session.info["budget"] = {
             "limits": dict(self.limits),
             "spent": {key: round(value, 6) for key, value in totals.items()},
             "left": {key: round(max(0.0, limit - totals[key]), 6) for key, limit in self.limits.items()},
@@ -216,7 +245,9 @@ class Guard:
             running = {
                 "input_tokens": usage["input_tokens"],
                 "output_tokens": usage["output_tokens"],
-                "usd": self.usd_of(usage, None) if "usd" not in running else max(running["usd"], self.usd_of(usage, None)),
+                "usd": self.usd_of(usage, None)
+                if "usd" not in running
+                else max(running["usd"], self.usd_of(usage, None)),
             }
         for key in ("input_tokens", "output_tokens", "usd"):
             self.spent[key] += running.get(key, 0)
@@ -234,7 +265,9 @@ class Guard:
                 return
             if amount >= WARN_AT * limit and bound not in self.warned:
                 self.warned.add(bound)
-                message = f"budget: {amount / limit:.0%} of {bound} spent ({shown(bound, amount)} of {shown(bound, limit)})"
+                message = (
+                    f"budget: {amount / limit:.0%} of {bound} spent ({shown(bound, amount)} of {shown(bound, limit)})"
+                )
                 extensions = {"agentproto": {"budget": {"bound": bound, "limit": limit, "spent": amount}}}
                 self.session.send({"Diagnostic": {"level": "Warning", "message": message}}, extensions)
 
@@ -263,7 +296,9 @@ class Guard:
             return AgentError.detail(Kind.BUDGET_EXCEEDED, self.exceeded)
         limit = self.limits.get("turns")
         if limit is not None and self.spent["turns"] >= limit:
-            return AgentError.detail(Kind.BUDGET_EXCEEDED, f"budget exceeded: turns {self.spent['turns']:,.0f} of {limit:,.0f}")
+            return AgentError.detail(
+                Kind.BUDGET_EXCEEDED, f"budget exceeded: turns {self.spent['turns']:,.0f} of {limit:,.0f}"
+            )
         return None
 
     # -- rate limits -----------------------------------------------------------------------
@@ -352,7 +387,12 @@ class Guard:
             return
         if option_id == "budget":
             if "usd" in limits and not session.driver.usage_reports:
-                done(None, AgentError.detail(Kind.UNSUPPORTED_FEATURE, f"budget.usd: {session.launch.agent_id} reports no usage"))
+                done(
+                    None,
+                    AgentError.detail(
+                        Kind.UNSUPPORTED_FEATURE, f"budget.usd: {session.launch.agent_id} reports no usage"
+                    ),
+                )
                 return
             self.limits, self.exceeded, self.warned = limits, None, set()
             if limits:
@@ -360,16 +400,20 @@ class Guard:
                 if session.turn is not None:
                     self.arm_wall(session.turn)
             else:
-                session.info.pop("budget", None)  # type: ignore[misc]
+                session.info.pop("budget", None)
         else:
-            refusal = None if "Permissions" in session_info.features(session.info) else cannot_ask(rules, session.launch.agent_id)
+            refusal = (
+                None
+                if "Permissions" in session_info.features(session.info)
+                else cannot_ask(rules, session.launch.agent_id)
+            )
             if refusal is not None:
                 done(None, refusal)
                 return
             self.rules = rules
             if rules:
-                session.info["policy"] = json.loads(json.dumps(rules))  # type: ignore[typeddict-unknown-key]
+                session.info["policy"] = json.loads(json.dumps(rules))
             else:
-                session.info.pop("policy", None)  # type: ignore[misc]
+                session.info.pop("policy", None)
         session.send({"SessionUpdated": session.snapshot()})
         done(None, None)

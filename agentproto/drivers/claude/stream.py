@@ -93,11 +93,13 @@ class MessageStream(Deltas):
                 return
             self.stream_id = message_id
             self.messages.setdefault(message_id, _Message())
-            self.count(message_id, obj(obj(event.get("message")).get("usage")))
+            started: Any = obj(event.get("message")).get("usage")
+            self.count(message_id, obj(started))
             return
         message_id = self.stream_id
         if kind == "message_delta" and message_id is not None:
-            self.count(message_id, obj(event.get("usage")))
+            delta: Any = dict(event).get("usage")
+            self.count(message_id, obj(delta))
         state = self.messages.get(message_id) if message_id else None
         if state is None or message_id is None:
             return
@@ -179,7 +181,7 @@ class MessageStream(Deltas):
             state.uuid = msg["uuid"]
         usage = message.get("usage")
         if isinstance(usage, dict):
-            self.count(message_id, usage)
+            self.count(message_id, dict(usage))
         if isinstance(usage, dict) and parent is None:
             used = sum(v for k, v in usage.items() if k in CONTEXT_TOKENS and isinstance(v, int))
             if used:

@@ -161,7 +161,8 @@ class CodexItems:
             info = error.get("codexErrorInfo")
             if ratelimits.is_rate_limit(message) or info in ("usageLimitExceeded", "serverOverloaded"):
                 # One report of every rate limit (drivers/ratelimits.py); Codex names no reset.
-                ratelimits.report(self.host, f"codex: {message}", None, "Warning" if params.get("willRetry") else "Error")
+                level = "Warning" if params.get("willRetry") else "Error"
+                ratelimits.report(self.host, f"codex: {message}", None, level)
                 if not params.get("willRetry"):
                     self._progress()
             elif params.get("willRetry"):
