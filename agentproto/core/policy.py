@@ -96,7 +96,14 @@ def has_asking_rules(rules: list[dict[str, Any]]) -> bool:
 # -- facts of a request --------------------------------------------------------------------
 
 
+#: What shlex reads differently from a plain split on whitespace.
+_SHELL_SYNTAX = re.compile(r"""['"\\]""")
+_PATTERNS: dict[str, list[str]] = {}
+
+
 def _words(line: str) -> list[str] | None:
+    if _SHELL_SYNTAX.search(line) is None:
+        return line.split()  # no quote, no escape: shlex's answer, without its cost
     try:
         return shlex.split(line)
     except ValueError:
@@ -124,7 +131,11 @@ def command_words(line: str) -> tuple[list[list[str]], bool]:
 
 
 def _command_matches(pattern: str, words: list[str]) -> bool:
-    tokens = _words(pattern) or []
+    tokens = _PATTERNS.get(pattern)
+    if tokens is None:
+        tokens = _words(pattern) or []
+        if len(_PATTERNS) < 4096:
+            _PATTERNS[pattern] = tokens
     if tokens and tokens[-1] == "**":
         head = tokens[:-1]
         if len(words) < len(head):

@@ -99,6 +99,11 @@ def checked_retry(value: Any) -> dict[str, float] | None:
     return {"max_wait_s": float(wait)}
 
 
+def amount(bound: str, value: float) -> float:
+    """A figure as SessionInfo.budget shows it: whole numbers of tokens and turns."""
+    return int(value) if bound in ("input_tokens", "output_tokens", "turns") else round(value, 6)
+
+
 def shown(bound: str, amount: float) -> str:
     if bound == "usd":
         return f"${amount:,.4f}"
@@ -195,8 +200,8 @@ class Guard:
         found = self.price()
         self.session.info["budget"] = {
             "limits": dict(self.limits),
-            "spent": {key: round(value, 6) for key, value in totals.items()},
-            "left": {key: round(max(0.0, limit - totals[key]), 6) for key, limit in self.limits.items()},
+            "spent": {key: amount(key, value) for key, value in totals.items()},
+            "left": {key: amount(key, max(0, limit - totals[key])) for key, limit in self.limits.items()},
             "prices": {"version": prices.VERSION, "model": None if found is None else found[0]},
         }
 
