@@ -1,5 +1,6 @@
 """A session's guard rails: its permission policy (core/policy.py decides, this applies), its
-budget, and the ``configure`` options that replace them mid-session (``policy``, ``budget``).
+budget, its rate-limit retry, and the ``configure`` options that replace the first two
+mid-session (``policy``, ``budget``: JSON strings).
 
 Rules of this file:
 - Precedence: the app's own tools (the drivers allow them, never asked), then the policy,
@@ -12,7 +13,18 @@ Rules of this file:
   feature): without it the open (or the configure) is UnsupportedFeature, never a silent allow.
 - The policy module (shlex, fnmatch) is imported by the first session with a policy.
 - ``SessionInfo.policy`` shows the rules in force (absent without a policy, so sessions
-  without one record byte-identically).
+  without one record byte-identically); ``SessionInfo.budget`` the bounds, spent and left.
+- Budgets count the agent's own reports: the running turn's (``Host.spent``, cumulative for
+  the turn) until it ends, then its final usage (or its last report). Cost is the agent's
+  figure, else tokens at core/prices.py's table. Crossing a bound mid-turn cancels the turn
+  (it ends Failed, with the bound named), drops the queue and refuses later prompts with
+  BudgetExceeded until ``configure budget``; ``turns`` refuses the prompt past it; ``wall_s``
+  has a timer, since a turn may report nothing. 80 % of a bound warns once.
+- Rate limits: the running turn keeps the agent's last rate-limit report (a Diagnostic's
+  ``extensions.agentproto.rate_limit``, drivers/ratelimits.py). With ``retry``, a turn that
+  then fails having used no tool is sent again to the driver, the same turn, once
+  ``retry_at`` passes (DEFAULT_WAIT when unknown) within ``max_wait_s``, at most MAX_RETRIES
+  times; a replay does not wait. A cancel during the wait ends the turn at once.
 """
 
 from __future__ import annotations

@@ -321,7 +321,10 @@ class _Generation:
                     return
             self.finish(text, None)
         elif isinstance(stop, dict) and "Failed" in stop:
-            self.finish(None, collector.error or AgentError.detail(Kind.PROTOCOL_FAILED, stop["Failed"]["message"]))
+            exceeded = self.session.guard.exceeded if self.session is not None else None
+            kind = Kind.BUDGET_EXCEEDED if exceeded else Kind.PROTOCOL_FAILED
+            failed = AgentError.detail(kind, stop["Failed"]["message"])
+            self.finish(None, collector.error or failed)
         else:
             self.finish(None, AgentError.detail(Kind.PROTOCOL_FAILED, f"the turn ended {json.dumps(stop)}"))
 

@@ -40,3 +40,16 @@ def test_too_few_retries_fail_with_the_last_errors(tmp_path: Path) -> None:
     with Sidecar(["--mock", mock(tmp_path)]) as sc:
         error = generate(sc, tmp_path)["error"]  # no retries: as before
         assert error["kind"] == "ProtocolFailed" and "not JSON" in error["message"], error
+
+
+def test_generate_takes_a_budget_and_a_policy(tmp_path: Path) -> None:
+    runaway = [{"Repeat": {"times": 10000, "steps": [{"UsageReport": {"output_tokens": 100}}, {"Sleep": 1}]}}]
+    path = tmp_path / "runaway.json"
+    path.write_text(json.dumps({"turns": [runaway]}))
+    with Sidecar(["--mock", str(path)]) as sc:
+        frame = {"cmd": "generate", "agent": "mock", "dir": str(tmp_path), "prompt": "go", "budget": {"output_tokens": 500}}
+        error = sc.reply(sc.send(frame), timeout=30)["error"]
+        assert error["kind"] == "BudgetExceeded" and "output_tokens 600 of 500" in error["message"], error
+        bad = {**frame, "budget": None, "policy": [{"action": "sometimes"}]}
+        error = sc.reply(sc.send(bad), timeout=30)["error"]
+        assert error["kind"] == "InvalidConfiguration" and "policy[0].action" in error["message"], error
