@@ -515,7 +515,7 @@ def test_a_misspelt_keyword_is_a_type_error_naming_it_and_the_valid_ones(start: 
         rt.open("mock", dir=".", permision_mode="Ask")
     message = str(caught.value)
     assert message.startswith("open() got an unexpected keyword argument 'permision_mode' (did you mean 'permission_mode'?)")
-    assert "permission_mode, record_wire" in message and "tools" in message
+    assert "permission_mode, policy, record_wire" in message and "tools" in message
     for call in (
         lambda: rt.generate("mock", "x", dir=".", promt="y"),
         lambda: rt.probe("mock", enviroment={}),
