@@ -745,3 +745,11 @@ def test_an_allow_only_policy_opens(world: World) -> None:
     info = world.open(policy=[{"action": "allow", "command": ["ls"]}])
     assert info["policy"] == [{"action": "allow", "command": ["ls"]}]
     world.close(info["id"])
+
+
+def test_a_usd_budget_is_unsupported_on_agy_which_reports_no_usage(world: World) -> None:
+    error = world.open_error(budget={"usd": 1})
+    assert error["kind"] == "UnsupportedFeature" and "budget.usd" in error["message"], error
+    info = world.open(budget={"turns": 3})  # a bound agentproto counts itself is fine
+    assert info["budget"]["limits"] == {"turns": 3}
+    world.close(info["id"])
