@@ -145,6 +145,24 @@ export type Frame1 =
        * Seconds a Hook waits for its answer (default 60); then the agent gets {}.
        */
       hook_timeout?: number | null;
+      /**
+       * A permission policy: ordered rules answering permission requests before the permission mode and the app. Bad rules are InvalidConfiguration naming the rule and field.
+       */
+      policy?: PolicyRule[] | null;
+      /**
+       * Bounds on the session's spending.
+       */
+      budget?: Budget | null;
+      /**
+       * Re-send a turn that failed on a rate limit before any tool call, once the limit resets within max_wait_s.
+       */
+      retry?: {
+        max_wait_s: number;
+      } | null;
+      /**
+       * With output_schema: an answer that fails it is sent back with the errors named, up to N times.
+       */
+      output_retries?: number | null;
       [k: string]: unknown;
     }
   | {
@@ -199,6 +217,20 @@ export type Frame1 =
        * Seconds a Hook waits for its answer (default 60); then the agent gets {}.
        */
       hook_timeout?: number | null;
+      /**
+       * A permission policy: ordered rules answering permission requests before the permission mode and the app. Bad rules are InvalidConfiguration naming the rule and field.
+       */
+      policy?: PolicyRule[] | null;
+      /**
+       * Bounds on the session's spending.
+       */
+      budget?: Budget | null;
+      /**
+       * Re-send a turn that failed on a rate limit before any tool call, once the limit resets within max_wait_s.
+       */
+      retry?: {
+        max_wait_s: number;
+      } | null;
       [k: string]: unknown;
     }
   | {
@@ -710,6 +742,7 @@ export type ErrorKind =
   | "BadFrame"
   | "UnknownSession"
   | "ConsumerLagged"
+  | "BudgetExceeded"
   | "Internal";
 /**
  * One ops request: `op` and the protocol 1 command's fields (no `id`). Unknown keys are ignored.
@@ -868,6 +901,56 @@ export interface AppTool {
     [k: string]: unknown;
   } | null;
 }
+/**
+ * One rule of a permission policy: the first rule whose every given field matches a permission request decides; a field the request lacks does not match (docs/guard-rails.md).
+ */
+export interface PolicyRule {
+  action: "allow" | "deny" | "ask";
+  /**
+   * Tool kinds (Mcp: any MCP tool).
+   *
+   * @minItems 1
+   */
+  kind?: [
+    "Read" | "Edit" | "Delete" | "Move" | "Search" | "Execute" | "Fetch" | "Think" | "Other" | "Subagent" | "Mcp",
+    ...("Read" | "Edit" | "Delete" | "Move" | "Search" | "Execute" | "Fetch" | "Think" | "Other" | "Subagent" | "Mcp")[]
+  ];
+  /**
+   * Shell-word patterns over one simple command's argv (a last ** takes the rest).
+   *
+   * @minItems 1
+   */
+  command?: [string, ...string[]];
+  /**
+   * Globs over the targets' real paths relative to dir (* in a segment, ** across).
+   *
+   * @minItems 1
+   */
+  path?: [string, ...string[]];
+  /**
+   * Globs over an MCP tool's server/tool.
+   *
+   * @minItems 1
+   */
+  tool?: [string, ...string[]];
+  /**
+   * deny: what the agent is told.
+   */
+  reason?: string;
+}
+/**
+ * Bounds on what a session spends, counted from the agent's own usage reports (usd: its cost, else tokens at the price table's); crossing one fails the turn (BudgetExceeded).
+ */
+export interface Budget {
+  usd?: number;
+  input_tokens?: number;
+  output_tokens?: number;
+  turns?: number;
+  /**
+   * The sum of turn times.
+   */
+  wall_s?: number;
+}
 export interface HelloLine {
   hello: Hello;
 }
@@ -896,7 +979,7 @@ export interface ErrorReplyLine {
  */
 export interface ErrorBody {
   /**
-   * The error's kind; agentproto sends these (agentproto/core/errors.py): NotInstalled, SpawnFailed, AuthRequired, HandshakeTimeout, UnsupportedFeature, InvalidConfiguration, InvalidRequest, ResumeFailed, SessionBusy, ProtocolFailed, ProcessExited, SessionClosed, BadFrame, UnknownSession, ConsumerLagged, Internal.
+   * The error's kind; agentproto sends these (agentproto/core/errors.py): NotInstalled, SpawnFailed, AuthRequired, HandshakeTimeout, UnsupportedFeature, InvalidConfiguration, InvalidRequest, ResumeFailed, SessionBusy, ProtocolFailed, ProcessExited, SessionClosed, BadFrame, UnknownSession, ConsumerLagged, BudgetExceeded, Internal.
    */
   kind: string;
   message: string;
@@ -1060,6 +1143,28 @@ export interface SessionInfo {
    */
   hook_urls?: {
     [k: string]: string;
+  };
+  /**
+   * The permission policy in force (absent without one).
+   */
+  policy?: PolicyRule[];
+  /**
+   * With a budget: its bounds, what was spent, what is left, and the price table counted with.
+   */
+  budget?: {
+    limits?: Budget;
+    spent?: {
+      [k: string]: number;
+    };
+    left?: {
+      [k: string]: number;
+    };
+    prices?: {
+      version?: string;
+      model?: string | null;
+      [k: string]: unknown;
+    };
+    [k: string]: unknown;
   };
   [k: string]: unknown;
 }
@@ -1397,6 +1502,20 @@ export interface Open {
    * Seconds a Hook waits for its answer (default 60); then the agent gets {}.
    */
   hook_timeout?: number | null;
+  /**
+   * A permission policy: ordered rules answering permission requests before the permission mode and the app. Bad rules are InvalidConfiguration naming the rule and field.
+   */
+  policy?: PolicyRule[] | null;
+  /**
+   * Bounds on the session's spending.
+   */
+  budget?: Budget | null;
+  /**
+   * Re-send a turn that failed on a rate limit before any tool call, once the limit resets within max_wait_s.
+   */
+  retry?: {
+    max_wait_s: number;
+  } | null;
   [k: string]: unknown;
 }
 /**
@@ -1456,6 +1575,24 @@ export interface Generate {
    * Seconds a Hook waits for its answer (default 60); then the agent gets {}.
    */
   hook_timeout?: number | null;
+  /**
+   * A permission policy: ordered rules answering permission requests before the permission mode and the app. Bad rules are InvalidConfiguration naming the rule and field.
+   */
+  policy?: PolicyRule[] | null;
+  /**
+   * Bounds on the session's spending.
+   */
+  budget?: Budget | null;
+  /**
+   * Re-send a turn that failed on a rate limit before any tool call, once the limit resets within max_wait_s.
+   */
+  retry?: {
+    max_wait_s: number;
+  } | null;
+  /**
+   * With output_schema: an answer that fails it is sent back with the errors named, up to N times.
+   */
+  output_retries?: number | null;
   [k: string]: unknown;
 }
 /**
