@@ -14,9 +14,8 @@ Rules of this file:
   ``dir``, terminal/* as real processes: acp_services), ``method not found``, or an
   error when its handling fails. In a replay (``Launch.recorded_answer``) fs/* and
   terminal/* get the recorded answer instead, and nothing is served.
-- A turn whose agent has been silent for the turn timeout (and waits on nothing of ours)
-  ends Failed; a prompt's error that is a rate limit (429) is reported as one (ratelimits.py).
-"""
+- A turn whose agent has been silent for the turn timeout (and waits on nothing of ours) ends
+  Failed; a prompt's error that is a rate limit (429) is reported as one (ratelimits.py)."""
 
 from __future__ import annotations
 
