@@ -108,6 +108,13 @@ CATALOG += [
     _acp(
         "gemini", "Gemini CLI", "gemini", ("--acp",), "npm install -g @google/gemini-cli",
         env={"GEMINI_CLI_NO_RELAUNCH": "true"},
+        # No MCP server in a folder Gemini does not trust (acp/folder_trust.py).
+        folder_trust="gemini",
+        # Gemini CLI 0.61.0 reads a file before writing it and takes only a thrown Error
+        # as "no such file"; the ACP SDK rejects with the plain JSON-RPC error object, so
+        # no answer to fs/read_text_file lets it create a file. Not offered that method, it
+        # reads with its own rights (as its shell does) and still writes through fs/*.
+        fs_read=False,
         login={
             "oauth-personal": {"Terminal": {"command": ["gemini"], "env": {},
                                             "description": "Run gemini and choose Login with Google"}},

@@ -279,6 +279,7 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
     def open(self) -> None:
         self.life.move("open")
         try:
+            self._check_folder_trust()
             # A bigger pipe: a streaming agent then wakes us once per thousands of lines
             # instead of once per 64 KiB. The exit is reported once its group is gone.
             self.spawn(self.argv, self._child_env(), wait_group=True, pipe_size=PIPE_SIZE)
@@ -291,7 +292,7 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
             {
                 "protocolVersion": PROTOCOL_VERSION,
                 "clientCapabilities": {
-                    "fs": {"readTextFile": True, "writeTextFile": True},
+                    "fs": {"readTextFile": bool(self._extra.get("fs_read", True)), "writeTextFile": True},
                     "terminal": True,
                     "auth": {"terminal": True},
                     "session": {"configOptions": {"boolean": {}}},
@@ -301,6 +302,19 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
             },
             self._on_initialized,
         )
+
+    def _check_folder_trust(self) -> None:
+        """UnsupportedFeature before any process starts when the agent would drop the
+        session's MCP servers (the app's tools) in an untrusted folder."""
+        if self._extra.get("folder_trust") != "gemini":
+            return
+        if self.host.tools_url is None and not self.launch.mcp_servers:
+            return
+        from agentproto.drivers.acp.folder_trust import gemini_trusts, untrusted_message
+
+        env = self._child_env()
+        if not gemini_trusts(self.launch.dir, env):
+            raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, untrusted_message(self.launch.dir, env))
 
     def _handshake_expired(self) -> None:
         if self.life.state == "opening":
