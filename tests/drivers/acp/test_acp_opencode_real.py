@@ -1,0 +1,192 @@
+"""The real pinned opencode (``opencode acp``, opencode-ai 1.18.33) through ``serve``, against
+the fake Chat Completions API on 127.0.0.1 (tests/fakes/fake_chat.py) as an
+OpenAI-compatible provider (``options.baseURL``) in the temp HOME's
+``~/.config/opencode/opencode.json``: probe, a streamed turn, a shell command behind a
+permission (allowed, denied), reading a file, creating and overwriting files through
+agentproto's fs/*, cancel mid-stream and while a permission is pending, close and EOF with
+no process left, the app's own tool with no permission asked.
+
+opencode allows every tool by default: the config asks for ``bash`` and ``edit``. It runs
+commands itself and reads files itself. Its title generator (a second model call at the
+first prompt) is told apart by its system prompt: the fake takes only opencode's own.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from acp_real_support import AcpWorld, stop_of, texts
+from fake_chat import FakeChat, Logged, call, text
+from listener_support import LOOKUP, text_result
+from sidecar import kind_name
+
+
+def conversation(request: Logged) -> bool:
+    messages = (request.body or {}).get("messages") or [{}]
+    return str(messages[0].get("content", "")).startswith("You are opencode")
+
+
+class OpencodeWorld(AcpWorld):
+    def __init__(self, tmp: Path, api: FakeChat) -> None:
+        home = tmp / "home"
+        config = home / ".config" / "opencode"
+        config.mkdir(parents=True)
+        provider = {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "Fake",
+            "options": {"baseURL": api.base_url, "apiKey": "sk-fake"},
+            "models": {"fake-model": {"name": "Fake model", "tool_call": True}},
+        }
+        settings = {
+            "autoupdate": False,
+            "share": "disabled",
+            "provider": {"fake": provider},
+            "model": "fake/fake-model",
+            "small_model": "fake/fake-model",
+            "permission": {"bash": "ask", "edit": "ask"},
+        }
+        (config / "opencode.json").write_text(json.dumps(settings))
+        api.match = conversation
+        self.api = api
+        env = {"HOME": str(home), "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"}
+        super().__init__(tmp, "opencode", "opencode", env, reference=False)
+
+
+@pytest.fixture
+def api():
+    with FakeChat() as fake:
+        yield fake
+
+
+@pytest.fixture
+def world(api, tmp_path):
+    w = OpencodeWorld(tmp_path, api)
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+def test_probe_names_the_pinned_version(world):
+    details = world.sc.ok({"cmd": "probe", "agent": world.agent, "dir": str(world.work)}, timeout=120)
+    assert details["version"] == "1.18.33"
+    assert world.wait_gone() == []
+
+
+def test_a_streamed_text_turn_then_close_leaves_no_process(world, api):
+    api.script(text("Hello from the fake opencode", chunks=4))
+    session = world.open()["id"]
+    world.prompt(session, "say hello")
+    events = world.turn(session)
+    assert len([e for e in events if kind_name(e["kind"]) == "TextDelta"]) >= 2
+    assert texts(events) == "Hello from the fake opencode"
+    assert stop_of(events) == "Completed"
+    assert events[-1]["kind"]["TurnEnded"]["usage"]["output_tokens"] == 7
+    world.close_session(session)
+    assert world.wait_gone() == []
+
+
+@pytest.mark.parametrize("allow", [True, False])
+def test_a_shell_command_behind_a_permission(world, api, allow):
+    api.script(call("bash", {"command": "echo made > made.txt", "description": "make a file"}), text("ran"))
+    session = world.open()["id"]
+    world.prompt(session, "make the file")
+    permission = world.request(session)["Permission"]
+    assert permission["tool"]["kind"] == "Execute"
+    world.answer(session, permission["id"], {"Permission": "AllowOnce" if allow else "DenyOnce"})
+    events = world.turn(session)
+    made = world.work / "made.txt"
+    assert made.exists() == allow
+    if allow:
+        assert made.read_text() == "made\n"
+        assert stop_of(events) == "Completed" and texts(events) == "ran"
+
+
+def test_reading_a_file(world, api):
+    (world.work / "notes.txt").write_text("the secret word is kumquat\n")
+    api.script(call("read", {"filePath": str(world.work / "notes.txt")}), text("read it"))
+    session = world.open()["id"]
+    world.prompt(session, "read notes.txt")
+    events = world.turn(session)
+    assert stop_of(events) == "Completed"
+    assert "kumquat" in json.dumps(api.turns()[1].tool_results())
+
+
+def test_creating_a_new_file_and_overwriting_one_through_fs(world, api):
+    (world.work / "old.txt").write_text("old content\n")
+    api.script(
+        call("write", {"filePath": str(world.work / "new.txt"), "content": "brand new\n"}),
+        call("read", {"filePath": str(world.work / "old.txt")}),
+        call("write", {"filePath": str(world.work / "old.txt"), "content": "new content\n"}),
+        text("wrote both"),
+    )
+    session = world.open()["id"]
+    world.prompt(session, "write the files")
+    asked = 0
+    while True:
+        event = world.next_event(session, "RequestOpened", "TurnEnded")
+        if kind_name(event["kind"]) == "TurnEnded":
+            break
+        asked += 1
+        permission = event["kind"]["RequestOpened"]["Permission"]
+        assert permission["tool"]["kind"] == "Edit"
+        world.answer(session, permission["id"], {"Permission": "AllowOnce"})
+    assert asked == 2
+    assert kind_name(event["kind"]["TurnEnded"]["stop"]) == "Completed"
+    assert (world.work / "new.txt").read_text() == "brand new\n"
+    assert (world.work / "old.txt").read_text() == "new content\n"
+
+
+def test_cancel_mid_stream(world, api):
+    api.script(text("partial answer", chunks=2, hang=True), text("after the cancel"))
+    session = world.open()["id"]
+    world.prompt(session, "talk slowly")
+    world.next_event(session, "TextDelta")
+    world.sc.ok({"cmd": "cancel", "session": session})
+    assert stop_of(world.turn(session)) == "Cancelled"
+    world.prompt(session, "again")
+    events = world.turn(session)
+    assert stop_of(events) == "Completed" and texts(events) == "after the cancel"
+
+
+def test_cancel_while_a_permission_is_pending(world, api):
+    api.script(call("bash", {"command": "echo no > never.txt", "description": "x"}), text("next"))
+    session = world.open()["id"]
+    world.prompt(session, "make the file")
+    world.request(session)
+    world.sc.ok({"cmd": "cancel", "session": session})
+    events = world.turn(session)
+    assert stop_of(events) == "Cancelled"
+    assert "RequestClosed" in [kind_name(e["kind"]) for e in events]
+    assert not (world.work / "never.txt").exists()
+    world.prompt(session, "again")
+    events = world.turn(session)
+    assert stop_of(events) == "Completed" and texts(events) == "next"
+
+
+def test_eof_on_stdin_ends_every_process(world, api):
+    session = world.open()["id"]
+    world.prompt(session, "hi")
+    world.turn(session)
+    assert world.processes()
+    world.sc.close_stdin()
+    world.sc.drain(60)
+    assert world.sc.proc.wait(30) == 0
+    assert world.wait_gone() == []
+
+
+def test_the_apps_tool_is_called_with_no_permission_asked(world, api):
+    api.script(call("agentproto_lookup", {"word": "opencode"}), text("looked up"))
+    session = world.open(tools=[LOOKUP])["id"]
+    world.prompt(session, "look opencode up")
+    request = world.request(session)
+    assert list(request) == ["ToolCall"], request
+    assert request["ToolCall"]["tool"] == "lookup" and request["ToolCall"]["arguments"] == {"word": "opencode"}
+    world.answer(session, request["ToolCall"]["id"], text_result("an open agent"))
+    events = world.turn(session)
+    assert stop_of(events) == "Completed"
+    assert "agentproto_lookup" in api.turns()[0].tool_names()
+    assert "an open agent" in json.dumps(api.turns()[1].tool_results())
