@@ -414,9 +414,21 @@ _GEMINI_TITLE = re.compile(rf"({_TOOL_NAME}) \({APP_SERVER} MCP Server\)\Z")
 _GEMINI_NAME = re.compile(rf"mcp_{APP_SERVER}_({_TOOL_NAME})\Z")
 #: codex-acp: the title ``Tool: agentproto/<tool>`` (``rawInput.server_name`` says the server).
 _CODEX_TITLE = re.compile(rf"Tool: {APP_SERVER}/({_TOOL_NAME})\Z")
+#: opencode: the title ``agentproto_<tool>``, kind ``other``.
+_OPENCODE_TITLE = re.compile(rf"{APP_SERVER}_({_TOOL_NAME})\Z")
 
 
-def app_tool_called(tool_call: AcpToolCall, earlier: AcpToolFields | None = None) -> str | None:
+def _unambiguous(spelled: str, tool: str, servers: tuple[str, ...], prefix: str) -> str | None:
+    """``tool`` unless another server's ``<prefix><server>_<its tool>`` could read the same."""
+    for server in servers:
+        if server != APP_SERVER and spelled.startswith(f"{prefix}{server}_"):
+            return None
+    return tool
+
+
+def app_tool_called(
+    tool_call: AcpToolCall, earlier: AcpToolFields | None = None, servers: tuple[str, ...] = ()
+) -> str | None:
     """The name of the app's tool a permission request is about, or None. The caller still
     checks that the app declared exactly that name.
 
@@ -427,7 +439,10 @@ def app_tool_called(tool_call: AcpToolCall, earlier: AcpToolFields | None = None
       ``mcp_agentproto_<tool>`` is ambiguous (a server ``agentproto_x`` with a tool ``y`` is
       ``mcp_agentproto_x_y`` too), so it counts only when no title says otherwise;
     - codex-acp: ``rawInput.server_name == "agentproto"``, the tool named by the title
-      ``Tool: agentproto/<tool>`` of this request or of an earlier update.
+      ``Tool: agentproto/<tool>`` of this request or of an earlier update;
+    - opencode: the title ``agentproto_<tool>`` (kind ``other``).
+    The underscore spellings (Gemini's name, opencode's title) count only when no other
+    declared MCP server (``servers``, the session's) could spell the same string.
     """
     fields: AcpToolFields = {**(earlier or {}), **{k: v for k, v in tool_call.items() if v is not None}}  # type: ignore[typeddict-item]
     title = fields.get("title")
@@ -455,7 +470,12 @@ def app_tool_called(tool_call: AcpToolCall, earlier: AcpToolFields | None = None
         for name in (tool_call.get("toolCallId"), *names):
             match = _GEMINI_NAME.match(name) if isinstance(name, str) else None
             if match:
-                return match.group(1)
+                return _unambiguous(match.group(0), match.group(1), servers, "mcp_")
+    if fields.get("kind") in (None, "other"):
+        for candidate in titles:
+            match = _OPENCODE_TITLE.match(candidate)
+            if match:
+                return _unambiguous(candidate, match.group(1), servers, "")
     return None
 
 

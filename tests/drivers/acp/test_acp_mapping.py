@@ -341,3 +341,24 @@ def test_agent_lines_decode_with_the_one_line_decoder() -> None:
 )
 def test_each_agents_spelling_of_an_app_tool(tool_call: Any, earlier: Any, name: str | None) -> None:
     assert m.app_tool_called(tool_call, earlier) == name
+
+
+@pytest.mark.parametrize(
+    ("tool_call", "servers", "name"),
+    [
+        # opencode: the title <server>_<tool>, kind other.
+        ({"toolCallId": "call_3", "title": "agentproto_lookup", "kind": "other"}, (), "lookup"),
+        ({"toolCallId": "call_3", "title": "agentproto_lookup"}, (), "lookup"),
+        ({"toolCallId": "call_3", "title": "agentproto_lookup", "kind": "execute"}, (), None),
+        ({"toolCallId": "call_3", "title": "other_lookup", "kind": "other"}, (), None),
+        # A declared server agentproto_x with a tool y is agentproto_x_y too: never auto-allowed.
+        ({"toolCallId": "call_3", "title": "agentproto_x_y", "kind": "other"}, ("agentproto_x",), None),
+        ({"toolCallId": "call_3", "title": "agentproto_x_y", "kind": "other"}, ("other",), "x_y"),
+        ({"toolCallId": "mcp_agentproto_x_y"}, ("agentproto_x",), None),
+        ({"toolCallId": "mcp_agentproto_x_y"}, ("agentproto",), "x_y"),
+        # A title that names the server settles it, whatever the declared servers.
+        ({"toolCallId": "mcp_agentproto_x_y", "title": "x_y (agentproto MCP Server)"}, ("agentproto_x",), "x_y"),
+    ],
+)
+def test_underscore_spellings_count_only_without_a_colliding_server(tool_call: Any, servers: Any, name: Any) -> None:
+    assert m.app_tool_called(tool_call, None, servers) == name

@@ -30,7 +30,7 @@ def conversation(request: Logged) -> bool:
 
 
 class OpencodeWorld(AcpWorld):
-    def __init__(self, tmp: Path, api: FakeChat) -> None:
+    def __init__(self, tmp: Path, api: FakeChat, permission: dict[str, str] | None = None) -> None:
         home = tmp / "home"
         config = home / ".config" / "opencode"
         config.mkdir(parents=True)
@@ -46,7 +46,7 @@ class OpencodeWorld(AcpWorld):
             "provider": {"fake": provider},
             "model": "fake/fake-model",
             "small_model": "fake/fake-model",
-            "permission": {"bash": "ask", "edit": "ask"},
+            "permission": permission or {"bash": "ask", "edit": "ask"},
         }
         (config / "opencode.json").write_text(json.dumps(settings))
         api.match = conversation
@@ -190,3 +190,20 @@ def test_the_apps_tool_is_called_with_no_permission_asked(world, api):
     assert stop_of(events) == "Completed"
     assert "agentproto_lookup" in api.turns()[0].tool_names()
     assert "an open agent" in json.dumps(api.turns()[1].tool_results())
+
+
+def test_the_apps_tool_is_not_asked_about_when_every_tool_asks(api, tmp_path):
+    """With ``"permission": {"*": "ask"}`` opencode asks for the app's tool too, titled
+    ``agentproto_<tool>``: agentproto answers it itself (it used to ask the app)."""
+    world = OpencodeWorld(tmp_path, api, permission={"*": "ask"})
+    try:
+        api.script(call("agentproto_lookup", {"word": "opencode"}), text("looked up"))
+        session = world.open(tools=[LOOKUP])["id"]
+        world.prompt(session, "look opencode up")
+        request = world.request(session)
+        assert list(request) == ["ToolCall"], request
+        world.answer(session, request["ToolCall"]["id"], text_result("an open agent"))
+        assert stop_of(world.turn(session)) == "Completed"
+        assert "an open agent" in json.dumps(api.turns()[1].tool_results())
+    finally:
+        world.close()
