@@ -452,11 +452,10 @@ class AcpTurns:
         tool_call: AcpToolCall = obj(params.get("toolCall"))
         raw_id = tool_call.get("toolCallId")
         earlier = self._tools.get(raw_id) if isinstance(raw_id, str) else None
-        servers = tuple(server["name"] for server in self.launch.mcp_servers)
+        servers = tuple(s["name"] for s in self.launch.mcp_servers)  # a name they could spell alike
         app_tool = app_tool_called(tool_call, earlier["_acp"] if earlier else None, servers)
         if app_tool is not None and self.host.is_app_tool(APP_SERVER, app_tool):
-            # The app's own tool: the app decides when it answers the ToolCall, so it is
-            # never asked a Permission first, whatever the mode.
+            # The app's own tool: the app answers its ToolCall, never a Permission first, whatever the mode.
             allow = "AllowOnce" if "AllowOnce" in choices else "AllowAlways"
             self._respond(rpc_id, {"outcome": permission_outcome(options, {"Permission": allow})})
             return
