@@ -122,7 +122,9 @@ class Raw:
         self.sel.register(self.proc.stdout, selectors.EVENT_READ)
         self.buf = b""
         self.next_id = 0
-        caps = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
+        # The capabilities agentproto declares (an agent may work differently without them);
+        # a text turn asks for none of them, and a request would be refused here.
+        caps = {"fs": {"readTextFile": agent.id != "gemini", "writeTextFile": True}, "terminal": True}
         self.call("initialize", {"protocolVersion": 1, "clientCapabilities": caps})
         self.session = self.call("session/new", {"cwd": agent.work, "mcpServers": []})["sessionId"]
 
