@@ -9,6 +9,7 @@ test with the instruction (never a skip).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -18,6 +19,10 @@ from typing import Any
 
 import pytest
 
+from fake_anthropic import FakeAnthropic
+from fake_chat import FakeChat, Logged
+from fake_gemini import FakeGemini
+from fake_openai import FakeOpenAI, codex_config
 from sidecar import Sidecar, kind_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,3 +144,88 @@ def texts(events: list[dict[str, Any]]) -> str:
 def stop_of(events: list[dict[str, Any]]) -> str:
     ended = events[-1]["kind"]["TurnEnded"]["stop"]
     return kind_name(ended)
+
+
+# -- each agent's world ----------------------------------------------------------------------
+
+
+class GeminiWorld(AcpWorld):
+    def __init__(self, tmp: Path, api: FakeGemini, trust: bool = True) -> None:
+        home = tmp / "home"
+        (home / ".gemini").mkdir(parents=True)
+        self.api = api
+        super().__init__(tmp, "gemini", "gemini", api.cli_env(str(home)), reference=False)
+        if trust:
+            self.trust_file.write_text(json.dumps({str(self.work): "TRUST_FOLDER"}))
+
+    @property
+    def trust_file(self) -> Path:
+        return self.home / ".gemini" / "trustedFolders.json"
+
+
+class ClaudeAcpWorld(AcpWorld):
+    def __init__(self, tmp: Path, api: FakeAnthropic) -> None:
+        config = tmp / "home" / ".claude"
+        config.mkdir(parents=True)
+        self.api = api
+        super().__init__(tmp, "claude-acp", "claude-agent-acp", api.cli_env(str(config)), reference=False)
+
+
+class CodexAcpWorld(AcpWorld):
+    def __init__(self, tmp: Path, api: FakeOpenAI) -> None:
+        home = tmp / "home"
+        codex_home = home / ".codex"
+        codex_home.mkdir(parents=True)
+        # A model codex knows (gpt-5.3-codex): with its metadata Codex offers apply_patch.
+        (codex_home / "config.toml").write_text(codex_config(api.base_url, model="gpt-5.3-codex"))
+        self.api = api
+        env = {"HOME": str(home), "CODEX_HOME": str(codex_home), "FAKE_OPENAI_API_KEY": "sk-fake"}
+        super().__init__(tmp, "codex-acp", "codex-acp", env, reference=False)
+
+
+def qwen_conversation(request: Logged) -> bool:
+    messages = (request.body or {}).get("messages") or [{}]
+    return str(messages[0].get("content", "")).startswith("You are Qwen Code")
+
+
+class QwenWorld(AcpWorld):
+    def __init__(self, tmp: Path, api: FakeChat) -> None:
+        home = tmp / "home"
+        (home / ".qwen").mkdir(parents=True)
+        settings = {"security": {"auth": {"selectedType": "openai"}}, "memory": {"enableManagedAutoMemory": False}}
+        (home / ".qwen" / "settings.json").write_text(json.dumps(settings))
+        api.match = qwen_conversation
+        self.api = api
+        env = {"HOME": str(home), "OPENAI_BASE_URL": api.base_url, "OPENAI_API_KEY": "sk-fake", "OPENAI_MODEL": "fake-model"}
+        super().__init__(tmp, "qwen", "qwen", env, reference=False)
+
+
+def opencode_conversation(request: Logged) -> bool:
+    messages = (request.body or {}).get("messages") or [{}]
+    return str(messages[0].get("content", "")).startswith("You are opencode")
+
+
+class OpencodeWorld(AcpWorld):
+    def __init__(self, tmp: Path, api: FakeChat, permission: dict[str, str] | None = None) -> None:
+        home = tmp / "home"
+        config = home / ".config" / "opencode"
+        config.mkdir(parents=True)
+        provider = {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "Fake",
+            "options": {"baseURL": api.base_url, "apiKey": "sk-fake"},
+            "models": {"fake-model": {"name": "Fake model", "tool_call": True}},
+        }
+        settings = {
+            "autoupdate": False,
+            "share": "disabled",
+            "provider": {"fake": provider},
+            "model": "fake/fake-model",
+            "small_model": "fake/fake-model",
+            "permission": permission or {"bash": "ask", "edit": "ask"},
+        }
+        (config / "opencode.json").write_text(json.dumps(settings))
+        api.match = opencode_conversation
+        self.api = api
+        env = {"HOME": str(home), "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"}
+        super().__init__(tmp, "opencode", "opencode", env, reference=False)

@@ -11,22 +11,13 @@ The adapter runs its tools itself (Claude Code's Bash, Read, Write: no fs/* nor 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from acp_real_support import AcpWorld, stop_of, texts
+from acp_real_support import ClaudeAcpWorld, stop_of, texts
 from fake_anthropic import FakeAnthropic, text, tool_use
 from listener_support import LOOKUP, text_result
 from sidecar import kind_name
-
-
-class ClaudeAcpWorld(AcpWorld):
-    def __init__(self, tmp: Path, api: FakeAnthropic) -> None:
-        config = tmp / "home" / ".claude"
-        config.mkdir(parents=True)
-        self.api = api
-        super().__init__(tmp, "claude-acp", "claude-agent-acp", api.cli_env(str(config)), reference=False)
 
 
 @pytest.fixture

@@ -13,26 +13,13 @@ Codex's sandbox cannot start in this container: the commands ask to run outside 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from acp_real_support import AcpWorld, stop_of, texts
-from fake_openai import FakeOpenAI, add_file_patch, apply_patch, codex_config, exec_command, mcp_call, text
+from acp_real_support import CodexAcpWorld, stop_of, texts
+from fake_openai import FakeOpenAI, add_file_patch, apply_patch, exec_command, mcp_call, text
 from listener_support import LOOKUP, text_result
 from sidecar import kind_name
-
-
-class CodexAcpWorld(AcpWorld):
-    def __init__(self, tmp: Path, api: FakeOpenAI) -> None:
-        home = tmp / "home"
-        codex_home = home / ".codex"
-        codex_home.mkdir(parents=True)
-        # A model codex knows (gpt-5.3-codex): with its metadata Codex offers apply_patch.
-        (codex_home / "config.toml").write_text(codex_config(api.base_url, model="gpt-5.3-codex"))
-        self.api = api
-        env = {"HOME": str(home), "CODEX_HOME": str(codex_home), "FAKE_OPENAI_API_KEY": "sk-fake"}
-        super().__init__(tmp, "codex-acp", "codex-acp", env, reference=False)
 
 
 @pytest.fixture

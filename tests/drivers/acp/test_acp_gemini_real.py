@@ -11,27 +11,12 @@ Gemini runs shell commands itself (no terminal/*); it reads and writes files thr
 from __future__ import annotations
 
 import json
-from pathlib import Path
 import pytest
 
-from acp_real_support import AcpWorld, stop_of, texts
+from acp_real_support import GeminiWorld, stop_of, texts
 from fake_gemini import FakeGemini, Hang, call, text
 from listener_support import LOOKUP, text_result
 from sidecar import kind_name
-
-
-class GeminiWorld(AcpWorld):
-    def __init__(self, tmp: Path, api: FakeGemini, trust: bool = True) -> None:
-        home = tmp / "home"
-        (home / ".gemini").mkdir(parents=True)
-        self.api = api
-        super().__init__(tmp, "gemini", "gemini", api.cli_env(str(home)), reference=False)
-        if trust:
-            self.trust_file.write_text(json.dumps({str(self.work): "TRUST_FOLDER"}))
-
-    @property
-    def trust_file(self) -> Path:
-        return self.home / ".gemini" / "trustedFolders.json"
 
 
 @pytest.fixture

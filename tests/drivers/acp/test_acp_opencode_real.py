@@ -14,45 +14,13 @@ first prompt) is told apart by its system prompt: the fake takes only opencode's
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from acp_real_support import AcpWorld, stop_of, texts
-from fake_chat import FakeChat, Logged, call, text
+from acp_real_support import OpencodeWorld, stop_of, texts
+from fake_chat import FakeChat, call, text
 from listener_support import LOOKUP, text_result
 from sidecar import kind_name
-
-
-def conversation(request: Logged) -> bool:
-    messages = (request.body or {}).get("messages") or [{}]
-    return str(messages[0].get("content", "")).startswith("You are opencode")
-
-
-class OpencodeWorld(AcpWorld):
-    def __init__(self, tmp: Path, api: FakeChat, permission: dict[str, str] | None = None) -> None:
-        home = tmp / "home"
-        config = home / ".config" / "opencode"
-        config.mkdir(parents=True)
-        provider = {
-            "npm": "@ai-sdk/openai-compatible",
-            "name": "Fake",
-            "options": {"baseURL": api.base_url, "apiKey": "sk-fake"},
-            "models": {"fake-model": {"name": "Fake model", "tool_call": True}},
-        }
-        settings = {
-            "autoupdate": False,
-            "share": "disabled",
-            "provider": {"fake": provider},
-            "model": "fake/fake-model",
-            "small_model": "fake/fake-model",
-            "permission": permission or {"bash": "ask", "edit": "ask"},
-        }
-        (config / "opencode.json").write_text(json.dumps(settings))
-        api.match = conversation
-        self.api = api
-        env = {"HOME": str(home), "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1"}
-        super().__init__(tmp, "opencode", "opencode", env, reference=False)
 
 
 @pytest.fixture

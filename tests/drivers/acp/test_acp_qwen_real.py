@@ -14,31 +14,13 @@ as the conversation's.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from acp_real_support import AcpWorld, stop_of, texts
-from fake_chat import FakeChat, Logged, call, text
+from acp_real_support import QwenWorld, stop_of, texts
+from fake_chat import FakeChat, call, text
 from listener_support import LOOKUP, text_result
 from sidecar import kind_name
-
-
-def conversation(request: Logged) -> bool:
-    messages = (request.body or {}).get("messages") or [{}]
-    return str(messages[0].get("content", "")).startswith("You are Qwen Code")
-
-
-class QwenWorld(AcpWorld):
-    def __init__(self, tmp: Path, api: FakeChat) -> None:
-        home = tmp / "home"
-        (home / ".qwen").mkdir(parents=True)
-        settings = {"security": {"auth": {"selectedType": "openai"}}, "memory": {"enableManagedAutoMemory": False}}
-        (home / ".qwen" / "settings.json").write_text(json.dumps(settings))
-        api.match = conversation
-        self.api = api
-        env = {"HOME": str(home), "OPENAI_BASE_URL": api.base_url, "OPENAI_API_KEY": "sk-fake", "OPENAI_MODEL": "fake-model"}
-        super().__init__(tmp, "qwen", "qwen", env, reference=False)
 
 
 @pytest.fixture

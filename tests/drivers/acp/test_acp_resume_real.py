@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,14 +20,8 @@ import pytest
 import fake_anthropic
 import fake_chat
 import fake_openai
-from acp_real_support import AcpWorld, stop_of, texts
+from acp_real_support import AcpWorld, ClaudeAcpWorld, CodexAcpWorld, OpencodeWorld, QwenWorld, stop_of, texts
 from sidecar import Sidecar
-
-sys.path.insert(0, str(Path(__file__).parent))  # the per-agent worlds of the test modules beside this one
-from test_acp_claude_real import ClaudeAcpWorld
-from test_acp_codex_real import CodexAcpWorld
-from test_acp_opencode_real import OpencodeWorld
-from test_acp_qwen_real import QwenWorld
 
 
 def claude(tmp: Path) -> tuple[AcpWorld, Callable[[str], None], Callable[[], Any], Callable[[], None]]:
