@@ -173,6 +173,9 @@ def test_tools_in_an_untrusted_folder_fail_naming_the_fix(api, tmp_path):
         assert str(world.trust_file) in error["message"]
         assert not world.trust_file.exists()  # agentproto never trusts a folder itself
         assert world.processes() == []  # refused before any process started
+        # Declared MCP servers would be dropped alike.
+        server = {"name": "notes", "connection": {"Stdio": {"command": "/bin/true", "args": [], "env": {}}}}
+        assert world.open_error(mcp_servers=[server])["kind"] == "UnsupportedFeature"
         # Without tools the session opens: nothing would be lost.
         session = world.open()["id"]
         world.prompt(session, "hi")
