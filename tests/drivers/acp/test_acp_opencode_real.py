@@ -175,3 +175,27 @@ def test_the_apps_tool_is_not_asked_about_when_every_tool_asks(api, tmp_path):
         assert "an open agent" in json.dumps(api.turns()[1].tool_results())
     finally:
         world.close()
+
+
+def test_discover_finds_the_pinned_acp_agents_through_their_overrides(tmp_path):
+    from acp_real_support import acp_agent_bin
+    from sidecar import Sidecar
+
+    home = tmp_path / "home"
+    home.mkdir()
+    commands = {"gemini": "gemini", "claude-acp": "claude-agent-acp", "codex-acp": "codex-acp",
+                "qwen": "qwen", "opencode": "opencode"}  # fmt: skip
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    for agent_id, command in commands.items():
+        env[f"AGENTPROTO_{agent_id.upper().replace('-', '_')}_BIN"] = acp_agent_bin(command)
+    with Sidecar(env=env) as sc:
+        report = sc.ok({"cmd": "discover"}, 120)
+    agents = {a["id"]: a for a in report["agents"]}
+    versions = {agent_id: agents[agent_id]["version"] for agent_id in commands}
+    # The two adapters answer no --version (probe reads theirs from ACP's initialize).
+    assert versions == {"gemini": "0.61.0", "claude-acp": None, "codex-acp": None, "qwen": "0.24.4",
+                        "opencode": "1.18.33"}  # fmt: skip
+    assert all(agents[agent_id]["executable_path"] == env[f"AGENTPROTO_{agent_id.upper().replace('-', '_')}_BIN"]
+               for agent_id in commands)  # fmt: skip
+    assert agents["qwen"]["acp_args"] == ["--acp"] and agents["opencode"]["acp_args"] == ["acp"]
+    assert all(agents[agent_id]["source"] == "EnvOverride" for agent_id in commands)
