@@ -260,8 +260,7 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
             self._respond(rpc_id, {"action": "cancel"})
 
     def _on_cancel_request(self, rpc_id: Any) -> None:
-        """The agent no longer waits for its request ``rpc_id``: a permission or question
-        the app was asked is withdrawn, and the request answered -32800."""
+        """The agent no longer waits for ``rpc_id``: the app's permission or question is withdrawn (-32800)."""
         asked = [rid for rid, (pending, _) in self._permissions.items() if pending == rpc_id]
         asked += [rid for rid, (pending, _) in self._questions.items() if pending == rpc_id]
         for request_id in asked:
@@ -279,9 +278,10 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
     def open(self) -> None:
         self.life.move("open")
         try:
-            self._check_folder_trust()
-            # A bigger pipe: a streaming agent then wakes us once per thousands of lines
-            # instead of once per 64 KiB. The exit is reported once its group is gone.
+            if self._extra.get("folder_trust") == "gemini" and (self.host.tools_url or self.launch.mcp_servers):
+                from agentproto.drivers.acp.folder_trust import refuse_untrusted  # the app's tools: gemini's trust
+                refuse_untrusted(self.launch.dir, self._child_env())
+            # A bigger pipe: a wake per thousands of lines, not per 64 KiB; the exit once its group is gone.
             self.spawn(self.argv, self._child_env(), wait_group=True, pipe_size=PIPE_SIZE)
         except AgentError:
             self.life.move("spawn_failed")
@@ -302,19 +302,6 @@ class AcpDriver(AcpSettings, AcpTurns, LineDriver):
             },
             self._on_initialized,
         )
-
-    def _check_folder_trust(self) -> None:
-        """UnsupportedFeature before any process starts when the agent would drop the
-        session's MCP servers (the app's tools) in an untrusted folder."""
-        if self._extra.get("folder_trust") != "gemini":
-            return
-        if self.host.tools_url is None and not self.launch.mcp_servers:
-            return
-        from agentproto.drivers.acp.folder_trust import gemini_trusts, untrusted_message
-
-        env = self._child_env()
-        if not gemini_trusts(self.launch.dir, env):
-            raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, untrusted_message(self.launch.dir, env))
 
     def _handshake_expired(self) -> None:
         if self.life.state == "opening":

@@ -22,6 +22,8 @@ import json
 import os
 import re
 
+from agentproto.core.errors import AgentError, Kind
+
 
 def _load(path: str) -> object:
     try:
@@ -81,3 +83,10 @@ def untrusted_message(folder: str, env: dict[str, str]) -> str:
         f' "{os.path.realpath(folder)}": "TRUST_FOLDER" to {trusted_folders_file(env)}), or give the session'
         " GEMINI_CLI_TRUST_WORKSPACE=true in its env; agentproto never trusts a folder for you"
     )
+
+
+def refuse_untrusted(directory: str, env: dict[str, str]) -> None:
+    """UnsupportedFeature, before any process starts, when Gemini would drop the session's
+    MCP servers (the app's tools) in ``directory`` because its user has not trusted it."""
+    if not gemini_trusts(directory, env):
+        raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, untrusted_message(directory, env))
