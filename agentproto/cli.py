@@ -327,31 +327,34 @@ def cmd_list(args: argparse.Namespace) -> int:
     return run(args.json, show_all=args.all, timeout=None if args.no_probe else args.timeout)
 
 
-def cmd_probe(args: argparse.Namespace) -> int:
+def _agent_ref(text: str) -> Any:
+    """AGENT as typed: a catalog id, or a JSON agent reference (None, said why: a usage error)."""
+    if not text.startswith("{"):
+        return text
     import json
 
-    agent: Any = args.agent
-    if agent.startswith("{"):
-        try:
-            agent = json.loads(agent)
-        except ValueError as exc:
-            log(f"AGENT is a catalog id or a JSON agent reference: {exc}")
-            return EXIT_USAGE
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        log(f"AGENT is a catalog id or a JSON agent reference: {exc}")
+        return None
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    agent = _agent_ref(args.agent)
+    if agent is None:
+        return EXIT_USAGE
     from agentproto.commands.listing import run_probe
 
     return run_probe(agent, args.json, args.timeout)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    import json  # here: no other command parses JSON in this module
+    import json
 
-    agent: Any = args.agent
-    if agent.startswith("{"):
-        try:
-            agent = json.loads(agent)
-        except ValueError as exc:
-            log(f"AGENT is a catalog id or a JSON agent reference: {exc}")
-            return EXIT_USAGE
+    agent = _agent_ref(args.agent)
+    if agent is None:
+        return EXIT_USAGE
     loaded: dict[str, Any] = {}
     for field, path in (("tools", args.tools), ("policy", args.policy)):
         if path:

@@ -27,14 +27,13 @@ from typing import Any
 
 from agentproto import __version__
 from agentproto.core.errors import log
-from agentproto.core.http1 import Request, authorized, is_loopback
+from agentproto.core.http1 import Request, authorized
 from agentproto.engine.runtime import Engine
 from agentproto.frontends.mcp_stdio import INSTRUCTIONS, OpsTools
-from agentproto.frontends.ops_framing import EXIT_FAILED, EXIT_OK, OpsContext, OpsHub
-from agentproto.frontends.ops_http import EXIT_USAGE, IDLE_TIMEOUT, REQUEST_TIMEOUT, BindRefused
+from agentproto.frontends.ops_framing import EXIT_OK, OpsContext, OpsHub
+from agentproto.frontends.ops_http import IDLE_TIMEOUT, REQUEST_TIMEOUT, listen_guarded
 from agentproto.loopio.httpserver import HttpServer, Refusal, Response
 from agentproto.loopio.lifetime import watch_lifetime
-from agentproto.loopio.sockets import bind_tcp, tcp_address
 from agentproto.tools.mcp_http import McpHttp
 
 #: The MCP endpoint's path.
@@ -95,21 +94,9 @@ def run_mcp_http(
             handler.hub.close_all(loop.stop)
 
     watch_lifetime(loop, shutdown, runtime.kill_all)  # before the banner: a client may act on it
-    host, port = address
-    try:
-        family, kind, proto, addr = tcp_address(host, port)
-        if auth_token is None and not is_loopback(str(addr[0])):
-            raise BindRefused(
-                f"refusing to listen on {host}:{port} without --auth-token (or AGENTPROTO_AUTH_TOKEN):"
-                " only a loopback address may go without a token"
-            )
-        bound = server.listen(bind_tcp(family, kind, proto, addr))
-    except BindRefused as exc:
-        log(str(exc))
-        return EXIT_USAGE
-    except OSError as exc:
-        log(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-        return EXIT_FAILED
+    bound = listen_guarded(server, address, auth_token)  # the HTTP transport's rule, and its exit codes
+    if isinstance(bound, int):
+        return bound
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     log(f"listening on http://{shown}:{bound[1]}{PATH}")
     loop.run()

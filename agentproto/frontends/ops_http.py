@@ -204,6 +204,27 @@ class OpsHttp:
         step()
 
 
+def listen_guarded(server: HttpServer, address: tuple[str, int], auth_token: str | None) -> tuple[str, int] | int:
+    """``server`` listening on ``address`` (its bound address), or the exit code said why: 2 for
+    a non-loopback address without a token (anyone who can reach the port could run any
+    program as this user), 1 when it cannot listen (in use: not a usage error)."""
+    host, port = address
+    try:
+        family, kind, proto, addr = tcp_address(host, port)
+        if auth_token is None and not is_loopback(str(addr[0])):
+            raise BindRefused(
+                f"refusing to listen on {host}:{port} without --auth-token (or AGENTPROTO_AUTH_TOKEN):"
+                " only a loopback address may go without a token"
+            )
+        return server.listen(bind_tcp(family, kind, proto, addr))
+    except BindRefused as exc:
+        log(str(exc))
+        return EXIT_USAGE
+    except OSError as exc:
+        log(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+        return EXIT_FAILED
+
+
 def run_http(
     runtime: Engine,
     address: tuple[str, int],
@@ -238,22 +259,9 @@ def run_http(
             handler.hub.close_all(one_done)
 
     watch_lifetime(loop, shutdown, runtime.kill_all)  # before the banner: a client may act on it
-    host, port = address
-    try:
-        family, kind, proto, addr = tcp_address(host, port)
-        if auth_token is None and not is_loopback(str(addr[0])):
-            # Anyone who can reach the port could run any program as this user.
-            raise BindRefused(
-                f"refusing to listen on {host}:{port} without --auth-token (or AGENTPROTO_AUTH_TOKEN):"
-                " only a loopback address may go without a token"
-            )
-        bound = server.listen(bind_tcp(family, kind, proto, addr))
-    except BindRefused as exc:
-        log(str(exc))
-        return EXIT_USAGE
-    except OSError as exc:
-        log(f"cannot listen on {host}:{port}: {exc.strerror or exc}")  # e.g. in use: exit 1, not usage
-        return EXIT_FAILED
+    bound = listen_guarded(server, address, auth_token)
+    if isinstance(bound, int):
+        return bound
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     log(f"listening on http://{shown}:{bound[1]}/")
     if console:
