@@ -108,6 +108,14 @@ def quickstart() -> str:
     return examples()[0]
 
 
+def test_the_readme_shows_the_quickstart_the_tests_run() -> None:
+    """README.md's TypeScript quickstart ("readme-ts-quickstart") is docs/typescript.md's, which
+    test_npm_pack_installs_offline_and_runs_the_quickstart compiles and runs from the tarball."""
+    readme = (ROOT / "README.md").read_text()
+    [shown] = re.findall(r"<!-- cookbook: readme-ts-quickstart -->\n```ts\n(.*?)```", readme, re.S)
+    assert shown == quickstart()
+
+
 def test_node_tests_pass(tmp_path: Path) -> None:
     """S1-S11, the app's tools and every wrapper rule (clients/typescript/test/*.test.mjs)."""
     tests = sorted(str(path) for path in (PACKAGE / "test").glob("*.test.mjs"))
