@@ -113,20 +113,20 @@ def map_usage(usage: Any) -> TurnUsage | None:
         return None
 
 
+def cost_of(update: UsageUpdate) -> float | None:
+    """A ``usage_update``'s cost in USD (the session's so far, the spec says), or None."""
+    cost = update.get("cost")
+    amount = cost.get("amount") if isinstance(cost, dict) and cost.get("currency") == "USD" else None
+    return float(amount) if isinstance(amount, (int, float)) and not isinstance(amount, bool) and amount >= 0 else None
+
+
 def map_context_usage(update: UsageUpdate) -> ContextUsageBody | None:
     used = update.get("used")
     if not isinstance(used, int) or used < 0:
         return None
     size = update.get("size")
-    cost = update.get("cost")
-    cost_usd = None
-    if isinstance(cost, dict) and cost.get("currency") == "USD" and isinstance(cost.get("amount"), (int, float)):
-        cost_usd = float(cost["amount"])
-    return {
-        "used_tokens": used,
-        "window_tokens": size if isinstance(size, int) and size >= 0 else None,
-        "cost_usd": cost_usd,
-    }
+    window = size if isinstance(size, int) and size >= 0 else None
+    return {"used_tokens": used, "window_tokens": window, "cost_usd": cost_of(update)}
 
 
 def map_plan(entries: Any) -> list[PlanEntry]:

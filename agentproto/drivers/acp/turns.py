@@ -33,6 +33,7 @@ from agentproto.drivers.acp.mapping import (
     KIND_CHOICES,
     app_tool_called,
     block_text,
+    cost_of,
     map_commands,
     map_context_usage,
     map_plan,
@@ -76,10 +77,10 @@ TIMER_CHECKS = 8
 class AcpTurn:
     """One prompt turn of an ACP session: its id, its JSON-RPC request id, its tools."""
 
-    __slots__ = ("id", "rpc_id", "cancelled", "prompt", "tools")
+    __slots__ = ("id", "rpc_id", "cancelled", "prompt", "tools", "cost_base")
 
-    def __init__(self, turn_id: str, prompt: str) -> None:
-        self.id = turn_id
+    def __init__(self, turn_id: str, prompt: str, cost_base: float = 0.0) -> None:
+        self.id, self.cost_base = turn_id, cost_base  # the session's cost before it (mapping.turn_cost)
         self.rpc_id: int | None = None
         self.cancelled = False
         self.prompt = prompt
@@ -99,6 +100,7 @@ class AcpTurns:
     life: Lifecycle
     _session: str | None
     _turn: AcpTurn | None
+    _cost_seen: float = 0.0  # the session's cost in the agent's last usage_update
     _turn_check: "Alarm"
     _last_seen: float
     _heard: int
@@ -141,7 +143,7 @@ class AcpTurns:
     # -- turns ------------------------------------------------------------------------
 
     def start_turn(self, turn_id: str, text: str, attachments: list[str]) -> None:
-        turn = AcpTurn(turn_id, text)
+        turn = AcpTurn(turn_id, text, self._cost_seen)
         self._turn = turn
         blocks = self._prompt_blocks(text, attachments)
         turn.rpc_id = self._request(
@@ -369,7 +371,12 @@ class AcpTurns:
                 self.host.update(title=self._title)
 
     def _on_usage(self, update: UsageUpdate) -> None:
-        usage = map_context_usage(update)
+        cost, turn, usage = cost_of(update), self._turn, map_context_usage(update)
+        if cost is not None:  # the session's so far (ACP): the turn's part counts for budgets, even with no ``used``
+            self._cost_seen = cost
+            if turn is not None:
+                no_tokens: TurnUsage = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0}
+                self.host.spent(no_tokens, cost - turn.cost_base)
         if usage is None:
             return
         if "ContextUsage" not in self._features_seen:
@@ -473,19 +480,9 @@ class AcpTurns:
         request_id = f"perm-{self._permission_seq}"
         self._permissions[request_id] = (rpc_id, options)
         self._waiting_on_us += 1
-        names = [o["name"] for o in options if text(o.get("name"))]
-        self.host.emit(
-            {
-                "RequestOpened": {
-                    "Permission": {
-                        "id": request_id,
-                        "tool": public_tool(snapshot),
-                        "options": choices,
-                        "detail": " / ".join(names) or None,
-                    }
-                }
-            }
-        )
+        detail = " / ".join(o["name"] for o in options if text(o.get("name"))) or None
+        body = {"id": request_id, "tool": public_tool(snapshot), "options": choices, "detail": detail}
+        self.host.emit({"RequestOpened": {"Permission": body}})
 
     def answer(self, request: AgentRequest, answer: Any) -> None:
         payload = request.get("Permission") if isinstance(request, dict) else None

@@ -362,3 +362,13 @@ def test_each_agents_spelling_of_an_app_tool(tool_call: Any, earlier: Any, name:
 )
 def test_underscore_spellings_count_only_without_a_colliding_server(tool_call: Any, servers: Any, name: Any) -> None:
     assert m.app_tool_called(tool_call, None, servers) == name
+
+
+def test_cost_of_a_usage_update_even_without_used():
+    # claude-agent-acp sends "used": null when the API's usage lacks its cache fields; the cost still counts.
+    assert m.cost_of({"used": None, "size": 200000, "cost": {"amount": 0.0105, "currency": "USD"}}) == 0.0105
+    assert m.cost_of({"used": 5, "cost": {"amount": 1.5, "currency": "EUR"}}) is None
+    assert m.cost_of({"used": 5, "cost": {"amount": True, "currency": "USD"}}) is None
+    assert m.cost_of({"used": 5, "cost": {"amount": -1, "currency": "USD"}}) is None
+    assert m.cost_of({"used": 5, "cost": "0.1"}) is None
+    assert m.cost_of({"used": 5}) is None

@@ -1,0 +1,98 @@
+"""Guard rails (issue 24) on the real pinned Claude Code ACP adapter (``claude-agent-acp``
+0.23.1) through ``serve``, against the fake Messages API (tests/fakes/fake_anthropic.py):
+a policy allowing one command and denying ``rm`` answers the adapter's Bash permission
+requests without the app (the app sees each opened and closed, ``answered_by`` naming the
+rule), and a ``usd`` budget counts the adapter's own ``usage_update`` cost (the session's
+so far, as the spec says: each turn counts its own part) and stops the turn that crosses it.
+
+The adapter reports usage once per turn, at its end (Claude Code's result), just before the
+prompt's answer: that report is the one a turn is stopped on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from acp_real_support import ClaudeAcpWorld, stop_of, texts
+from fake_anthropic import FakeAnthropic, text, tool_use
+from sidecar import kind_name
+
+POLICY = [
+    {"action": "allow", "command": ["touch **"]},
+    {"action": "deny", "command": ["rm **"], "reason": "rm is not allowed in this repository"},
+]
+#: Claude Code prices the fake's default model as Sonnet: $3 in, $15 out per million tokens,
+#: so this usage costs $0.0105 a turn (the adapter's cost, not agentproto's table).
+USAGE = {"input_tokens": 1000, "output_tokens": 500, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+
+
+@pytest.fixture
+def api():
+    with FakeAnthropic() as fake:
+        yield fake
+
+
+@pytest.fixture
+def world(api, tmp_path):
+    w = ClaudeAcpWorld(tmp_path, api)
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+def of(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [e for e in events if kind_name(e["kind"]) == name]
+
+
+def test_a_policy_allows_touch_and_denies_rm_without_the_app(world, api):
+    (world.work / "victim.txt").write_text("keep me")
+    api.push(
+        tool_use("Bash", {"command": "touch made.txt", "description": "make"}),
+        tool_use("Bash", {"command": "rm victim.txt", "description": "remove"}),
+        text("Done."),
+    )
+    session = world.open(policy=POLICY)["id"]
+    world.prompt(session, "go")
+    events = world.turn(session)
+    assert stop_of(events) == "Completed" and texts(events) == "Done."
+    opened = {e["kind"]["RequestOpened"]["Permission"]["tool"]["title"]: e for e in of(events, "RequestOpened")}
+    closed = {e["kind"]["RequestClosed"]["request_id"]: e for e in of(events, "RequestClosed")}
+    assert set(opened) == {"touch made.txt", "rm victim.txt"}
+    rules = {"touch made.txt": {"policy": 0, "action": "allow"}, "rm victim.txt": {"policy": 1, "action": "deny"}}
+    for command, rule in rules.items():
+        request = opened[command]
+        request_id = request["kind"]["RequestOpened"]["Permission"]["id"]
+        assert request["extensions"]["agentproto"]["answered_by"] == rule
+        assert closed[request_id]["extensions"]["agentproto"]["answered_by"] == rule
+        assert closed[request_id]["sequence"] == request["sequence"] + 1  # back to back
+    assert (world.work / "made.txt").exists()
+    assert (world.work / "victim.txt").read_text() == "keep me"
+    statuses = [e["kind"]["StatusChanged"] for e in of(events, "StatusChanged")]
+    assert "NeedsInput" not in statuses  # the app was never asked
+    assert world.sc.ok({"cmd": "info", "session": session})["policy"] == POLICY
+    # ACP answers a permission with one of the agent's options: a deny's reason has no field to
+    # travel in, so the model hears the adapter's own refusal (docs/guard-rails.md says so).
+    result = api.main_requests()[-1].body["messages"][-1]["content"][0]
+    assert result["type"] == "tool_result" and result["is_error"] and "refused" in result["content"], result
+
+
+def test_a_usd_budget_counts_the_adapters_cost_and_stops_the_turn_that_crosses_it(world, api):
+    api.push(text("first", usage=USAGE), text("second", usage=USAGE), text("never"))
+    session = world.open(budget={"usd": 0.015})["id"]
+    world.prompt(session, "one")
+    events = world.turn(session)
+    assert stop_of(events) == "Completed" and texts(events) == "first"
+    budget = world.sc.ok({"cmd": "info", "session": session})["budget"]
+    assert budget["spent"]["usd"] == pytest.approx(0.0105), budget  # the adapter's cost, counted once
+    assert budget["spent"]["input_tokens"] == 1000 and budget["spent"]["output_tokens"] == 500
+    world.prompt(session, "two")  # the adapter's second report is $0.021 (the session's): this turn's part is $0.0105
+    events = world.turn(session)
+    stop = events[-1]["kind"]["TurnEnded"]["stop"]
+    assert stop == {"Failed": {"message": "budget exceeded: usd $0.0210 of $0.0150 (over by $0.0060)"}}, stop
+    error = of(events, "Diagnostic")[-1]["extensions"]["agentproto"]
+    assert error["error"]["kind"] == "BudgetExceeded"
+    assert error["budget"]["spent"] == pytest.approx(0.021) and error["budget"]["over"] == pytest.approx(0.006)
+    refused = world.sc.error({"cmd": "prompt", "session": session, "text": "three"})
+    assert refused["kind"] == "BudgetExceeded"
+    assert len(api.main_requests()) == 2
