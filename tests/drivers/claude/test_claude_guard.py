@@ -134,3 +134,26 @@ def test_a_rate_limited_claude_turn_is_sent_again_once_the_limit_resets(world: A
     assert text_out == "after the limit"
     assert len(of(events, "TurnStarted")) == 1
     sc.ok({"cmd": "close", "session": sid}, timeout=30)
+
+
+def test_a_claude_process_that_ends_while_its_turn_waits_out_a_rate_limit_fails_the_turn_at_once(world: Any) -> None:
+    # Re-sending after the agent process ended (resuming by its token) is not done yet
+    # (docs/guard-rails.md): the turn must fail at once, not wait out the limit nor hang.
+    api, sc, work, config = world
+    api.push(error(429, "rate_limit_error", "Rate limited", headers={"retry-after": "25"}), text("never"))
+    env = api.cli_env(str(config))
+    del env["CLAUDE_CONFIG_DIR"]
+    env["CLAUDE_CODE_MAX_RETRIES"] = "0"  # the CLI gives up on the first 429: agentproto waits it out
+    frame = {"cmd": "open", "agent": "claude", "dir": str(work), "env": env, "config_home": str(config),
+             "retry": {"max_wait_s": 60}}  # fmt: skip
+    sid = sc.ok(frame, timeout=60)["id"]
+    sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
+    sc.wait_for(lambda line: "event" in line and "retry" in line["event"]["extensions"].get("agentproto", {}), 60)
+    for pid in processes_with_env(str(config)):  # the agent ends while agentproto waits
+        os.kill(pid, signal.SIGKILL)
+    events = sc.events(sid, "TurnEnded", 20)  # well before the limit's 25 s reset
+    assert events[-1]["kind"]["TurnEnded"]["stop"] == {"Failed": {"message": "agent exited during the turn"}}
+    line = sc.wait_for(lambda line: line.get("session") == sid and "error" in line, 20)
+    assert line["error"]["kind"] == "ProcessExited", line
+    sc.wait_for(lambda line: line.get("closed") == sid, 20)
+    assert len(api.main_requests()) == 1  # never re-sent
