@@ -10,12 +10,14 @@ prompt's answer: that report is the one a turn is stopped on."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 from acp_real_support import ClaudeAcpWorld, stop_of, texts
 from fake_anthropic import FakeAnthropic, text, tool_use
-from sidecar import kind_name
+from sidecar import ROOT, Sidecar, base_env, kind_name
 
 POLICY = [
     {"action": "allow", "command": ["touch **"]},
@@ -45,7 +47,10 @@ def of(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     return [e for e in events if kind_name(e["kind"]) == name]
 
 
-def test_a_policy_allows_touch_and_denies_rm_without_the_app(world, api):
+def test_a_policy_allows_touch_and_denies_rm_without_the_app(world, api, tmp_path):
+    record = tmp_path / "policy.ndjson"
+    world.sc.close()
+    world.sc = Sidecar(["--record", str(record)], env=world.env, reference=False)
     (world.work / "victim.txt").write_text("keep me")
     api.push(
         tool_use("Bash", {"command": "touch made.txt", "description": "make"}),
@@ -75,6 +80,13 @@ def test_a_policy_allows_touch_and_denies_rm_without_the_app(world, api):
     # travel in, so the model hears the adapter's own refusal (docs/guard-rails.md says so).
     result = api.main_requests()[-1].body["messages"][-1]["content"][0]
     assert result["type"] == "tool_result" and result["is_error"] and "refused" in result["content"], result
+    world.close_session(session)
+    # The recording replays offline: the policy decides again, the same requests closed by the same rules.
+    assert "answered_by" in record.read_text()
+    env = {**base_env(), "AGENTPROTO_DB": "off"}
+    cmd = [sys.executable, "-m", "agentproto", "replay", str(record)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=120)
+    assert done.returncode == 0 and "every response matched" in done.stderr, done.stderr
 
 
 def test_a_usd_budget_counts_the_adapters_cost_and_stops_the_turn_that_crosses_it(world, api):
