@@ -61,7 +61,7 @@ def test_close_kills_what_the_agent_detached(tmp_path: Path) -> None:
         assert alive(sleep)
         sc.ok({"cmd": "close", "session": session}, timeout=20)
         sc.wait_for(lambda l: l.get("closed") == session)
-        assert_all_gone([agent, sleep], timeout=0.5)
+        assert_all_gone([agent, sleep])  # killed by the close; 0.5 s for the kernel was too short under load
         assert sc.proc.poll() is None
         assert sc.close() == 0
 

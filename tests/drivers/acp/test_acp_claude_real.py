@@ -114,15 +114,23 @@ def test_creating_a_new_file_and_overwriting_one(world, api):
 
 def answered_after_a_cancel(world: ClaudeAcpWorld, session: str, expected: str) -> None:
     """The adapter's own bug (0.23.1): the prompt that follows a cancel ends at once,
-    ``end_turn`` with 0 tokens and no text; its answer comes with the next prompt's. Asserted
-    as it is, so the day the adapter is fixed this fails and docs/agents.md is updated."""
+    ``end_turn`` with 0 tokens and no text, and each answer then comes a prompt late (how
+    late depends on timing: seen one and two prompts behind under load). What holds: every
+    turn completes and the answers arrive in order, none lost, within three prompts."""
     world.prompt(session, "again")
     events = world.turn(session)
     assert stop_of(events) == "Completed" and texts(events) == ""
     assert events[-1]["kind"]["TurnEnded"]["usage"]["output_tokens"] == 0
-    world.prompt(session, "and again")
-    events = world.turn(session)
-    assert stop_of(events) == "Completed" and texts(events) == expected + "ok"
+    seen = ""
+    for prompt in ("and again", "once more"):
+        world.prompt(session, prompt)
+        events = world.turn(session)
+        assert stop_of(events) == "Completed"
+        seen += texts(events)
+        assert (expected + "ok").startswith(seen), seen
+        if seen == expected + "ok":
+            break
+    assert seen == expected + "ok"
 
 
 def test_cancel_mid_stream(world, api):
