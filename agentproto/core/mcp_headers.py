@@ -4,6 +4,9 @@ arguments a tool's schema marks with ``x-mcp-header``), checked by a server and 
 client, and the HTTP status of an answer.
 
 Rules of this file:
+- An ``MCP-Protocol-Version`` header that names another version than ``_meta``'s is
+  -32020 before ``_meta``'s version is judged (the kit sends a served header with an
+  unknown ``_meta`` version and expects the mismatch, not -32022).
 - A header that is missing, or whose value (its ``=?base64?...?=`` form decoded) is not
   the body's, is -32020 (HeaderMismatch); an integer argument compares as a number.
 - A value that is not plain visible ASCII (or looks like the base64 form) is sent in the
@@ -60,6 +63,18 @@ def header_problem(msg: Any, headers: Any) -> RpcError | None:
             return RpcError(HEADER_MISMATCH, f"Header mismatch: no {name} header (MCP 2026-07-28 requires it)")
         if (header_value(sent) if lower == "mcp-name" else sent) != body_value:
             return RpcError(HEADER_MISMATCH, f"Header mismatch: the {name} header does not match the body")
+    return None
+
+
+def version_mismatch(msg: Any, headers: Any) -> RpcError | None:
+    """-32020 when the ``MCP-Protocol-Version`` header and ``_meta``'s version (a string)
+    are both given and differ; else None (``header_problem`` judges the rest later)."""
+    params = msg.get("params") if isinstance(msg, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(META_VERSION) if isinstance(meta, dict) else None
+    sent = headers.get("mcp-protocol-version")
+    if isinstance(version, str) and sent is not None and sent != version:
+        return RpcError(HEADER_MISMATCH, "Header mismatch: the MCP-Protocol-Version header does not match the body")
     return None
 
 

@@ -11,7 +11,8 @@ Rules of this file:
   know; at most ``max_sessions`` (the oldest goes). An ``MCP-Protocol-Version`` header of
   no version served is 400 (-32022, the versions served in its data).
 - 2026-07-28: one JSON-RPC message per POST, no session (an ``Mcp-Session-Id`` is ignored,
-  none is given); a bad ``_meta`` is 400 (-32602), headers that disagree with the body
+  none is given); an ``MCP-Protocol-Version`` header other than ``_meta``'s version is
+  400 (-32020) first, then a bad ``_meta`` is 400 (-32602 or -32022), headers that disagree with the body
   (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``, the ``Mcp-Param-`` headers a
   tool's ``x-mcp-header`` calls for) 400 (-32020), an unknown
   method 404 (-32601); a notification 202. Every error keeps the request's id when it
@@ -165,7 +166,8 @@ class McpHttp:
             return
         if "id" in message:
             problem = (
-                mcp.modern_problem(message.get("params"))
+                mcp_headers.version_mismatch(message, request.headers)
+                or mcp.modern_problem(message.get("params"))
                 or mcp_headers.header_problem(message, request.headers)
                 or mcp_headers.param_problem(message, request.headers, self.tools.tools())
             )

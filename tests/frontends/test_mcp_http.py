@@ -163,3 +163,15 @@ def test_a_session_idle_past_session_idle_timeout_is_closed() -> None:
         assert info["ok"] is False and info["error"]["kind"] == "SessionClosed"
     finally:
         s.stop()
+
+
+def test_a_protocol_version_header_other_than_metas_is_a_header_mismatch_even_for_an_unknown_version(server: Server) -> None:
+    """Found by the conformance kit (server-stateless): the header names 2026-07-28, ``_meta`` an
+    unknown version: the mismatch (-32020) is the answer, not -32022 for ``_meta``'s version."""
+    meta = {**META, "io.modelcontextprotocol/protocolVersion": "v999.0.0"}
+    discover = {"jsonrpc": "2.0", "id": 302, "method": "server/discover", "params": {"_meta": meta}}
+    status, _, answer = server.post(discover, {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"})
+    assert status == 400 and answer["id"] == 302 and answer["error"]["code"] == -32020, answer
+    # The same unknown version in both is still -32022, naming the versions served.
+    status, _, answer = server.post(discover, {"MCP-Protocol-Version": "v999.0.0", "Mcp-Method": "server/discover"})
+    assert status == 400 and answer["error"]["code"] == -32022 and answer["error"]["data"]["requested"] == "v999.0.0", answer
