@@ -150,6 +150,7 @@ NOT_CORE = {
     "test_ts_client.py": "node, npm, the pinned tsc and Node types, and the pinned Claude Code CLI (npm)",
     "frontends/test_other_users.py": "root (it runs an attacker as uid 65534)",
     "test_console_browser.py": "headless Chromium and chromium-driver (apt)",
+    "frontends/test_mcp_conformance.py": "the pinned MCP conformance kit and Node 22 (npm)",
 }
 
 
