@@ -48,7 +48,7 @@ NOT_APPLICABLE = {
     "sep-2164-resource-not-found": "no resources",
     "prompts-*": "no prompts (prompts-list, -get-simple, -get-with-args, -get-embedded-resource, -get-with-image)",
     "caching": "its checks ask prompts/list and resources/list for caching hints: neither exists here",
-    "http-custom-header-server-validation": "needs the kit's x-mcp-header test tools; tests/tools/test_listener.py covers Mcp-Param- headers",
+    "http-custom-header-server-validation": "on the listener only: `serve --transport mcp`'s tools mark no argument x-mcp-header",
     "input-required-result-*": "agentproto never needs input from the client mid-request (no elicitation, sampling or roots)",
     "sep-2640-skills-*": "an extension (skills) agentproto does not offer",
     "tasks-*": "an extension (tasks) agentproto does not offer",
@@ -69,6 +69,12 @@ KIT_TOOLS = [
     {"name": "test_simple_text", "description": "Returns simple text", "input_schema": {"type": "object"}},
     {"name": "test_image_content", "description": "Returns an image", "input_schema": {"type": "object"}},
     {"name": "test_error_handling", "description": "Always fails", "input_schema": {"type": "object"}},
+    {
+        # http-custom-header-server-validation needs a string argument mirrored into a header.
+        "name": "test_headers",
+        "description": "An argument routed in the Mcp-Param-Region header",
+        "input_schema": {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}, "required": ["region"]},
+    },
     {
         "name": "json_schema_2020_12_tool",
         "description": "Tool with JSON Schema 2020-12 features",
@@ -103,6 +109,7 @@ ANSWERS: dict[str, dict[str, Any]] = {
     "test_image_content": {"content": [{"type": "image", "data": PNG, "mime_type": "image/png"}]},
     "test_error_handling": {"content": [{"type": "text", "text": "This tool intentionally returns an error for testing"}], "is_error": True},
     "json_schema_2020_12_tool": {"content": [{"type": "text", "text": "ok"}]},
+    "test_headers": {"content": [{"type": "text", "text": "routed"}]},
 }
 
 #: (kit, --spec-version, scenario) run against `serve --transport mcp`.
@@ -123,7 +130,14 @@ LISTENER_RUNS = [
     ("0.2", "2025-11-25", "server-session-lifecycle"),
     *[
         ("0.2", "2026-07-28", s)
-        for s in (*TOOL_SCENARIOS, "json-schema-2020-12", "server-stateless", "http-header-validation", "dns-rebinding-protection")
+        for s in (
+            *TOOL_SCENARIOS,
+            "json-schema-2020-12",
+            "server-stateless",
+            "http-header-validation",
+            "http-custom-header-server-validation",
+            "dns-rebinding-protection",
+        )
     ],
 ]
 
