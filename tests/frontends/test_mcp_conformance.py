@@ -8,8 +8,9 @@ with its own Node 22) against agentproto's two MCP servers over HTTP, on 127.0.0
   (the test plays the app and answers each call as the kit expects): the tool scenarios.
 
 Kit 0.1.16 runs the handshake revisions (2025-06-18, 2025-11-25); kit 0.2.0-alpha.12 runs
-2026-07-28 (and the 2025-11-25 session lifecycle, which 0.1.16 lacks). Each scenario's checks
-must all pass, but the ones NOT_APPLICABLE_CHECKS names (each with its reason). The kit's
+2026-07-28 (and the 2025-03-26 and 2025-11-25 session lifecycle, which 0.1.16 lacks). Each scenario's checks
+must pass (at least one, the rest SKIPPED or INFO at most), but the ones NOT_APPLICABLE_CHECKS
+names (each with its reason) when the kit itself reports them "not testable". The kit's
 scenarios that do not apply to a tools-only server at all are NOT_APPLICABLE, with the reason
 (docs/transports.md repeats the list).
 """
@@ -116,6 +117,7 @@ ANSWERS: dict[str, dict[str, Any]] = {
 SERVER_RUNS = [
     *[("0.1", v, s) for v in ("2025-06-18", "2025-11-25") for s in ("server-initialize", "ping", "tools-list")],
     *[("0.1", "2025-11-25", s) for s in ("server-sse-multiple-streams", "dns-rebinding-protection")],
+    ("0.2", "2025-03-26", "server-session-lifecycle"),
     *[("0.2", "2025-11-25", s) for s in ("server-session-lifecycle", "server-initialize")],
     *[
         ("0.2", "2026-07-28", s)
@@ -127,7 +129,7 @@ TOOL_SCENARIOS = ("tools-list", "tools-call-simple-text", "tools-call-image", "t
 LISTENER_RUNS = [
     *[("0.1", "2025-06-18", s) for s in ("server-initialize", "ping", *TOOL_SCENARIOS)],
     *[("0.1", "2025-11-25", s) for s in ("server-initialize", "ping", *TOOL_SCENARIOS, "json-schema-2020-12", "dns-rebinding-protection")],
-    ("0.2", "2025-11-25", "server-session-lifecycle"),
+    *[("0.2", v, "server-session-lifecycle") for v in ("2025-03-26", "2025-11-25")],
     *[
         ("0.2", "2026-07-28", s)
         for s in (
@@ -181,8 +183,10 @@ def answer_calls(car: Sidecar) -> None:
 def failures(checks: list[dict[str, Any]]) -> list[str]:
     bad = []
     for check in checks:
-        if check["status"] in ("SUCCESS", "SKIPPED", "INFO") or check["id"] in NOT_APPLICABLE_CHECKS:
+        if check["status"] in ("SUCCESS", "SKIPPED", "INFO"):
             continue
+        if check["id"] in NOT_APPLICABLE_CHECKS and (check.get("details") or {}).get("untestable") is True:
+            continue  # the kit says so itself: only "not testable" is excused, never a real failure
         bad.append(f"{check['id']}: {check['status']}: {check.get('errorMessage')}")
     return bad
 
@@ -206,14 +210,14 @@ def listener() -> Any:
 @pytest.mark.parametrize("kit_version, spec, scenario", SERVER_RUNS)
 def test_the_mcp_server_passes_the_kit(mcp_server: str, tmp_path: Path, kit_version: str, spec: str, scenario: str) -> None:
     checks = run_kit(kit_version, mcp_server, spec, scenario, tmp_path)
-    assert checks and not failures(checks), failures(checks)
+    assert any(check["status"] == "SUCCESS" for check in checks) and not failures(checks), failures(checks) or checks
 
 
 @pytest.mark.parametrize("kit_version, spec, scenario", LISTENER_RUNS)
 def test_the_listener_passes_the_kit(listener: tuple[Sidecar, str], tmp_path: Path, kit_version: str, spec: str, scenario: str) -> None:
     car, url = listener
     checks = run_kit(kit_version, url, spec, scenario, tmp_path, answering=car)
-    assert checks and not failures(checks), failures(checks)
+    assert any(check["status"] == "SUCCESS" for check in checks) and not failures(checks), failures(checks) or checks
 
 
 def test_the_kit_knows_no_server_scenario_unaccounted_for() -> None:
