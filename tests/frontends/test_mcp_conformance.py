@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -159,9 +160,15 @@ def run_kit(kit_version: str, url: str, spec: str, scenario: str, out: Path, ans
     command = [node, index, "server", "--url", url, "--scenario", scenario, "--spec-version", spec, "-o", str(out / "results")]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as kit_proc:
         if answering is not None:
-            while kit_proc.poll() is None:
+            # The kit bounds each scenario (30 s by default); this bounds a kit that hangs.
+            deadline = time.monotonic() + 120
+            while kit_proc.poll() is None and time.monotonic() < deadline:
                 answer_calls(answering)
-        output = kit_proc.communicate(timeout=120)[0].decode(errors="replace")
+        try:
+            output = kit_proc.communicate(timeout=120)[0].decode(errors="replace")
+        except subprocess.TimeoutExpired:
+            kit_proc.kill()
+            raise AssertionError(f"the kit hung in {scenario}") from None
     found = sorted((out / "results").glob("*/checks.json"))
     assert found, f"the kit wrote no checks for {scenario}: {output[-3000:]}"
     checks: list[dict[str, Any]] = json.loads(found[-1].read_text())
