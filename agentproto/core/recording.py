@@ -13,7 +13,8 @@ Volatile values are normalized on both sides before comparing, everything else m
 equal byte for byte:
 - event ``occurred_at`` (zeroed), durations (members named ``duration_ms``,
   ``duration_api_ms``, ``elapsed_ms``, ``age_s``: zeroed), process ids (``pid``) and a rate
-  limit's reset time (``retry_at``, from the clock);
+  limit's reset time (``retry_at``, from the clock) with the wait it gives (``wait_s``, and
+  the number in "sent again in N s");
 - temp paths: the recording machine's temp directory and the replay's own become
   ``$TMP``, and the sidecar's private directories (``agentproto-XXXXXXXX/...``)
   ``$PRIVATE``. A temp directory is a path of its own only where it starts one (at the
@@ -153,8 +154,10 @@ def read_runs(text: str) -> list[Run]:
 
 _OCCURRED = re.compile(r'("occurred_at":\s*\{"secs_since_epoch":\s*)\d+(,\s*"nanos_since_epoch":\s*)\d+')
 _VOLATILE_NUMBER = re.compile(
-    r'((?:\\*")(?:duration_ms|duration_api_ms|elapsed_ms|age_s|pid|retry_at)(?:\\*")\s*:\s*)-?\d+(?:\.\d+)?'
+    r'((?:\\*")(?:duration_ms|duration_api_ms|elapsed_ms|age_s|pid|retry_at|wait_s)(?:\\*")\s*:\s*)-?\d+(?:\.\d+)?'
 )
+#: The wait before a rate-limited turn is sent again, in its Diagnostic's text: the clock's too.
+_RETRY_WAIT = re.compile(r"(sent again in )\d+(?:\.\d+)? s")
 _PRIVATE = re.compile(r"agentproto-[a-z0-9_]{8}(?:/[A-Za-z0-9_.-]+-[a-z0-9_]{8})?")
 _PORT = re.compile(r"((?:127\.0\.0\.1|localhost|\[::1\]):)\d+")
 
@@ -182,6 +185,7 @@ class Normalizer:
         text = _PRIVATE.sub("$PRIVATE", text)
         text = _OCCURRED.sub(r"\g<1>0\g<2>0", text)
         text = _VOLATILE_NUMBER.sub(r"\g<1>0", text)
+        text = _RETRY_WAIT.sub(r"\g<1>N s", text)
         text = _PORT.sub(r"\g<1>PORT", text)
         if version:
             text = text.replace(f'"{version}"', '"$VERSION"').replace(f'\\"{version}\\"', '\\"$VERSION\\"')

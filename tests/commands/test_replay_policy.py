@@ -99,3 +99,18 @@ def test_a_recording_of_a_rate_limited_turn_sent_again_replays(tmp_path: Path) -
     assert "retry_at" in record.read_text()
     done = replay(record)  # retry_at is the clock's: normalized; the wait is not waited out
     assert done.returncode == 0, done.stderr
+
+
+def test_the_wait_before_a_rate_limited_turn_is_sent_again_is_the_clocks() -> None:
+    # Regression: wait_s (and the Diagnostic's "sent again in N s") is retry_at minus the
+    # clock when the turn failed: 0.5 recorded, 0.499 replayed under load was a drift.
+    from agentproto.core.recording import Normalizer
+
+    def line(wait: float) -> str:
+        return json.dumps({"event": {"kind": {"Diagnostic": {
+            "level": "Info", "message": f"rate limited: the turn is sent again in {wait:.1f} s (retry 1)"}},
+            "extensions": {"agentproto": {"retry": {"wait_s": wait, "attempt": 1}}}}})  # fmt: skip
+
+    normalizer = Normalizer(None, "/tmp/x", "/tmp/x/root", None)
+    assert normalizer.recorded_side(line(0.5)) == normalizer.live_side(line(0.449))
+    assert normalizer.recorded_side(line(0.5)) != normalizer.live_side(line(0.5).replace('"attempt": 1', '"attempt": 2'))
