@@ -19,8 +19,7 @@ import sys
 
 from agentproto.cli_fast import version_stamp
 from agentproto.cli_options import (
-    count,
-    idle_seconds,
+    http_session_options,
     listener_options,
     mock_option,
     probe_timeout,
@@ -223,18 +222,7 @@ def build_parser(
         "listen address is loopback). Better: set AGENTPROTO_AUTH_TOKEN, which stays out of ps; "
         "this flag wins over it",
     )
-    serve.add_argument(
-        "--session-idle-timeout", type=idle_seconds, metavar="SECONDS",
-        help="http, mcp over HTTP: close a session idle this long (no turn, no open request, no request or event "
-        "stream for it; default 1800, 0 never)",
-    )  # fmt: skip
-    serve.add_argument(
-        "--ring-events", type=count, metavar="N",
-        help="http: the events of each session its event streams keep for a reconnect (default 2000; 4 MiB at most)",
-    )  # fmt: skip
-    listener_options(serve)
-    terminals_option(serve)
-    record_option(serve)
+    http_session_options(serve, "http")
 
     agent = command(
         "agent", "the ops framing ({\"op\": ...} requests, kind lines, done) on stdin/stdout",
@@ -360,17 +348,7 @@ def build_parser(
         "--auth-token", metavar="TOKEN",
         help="the bearer token programs use (better: AGENTPROTO_AUTH_TOKEN); default: a fresh one",
     )  # fmt: skip
-    console.add_argument(
-        "--session-idle-timeout", type=idle_seconds, metavar="SECONDS",
-        help="close a session idle this long (default 1800, 0 never)",
-    )  # fmt: skip
-    console.add_argument(
-        "--ring-events", type=count, metavar="N",
-        help="the events of each session its event streams keep for a reconnect (default 2000; 4 MiB at most)",
-    )  # fmt: skip
-    listener_options(console)
-    terminals_option(console)
-    record_option(console)
+    http_session_options(console)
 
     inspect = command(
         "inspect", "the live sessions of every sidecar you run, or what turns cost (--view cost)",

@@ -96,3 +96,22 @@ def seconds(text: str) -> float:
     if not (0 < value < float("inf")):
         raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text}")
     return value
+
+
+def http_session_options(parser: argparse.ArgumentParser, scope: str = "") -> None:
+    """What serve's HTTP transport and the console share (``scope``: which transports of the
+    command a flag is for, when not all): the idle timeout, the event streams' ring, the
+    listener's bounds, the terminals, ``--record``/``--db``/``--control``."""
+    parser.add_argument(
+        "--session-idle-timeout", type=idle_seconds, metavar="SECONDS",
+        help=f"{scope and scope + ', mcp over HTTP: '}close a session idle this long (no turn, no open request, "
+        "no request or event stream for it; default 1800, 0 never)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ring-events", type=count, metavar="N",
+        help=f"{scope and scope + ': '}the events of each session its event streams keep for a reconnect "
+        "(default 2000; 4 MiB at most)",
+    )  # fmt: skip
+    listener_options(parser)
+    terminals_option(parser)
+    record_option(parser)
