@@ -6,6 +6,7 @@ the format and how to capture or hand-make one)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -46,11 +47,17 @@ def test_the_corpus_covers_every_driver_and_its_hard_cases():
             assert f"{agent}/{case}" in names
 
 
+_JSON_ERROR = re.compile(r"(is not JSON: )[^:\[\"]*(: \[)")
+
+
 @pytest.mark.parametrize("path", cases(), ids=lambda p: str(p.relative_to(CORPUS).with_suffix("")))
 def test_replay(path: Path, tmp_path: Path) -> None:
     case = load(path)
     _, seen = replay(case, str(tmp_path))
     for index, (got, want) in enumerate(zip(seen, case.expects)):
+        # The json module's own words for a line it refuses differ by Python version (3.13:
+        # "Expecting value (at column N)" where 3.11 says "nested too deeply"): not the driver's.
+        got, want = (json.loads(_JSON_ERROR.sub(r"\1…\2", json.dumps(line))) for line in (got, want))
         assert covers(want, got), (
             f"{path.relative_to(ROOT)}: output {index} differs\n  driver:  {json.dumps(got)}\n  capture: {json.dumps(want)}"
         )
