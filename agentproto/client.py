@@ -421,20 +421,22 @@ class Runtime:
 
     # -- the runtime's commands
     def discover(self) -> dict[str, Any]:
-        report: dict[str, Any] = self._call("discover")
-        return report
+        return dict(self._call("discover"))
 
     def probe(self, agent: Any, **options: Any) -> dict[str, Any]:
-        return self._about_agent("probe", agent, options)
+        return dict(self._about_agent("probe", agent, options))
 
     def plan_usage(self, agent: Any, **options: Any) -> dict[str, Any]:
-        return self._about_agent("plan_usage", agent, options)
+        return dict(self._about_agent("plan_usage", agent, options))
 
-    def _about_agent(self, name: str, agent: Any, options: dict[str, Any]) -> dict[str, Any]:
-        """A command that opens no session and answers an object (probe, plan_usage)."""
+    def plan_usage_all(self, **options: Any) -> list[dict[str, Any]]:
+        """Each discovered agent's row: ``agent`` and ``plan_usage``, or ``error`` (why it has none)."""
+        return list(self._about_agent("plan_usage_all", None, options))
+
+    def _about_agent(self, name: str, agent: Any, options: dict[str, Any]) -> Any:
+        """A command that opens no session (probe, plan_usage, plan_usage_all)."""
         check_options(name, options)
-        answer: dict[str, Any] = self._call(name, agent=agent, **options)
-        return answer
+        return self._call(name, agent=agent, **options)
 
     def generate(
         self,

@@ -87,7 +87,9 @@ def build() -> dict:
         props = variant["properties"]
         if "agent" in props:
             props["output_schema"] = {
-                "description": "generate: a JSON Schema the answer must validate against.",
+                "description": "generate: a JSON Schema the answer must validate against (checked for every "
+                "agent). open, generate, probe: an agent that honours it natively constrains every turn to it and "
+                "lists OutputSchema (Codex); the others ignore it on open.",
                 "type": ["object", "boolean", "null"],
             }
 
@@ -186,6 +188,22 @@ def build() -> dict:
         "type": ["string", "null"],
     }
 
+    _plan_usage_all(schema)
+
+    # Capability: OutputSchema, from anyagent's HEAD (agentproto's reading of its docs; the
+    # HEAD schema could not be fetched). Listed only when the command carried an output_schema
+    # that the agent honours natively (Codex), so anyagent's clients, which never send one,
+    # never read it; anyagent-py 0.0.4 parses it all the same (tests/test_anyagent_compat.py).
+    d["Capability"]["oneOf"].append(
+        {
+            "description": "The session's agent honours the `output_schema` its open, generate or probe "
+            "carried: it constrains every turn's answer natively (Codex). Listed only then. `generate` "
+            "also checks the answer against it, for every agent.",
+            "type": "string",
+            "const": "OutputSchema",
+        }
+    )
+
     # Entry points and types of the other framings (ops, JSON-RPC, MCP), when present.
     if EXTRA.exists():
         extra = json.loads(EXTRA.read_text(encoding="utf-8"))
@@ -196,6 +214,47 @@ def build() -> dict:
         for name, prop in extra.get("properties", {}).items():
             schema["properties"][name] = prop
     return schema
+
+
+def _plan_usage_all(schema: dict) -> None:
+    """anyagent HEAD's `plan_usage_all`, as agentproto reads its Rust API (the HEAD schema could
+    not be fetched, so the wire shape may differ from anyagent's): one row per discovered agent."""
+    from agentproto.engine.oneshots import PLAN_USAGE_TIMEOUT
+
+    d = schema["definitions"]
+    variant = {
+        "type": "object",
+        "properties": {
+            "cmd": {"type": "string", "const": "plan_usage_all"},
+            "dir": {"description": "Where each agent is asked from. Default: the temp dir.", "type": ["string", "null"]},
+            "agent_timeout": {
+                "description": f"Seconds each agent has to answer (default {PLAN_USAGE_TIMEOUT:g}); "
+                "a later one's row is HandshakeTimeout.",
+                "type": ["number", "null"],
+                "exclusiveMinimum": 0,
+            },
+        },
+        "required": ["cmd"],
+    }
+    variants = d["Frame"]["oneOf"]
+    after = next(i for i, v in enumerate(variants) if v["properties"]["cmd"].get("const") == "plan_usage")
+    variants.insert(after + 1, variant)
+    d["AgentPlanUsage"] = {
+        "description": "One row of `plan_usage_all`: a discovered agent, and either its `plan_usage` or the "
+        "`error` of why it has none (UnsupportedFeature: the agent reports no plan usage).",
+        "type": "object",
+        "properties": {
+            "agent": {"$ref": "#/definitions/AgentInstallation"},
+            "plan_usage": {"$ref": "#/definitions/PlanUsage"},
+            "error": {"$ref": "#/definitions/ErrorBody"},
+        },
+        "required": ["agent"],
+    }
+    schema["properties"]["plan_usage_all"] = {
+        "description": "What `plan_usage_all` answers: one row per discovered agent, in discover's order.",
+        "type": "array",
+        "items": {"$ref": "#/definitions/AgentPlanUsage"},
+    }
 
 
 def _tools_and_hooks(d: dict) -> None:

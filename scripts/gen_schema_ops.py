@@ -33,6 +33,8 @@ DESCRIPTIONS = {
     "discover": "Which agents are installed (with their versions) and how to install the missing ones.",
     "probe": "Start an agent just long enough to report its details (auth, features, config options, commands).",
     "plan_usage": "The agent account's plan usage windows, when the agent reports them.",
+    "plan_usage_all": "One call for a usage page: every discovered agent with its plan usage, or the typed reason "
+    "it has none (one row each, in discover's order; the agents are asked concurrently).",
     "generate": "One throwaway turn with tools refused: send `prompt`, get the answer's `text` (optionally checked against `output_schema`).",
     "open": "Open a session with an agent in `dir`; it becomes the default session of this connection.",
     "prompt": "Send a prompt and stream the turn until it ends (`stop`) or the agent waits for an answer (`waiting`).",
@@ -65,6 +67,7 @@ SUCCESS: dict[str, tuple[dict, list[str]]] = {
     "discover": ({"discovery": {"$ref": "#/definitions/DiscoveryReport"}}, ["discovery"]),
     "probe": ({"details": {"$ref": "#/definitions/AgentDetails"}}, ["details"]),
     "plan_usage": ({"plan_usage": {"$ref": "#/definitions/PlanUsage"}}, ["plan_usage"]),
+    "plan_usage_all": ({"plan_usage_all": {"type": "array", "items": {"$ref": "#/definitions/AgentPlanUsage"}}}, ["plan_usage_all"]),
     "generate": ({"text": {"type": "string"}}, ["text"]),
     "open": ({"session": {"$ref": "#/definitions/SessionInfo"}}, ["session"]),
     "prompt": (_TURN_OUTCOME, ["session_id", "prompt_id"]),

@@ -14,6 +14,7 @@ without it every test fails with the install command.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -613,6 +614,72 @@ def test_discover_probe_and_plan_usage(dir: str) -> None:
             await rejects(rt.probe("nope"), "NotInstalled")
 
     run(scenario())
+
+
+def test_plan_usage_all_through_the_raw_call(tmp_path: Path) -> None:
+    """anyagent HEAD's plan_usage_all (agentproto's reading of it), sent through 0.0.4's raw
+    `call`: a row per discovered agent, with its PlanUsage or the typed reason it has none."""
+    usage = {"plan": "max", "windows": [{"label": "Session", "used_percent": 12, "resets_at": None}]}
+    with_plan = tmp_path / "plan.json"
+    with_plan.write_text(json.dumps({"plan_usage": usage}))
+
+    async def scenario() -> None:
+        rt = await Runtime.start(mock=str(with_plan))
+        try:
+            report = await rt.discover()
+            rows = await rt.call({"cmd": "plan_usage_all"})
+            assert [row["agent"] for row in rows] == report["agents"]
+            assert rows[0]["plan_usage"]["plan"] == "max"
+            assert rows[0]["plan_usage"]["windows"] == usage["windows"]
+            assert set(rows[0]["plan_usage"]["fetched_at"]) == {"secs_since_epoch", "nanos_since_epoch"}
+            assert (await rt.plan_usage("mock"))["windows"] == usage["windows"]  # the one-agent call agrees
+            assert "PlanUsage" in (await rt.probe("mock"))["capabilities"]["features"]
+            await rejects(rt.call({"cmd": "plan_usage_all", "dir": str(tmp_path / "nope")}), "InvalidConfiguration")
+        finally:
+            await rt.close()
+        async with runtime("turn") as plain:  # anyagent's mock: no plan usage
+            rows = await plain.call({"cmd": "plan_usage_all"})
+            assert [(row["agent"]["id"], row["error"]["kind"]) for row in rows] == [("mock", "UnsupportedFeature")]
+            assert "plan_usage" not in rows[0]
+
+    run(scenario())
+
+
+def test_output_schema_capability_parses_and_the_client_works_on(tmp_path: Path, dir: str) -> None:
+    """A Codex session given an output_schema lists OutputSchema (a Capability 0.0.4's types
+    lack): probe and open return it, and the client goes on with the session."""
+    import fake_openai as fo
+    from sidecar import base_env
+
+    schema = {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}
+    world = fo.CodexWorld(str(tmp_path / "codex"))
+    world.api.script(fo.text('{"title": "Done"}'))
+
+    async def scenario() -> None:
+        rt = await Runtime.start(env=base_env(world.env))
+        try:
+            ref = {"id": "codex", "path": fo.pinned_codex()}
+            details = await rt.call({"cmd": "probe", "agent": ref, "dir": world.work, "output_schema": schema})
+            assert "OutputSchema" in details["capabilities"]["features"]
+            assert "OutputSchema" not in (await rt.probe(ref))["capabilities"]["features"]
+            session = await rt.open(ref, dir=world.work, output_schema=schema)  # type: ignore[call-arg]
+            assert "OutputSchema" in session.info["details"]["capabilities"]["features"]
+            await session.prompt("name it")
+            seen = await until(session, "TurnEnded")
+            assert "".join(texts(seen)) == '{"title": "Done"}'
+            assert body(seen[-1])["stop"] == COMPLETED
+            await session.close()
+            await drain(session)  # the stream ends once closed
+        finally:
+            await rt.close()
+
+    try:
+        run(scenario(), timeout=120)
+        turn = [r for r in world.api.response_requests() if r.user_texts()][-1]
+        assert turn.body["text"]["format"]["schema"] == schema
+        assert world.wait_no_codex() == []
+    finally:
+        world.close()
 
 
 def test_generate_returns_the_text_and_declines_the_permission(dir: str) -> None:

@@ -224,6 +224,8 @@ COMMANDS: dict[str, tuple[dict[str, Check], dict[str, Check]]] = {
     "discover": ({}, {}),
     "probe": ({"agent": _agent_ref}, {"dir": _opt_string, **SESSION_OPTIONS}),
     "plan_usage": ({"agent": _agent_ref}, {"dir": _opt_string, **SESSION_OPTIONS}),
+    # Every discovered agent's plan_usage (engine/oneshots.py); `agent_timeout` bounds each one.
+    "plan_usage_all": ({}, {"dir": _opt_string, "agent_timeout": _opt(_positive_seconds)}),
     "open": ({"agent": _agent_ref, "dir": _string}, {**SESSION_OPTIONS, **TOOL_OPTIONS, **GUARD_OPTIONS}),
     "generate": (
         {"agent": _agent_ref, "dir": _string, "prompt": _string},

@@ -21,6 +21,9 @@ session's hook URL for ``event`` (one of ``hook_events``) on the loop and the tu
 the answer (the app's ``HookResult``, or ``{}``); a session whose app did not ask for that
 hook skips the step, as an agent runs only the hooks it was given.
 
+A script's ``plan_usage`` (agentproto's field) is what ``plan_usage`` answers, and the mock
+then lists the ``PlanUsage`` feature; without one it is UnsupportedFeature, as anyagent's.
+
 A ``UsageReport`` step reports the turn's usage so far (``Host.spent``: budgets count it), a
 ``RateLimit`` step fails the turn as an API's 429 with its reset (drivers/ratelimits.py).
 Scripts are loaded and checked in mock_script.py.
@@ -41,7 +44,7 @@ from agentproto.drivers.base import APP_SERVER, Driver, Host, Launch, Lifecycle
 from agentproto.drivers.mock_script import SCRIPT_FIELDS as SCRIPT_FIELDS
 from agentproto.drivers.mock_script import ScriptError as ScriptError
 from agentproto.drivers.mock_script import load_script as load_script
-from agentproto.loopio.loop import Alarm, Soon
+from agentproto.loopio.loop import Alarm, Loop, Soon
 
 if TYPE_CHECKING:
     from agentproto.core.wire_types import AgentDetails, AgentRequest, JsonObject, ToolUpdate, TurnUsage
@@ -102,6 +105,8 @@ class MockDriver(Driver):
         ):
             if script[flag]:
                 features.append(feature)
+        if script.get("plan_usage") is not None:
+            features.append("PlanUsage")
         return {
             "version": "mock",
             "auth": {"Authenticated": {"kind": "ApiKey", "account": None}},
@@ -109,6 +114,21 @@ class MockDriver(Driver):
             "config_options": json.loads(json.dumps(script["options"])),
             "commands": [],
         }
+
+    @classmethod
+    def plan_usage(cls, loop: Loop, launch: Launch, done: Callable[[Any, AgentError | None], None]) -> None:
+        """The script's ``plan_usage`` (its ``fetched_at`` now when left out), answered on the
+        next tick as an agent's would be; without one, UnsupportedFeature (anyagent's mock)."""
+        usage = (launch.mock_script or {}).get("plan_usage")
+        if usage is None:
+            raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, "plan usage")
+        answer = json.loads(json.dumps(usage))
+        if "fetched_at" not in answer:
+            import time  # only a script with a plan_usage needs the wall clock
+
+            nanos = time.time_ns()
+            answer["fetched_at"] = {"secs_since_epoch": nanos // 10**9, "nanos_since_epoch": nanos % 10**9}
+        loop.call_soon(lambda: done(answer, None))
 
     def deterministic(self, origin: Any) -> bool:
         return bool(self.script["deterministic_agent" if origin == "Agent" else "deterministic"])

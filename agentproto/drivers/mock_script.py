@@ -8,6 +8,9 @@ Rules of this file:
 - agentproto's steps beside anyagent's: CallTool, Hook, UsageReport (a running usage report
   that adds to the turn's: budgets count it) and RateLimit (the API's 429: the turn fails
   with a rate-limit Diagnostic, its reset ``retry_after_ms`` from now).
+- agentproto's ``plan_usage`` field: the PlanUsage the mock answers ``plan_usage`` with
+  (checked against the wire schema; ``fetched_at`` may be left out: the mock's clock fills
+  it). Without it (anyagent's format) ``plan_usage`` is UnsupportedFeature.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ SCRIPT_FIELDS: dict[str, Any] = {
     "echo_options": False,
     "echo_input": False,
     "hook_events": [],
+    "plan_usage": None,
 }
 
 #: How many steps play before the mock yields to the loop, so one session's flood never
@@ -79,6 +83,19 @@ def _check_kind(kind: Any, where: str) -> None:
         problems = validate_json(kind, {**variant, "definitions": definitions}, trusted=True, patterns=_PATTERNS)
         if problems:
             raise ScriptError(f"{where}: not a valid {name}: {problems[0]}")
+
+
+def _check_plan_usage(usage: Any) -> None:
+    if not isinstance(usage, dict):
+        raise ScriptError("plan_usage: expected a PlanUsage object")
+    from agentproto.core.jsonschema_lite import validate_json
+
+    _, definitions = _event_kinds()
+    value = {"fetched_at": {"secs_since_epoch": 0, "nanos_since_epoch": 0}, **usage}
+    schema = {"$ref": "#/definitions/PlanUsage", "definitions": definitions}
+    problems = validate_json(value, schema, trusted=True, patterns=_PATTERNS)
+    if problems:
+        raise ScriptError(f"plan_usage: not a valid PlanUsage: {problems[0]}")
 
 
 def _check_steps(steps: Any, where: str) -> None:
@@ -166,6 +183,8 @@ def load_script(text: str) -> dict[str, Any]:
         _check_kind(script["stale_before_ack"], "stale_before_ack")
     if not isinstance(script["hook_events"], list) or not all(isinstance(e, str) for e in script["hook_events"]):
         raise ScriptError("hook_events: expected an array of hook event names")
+    if script["plan_usage"] is not None:
+        _check_plan_usage(script["plan_usage"])
     for i, turn in enumerate(script["turns"]):
         for event in _hook_steps(turn):
             if event not in script["hook_events"]:

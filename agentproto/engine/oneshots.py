@@ -1,9 +1,10 @@
-"""The runtime's one-shot commands: ``discover``, ``probe``, ``plan_usage`` and ``generate``.
+"""The runtime's one-shot commands: ``discover``, ``probe``, ``plan_usage``,
+``plan_usage_all`` and ``generate``.
 
 Each answers once and keeps nothing: discover reads the catalog and asks each agent found
 for its version; probe opens a throwaway session and closes it as soon as it is open;
-plan_usage asks a driver once; generate runs one hands-off turn in a throwaway session and
-answers its text.
+plan_usage asks a driver once; plan_usage_all asks every discovered agent at once;
+generate runs one hands-off turn in a throwaway session and answers its text.
 
 Rules of this file:
 - The one-shots never import the dispatcher (engine/runtime.py): the runtime hands each
@@ -13,6 +14,12 @@ Rules of this file:
   disabled, every request reaches its watcher, which declines permissions, answers free-text
   questions blank and fails on anything else (a tool use, a question that needs a person).
   A ``policy`` answers before the watcher does (engine/guard.py).
+- plan_usage_all answers one row per discovered agent, in discover's order: its
+  AgentInstallation and its PlanUsage, or the ErrorBody of why it has none. Every agent is
+  asked in the same tick (their answers come through the loop, so they run concurrently);
+  a row not answered within ``agent_timeout`` seconds (default ``PLAN_USAGE_TIMEOUT``) is that
+  agent's HandshakeTimeout and its late answer is dropped; a driver that raises costs its
+  own row only. Nothing is cached: each call asks every agent afresh.
 - With ``output_schema`` and ``output_retries: N``, an answer that fails the schema is sent
   back as a prompt in the same session naming each error (path, expected, got), up to N
   times; the last failure is ProtocolFailed with its errors, as without retries.
@@ -55,6 +62,10 @@ if TYPE_CHECKING:
             throwaway: bool = False,
             tools_disabled: bool = False,
         ) -> EngineSession | None: ...
+
+#: How long plan_usage_all waits for one agent's answer, in seconds (its ``agent_timeout``
+#: overrides it); past it that agent's row is HandshakeTimeout.
+PLAN_USAGE_TIMEOUT = 30.0
 
 #: The longest answer generate collects, in characters (16 MiB of ASCII): past it generate
 #: fails ProtocolFailed rather than keep an agent's flood.
@@ -213,6 +224,62 @@ def plan_usage(loop: Loop, launch: LaunchOf, args: dict[str, Any], done: Done) -
         spec.driver_class().plan_usage(loop, launched, done)
     except AgentError as error:
         done(None, error)
+
+
+def plan_usage_all(
+    loop: Loop, discover: Callable[[Done], None], plan_usage: Callable[[dict[str, Any], Done], None],
+    args: dict[str, Any], done: Done,
+) -> None:  # fmt: skip
+    """Every discovered agent's plan usage, or the typed reason it has none, one row each
+    in discover's order (see the rules above). ``discover`` and ``plan_usage`` are the
+    runtime's own commands."""
+    timeout = float(args.get("agent_timeout") or PLAN_USAGE_TIMEOUT)
+    directory = args.get("dir")
+    if directory and not os.path.isdir(directory):  # once here, not once per row
+        done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, f"dir is not a directory: {directory}"))
+        return
+
+    def discovered(report: Any, error: AgentError | None) -> None:
+        if error is not None:
+            done(None, error)
+            return
+        agents: list[AgentInstallation] = list(report["agents"])
+        rows: list[dict[str, Any] | None] = [None] * len(agents)
+        left = [len(agents)]
+        if not agents:
+            done([], None)
+            return
+
+        def settle(index: int, value: Any, error: AgentError | None) -> None:
+            if rows[index] is not None:
+                return  # answered already: a late answer after its timeout, or a second one
+            timers[index].cancel()
+            agent = agents[index]
+            rows[index] = {"agent": agent, **({"error": error.body()} if error else {"plan_usage": value})}
+            left[0] -= 1
+            if left[0] == 0:
+                done(rows, None)
+
+        def answer_of(index: int) -> Done:
+            return lambda value, error: settle(index, value, error)
+
+        def timer_of(index: int) -> Callable[[], None]:
+            why = f"{agents[index]['id']}: no plan usage within {timeout:g} s"
+            return lambda: settle(index, None, AgentError.detail(Kind.HANDSHAKE_TIMEOUT, why))
+
+        timers = [loop.call_later(timeout, timer_of(index)) for index in range(len(agents))]
+        for index, agent in enumerate(agents):
+            # The mock by its id; any other agent at the path discover found it at.
+            pinned = {"id": agent["id"], "path": agent["executable_path"]}
+            fields: dict[str, Any] = {"agent": agent["id"] if agent["id"] == catalog.MOCK.id else pinned}
+            if directory:
+                fields["dir"] = directory
+            try:
+                plan_usage(fields, answer_of(index))
+            except Exception:  # a driver's bug costs its own row, never the others'
+                settle(index, None, AgentError.internal(f"plan_usage {agent['id']}"))
+
+    discover(discovered)
 
 
 def generate(

@@ -2,9 +2,9 @@
 dispatcher that every framing and transport calls.
 
 ``Engine.execute(name, args, sink, scope, done)`` runs one validated command (see
-``commands.COMMANDS``). ``discover``, ``probe``, ``plan_usage`` and ``generate`` live in
-oneshots.py (which never imports this file: the runtime hands them its loop and its ``open``
-and ``launch``); session commands go to ``EngineSession``. A ``Scope`` is what one frontend
+``commands.COMMANDS``). ``discover``, ``probe``, ``plan_usage``, ``plan_usage_all`` and
+``generate`` live in oneshots.py (which never imports this file: the runtime hands them its
+loop and its ``open`` and ``launch``); session commands go to ``EngineSession``. A ``Scope`` is what one frontend
 may touch: its own sessions (a stdio or socket connection), or all of them (HTTP, where
 sessions outlive connections).
 
@@ -314,6 +314,11 @@ class Engine:
 
         oneshots.plan_usage(self.loop, lambda fields: self.launch(fields, throwaway=True), args, done)
 
+    def plan_usage_all(self, args: dict[str, Any], done: Done) -> None:
+        from agentproto.engine import oneshots
+
+        oneshots.plan_usage_all(self.loop, self.discover, self.plan_usage, args, done)
+
     def generate(
         self,
         args: dict[str, Any],
@@ -363,6 +368,8 @@ class Engine:
             scope.add(self.probe(args, done), visible=False)
         elif name == "plan_usage":
             self.plan_usage(args, done)
+        elif name == "plan_usage_all":
+            self.plan_usage_all(args, done)
         elif name == "generate":
             scope.add(self.generate(args, done, on_event), visible=False)
         else:

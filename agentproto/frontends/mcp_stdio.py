@@ -43,6 +43,7 @@ TOOL_OPS = (
     "discover",
     "probe",
     "plan_usage",
+    "plan_usage_all",
     "generate",
     "open",
     "prompt",

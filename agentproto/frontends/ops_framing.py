@@ -56,7 +56,13 @@ OPERATIONS: tuple[str, ...] = ("capabilities", *COMMAND_NAMES, "explain", "inspe
 SESSION_OPS = frozenset(name for name, (required, _) in COMMANDS.items() if "session" in required)
 TRANSPORTS = ("stdio", "agent", "single-shot", "unix", "http", "jsonrpc", "mcp")
 #: Where an op's value goes in its result.
-RESULT_FIELD = {"discover": "discovery", "probe": "details", "plan_usage": "plan_usage", "generate": "text"}
+RESULT_FIELD = {
+    "discover": "discovery",
+    "probe": "details",
+    "plan_usage": "plan_usage",
+    "plan_usage_all": "plan_usage_all",
+    "generate": "text",
+}
 
 
 class OpsError(Exception):

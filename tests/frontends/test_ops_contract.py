@@ -115,6 +115,7 @@ def test_every_advertised_operation_validates_when_run(tmp_path):
             "discover": {"op": "discover"},
             "probe": {"op": "probe", "agent": "mock"},
             "plan_usage": {"op": "plan_usage", "agent": "mock"},
+            "plan_usage_all": {"op": "plan_usage_all", "dir": str(tmp_path)},
             "open": {"op": "open", "agent": "mock", "dir": str(tmp_path)},
             "generate": {"op": "generate", "agent": "mock", "dir": str(tmp_path), "prompt": "x"},
             "prompt": {"op": "prompt", "text": "hello"},
@@ -130,7 +131,7 @@ def test_every_advertised_operation_validates_when_run(tmp_path):
             "inspect": {"op": "inspect"},
             "halt": {"op": "halt"},
         }
-        order = ["capabilities", "discover", "probe", "plan_usage", "generate", "open", "prompt", "answer",
+        order = ["capabilities", "discover", "probe", "plan_usage", "plan_usage_all", "generate", "open", "prompt", "answer",
                  "configure", "cancel", "rollback", "dequeue", "compact", "info", "close", "explain", "inspect", "halt"]
         assert sorted(order) == sorted(advertised) == sorted(requests)
         outcomes = {}
@@ -143,7 +144,7 @@ def test_every_advertised_operation_validates_when_run(tmp_path):
             assert result["op"] == op
             outcomes[op] = result["ok"]
         # Most succeed; the rest are refusals that still match the schema.
-        assert all(outcomes[op] for op in ("capabilities", "discover", "probe", "generate", "open", "prompt",
+        assert all(outcomes[op] for op in ("capabilities", "discover", "probe", "plan_usage_all", "generate", "open", "prompt",
                                             "configure", "cancel", "rollback", "compact", "info", "close",
                                             "explain", "halt")), outcomes
         assert outcomes["answer"] is False and outcomes["dequeue"] is False

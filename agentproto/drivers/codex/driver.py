@@ -198,10 +198,15 @@ class CodexDriver(CodexTurns, CodexItems, LineDriver):
         if error is not None:
             self._open_failed(AgentError.protocol_failed(f"initialize: {error.message}", self.line))
             return
+        # OutputSchema (anyagent HEAD's capability): every turn/start carries the launch's
+        # output_schema (turns.py), so Codex constrains its answers natively. Listed only
+        # when the app gave one, so an app that never sends output_schema (anyagent's
+        # clients) never reads a Capability its reference schema lacks.
+        features = [*FEATURES, *(["OutputSchema"] if self.launch.output_schema is not None else [])]
         self.details = {
             "version": version_of(text(obj(result).get("userAgent"))),
             "auth": "Unknown",
-            "capabilities": {"features": list(FEATURES), "mcp_transports": ["Stdio", "Http"]},
+            "capabilities": {"features": features, "mcp_transports": ["Stdio", "Http"]},
             "config_options": [],
             "commands": [],
         }

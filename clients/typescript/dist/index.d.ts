@@ -1,5 +1,5 @@
 import { type ChildProcess } from "node:child_process";
-import type { AgentDetails, AgentRef, Answer, AppTool, Delivery, DiscoveryReport, ErrorBody, ErrorKind, Event, EventKind, Frame, Hello, PlanUsage, SessionInfo, SessionStatus, ToolContent } from "./protocol.js";
+import type { AgentDetails, AgentPlanUsage, AgentRef, Answer, AppTool, Delivery, DiscoveryReport, ErrorBody, ErrorKind, Event, EventKind, Frame, Hello, PlanUsage, SessionInfo, SessionStatus, ToolContent } from "./protocol.js";
 export type * from "./protocol.js";
 /** The most events a session keeps unconsumed before it fails with `ConsumerLagged`. */
 export declare const QUEUE_CAP = 4096;
@@ -32,6 +32,7 @@ export type OpenOptions = DirOptional<Omit<Command<"open">, "cmd" | "agent" | "i
 export type GenerateOptions = DirOptional<Omit<Command<"generate">, "cmd" | "agent" | "id" | "prompt">>;
 export type ProbeOptions = Omit<Command<"probe">, "cmd" | "agent" | "id">;
 export type PlanUsageOptions = Omit<Command<"plan_usage">, "cmd" | "agent" | "id">;
+export type PlanUsageAllOptions = Omit<Command<"plan_usage_all">, "cmd" | "id">;
 export type CancelOptions = {
     clearQueue?: boolean;
     turn?: string;
@@ -122,6 +123,8 @@ export declare class Runtime {
     discover(): Promise<DiscoveryReport>;
     probe(agent: AgentRef, options?: ProbeOptions): Promise<AgentDetails>;
     planUsage(agent: AgentRef, options?: PlanUsageOptions): Promise<PlanUsage>;
+    /** Every discovered agent, in discover's order: its `plan_usage`, or the `error` saying why it has none. */
+    planUsageAll(options?: PlanUsageAllOptions): Promise<AgentPlanUsage[]>;
     /** One throwaway turn, tools refused: the answer's text. */
     generate(agent: AgentRef, options: GenerateOptions, prompt: string): Promise<string>;
     /** Open a session (`dir` defaults to the current directory); `tools` are the app's own. */

@@ -479,6 +479,10 @@ export class Runtime {
     planUsage(agent, options = {}) {
         return this.request("plan_usage", { ...options, agent });
     }
+    /** Every discovered agent, in discover's order: its `plan_usage`, or the `error` saying why it has none. */
+    planUsageAll(options = {}) {
+        return this.request("plan_usage_all", { ...options });
+    }
     /** One throwaway turn, tools refused: the answer's text. */
     async generate(agent, options, prompt) {
         return String(await this.request("generate", { ...options, dir: options.dir ?? process.cwd(), agent, prompt }));

@@ -36,7 +36,7 @@ export type Frame1 =
       record_wire?: string | null;
       cmd: "probe";
       /**
-       * generate: a JSON Schema the answer must validate against.
+       * generate: a JSON Schema the answer must validate against (checked for every agent). open, generate, probe: an agent that honours it natively constrains every turn to it and lists OutputSchema (Codex); the others ignore it on open.
        */
       output_schema?:
         | {
@@ -73,7 +73,7 @@ export type Frame1 =
       record_wire?: string | null;
       cmd: "plan_usage";
       /**
-       * generate: a JSON Schema the answer must validate against.
+       * generate: a JSON Schema the answer must validate against (checked for every agent). open, generate, probe: an agent that honours it natively constrains every turn to it and lists OutputSchema (Codex); the others ignore it on open.
        */
       output_schema?:
         | {
@@ -89,6 +89,18 @@ export type Frame1 =
        * Text that starts every user message, inside <system-reminder> tags (agy). Agents that cannot take it refuse it (UnsupportedFeature).
        */
       reminder?: string | null;
+      [k: string]: unknown;
+    }
+  | {
+      cmd: "plan_usage_all";
+      /**
+       * Where each agent is asked from. Default: the temp dir.
+       */
+      dir?: string | null;
+      /**
+       * Seconds each agent has to answer (default 30); a later one's row is HandshakeTimeout.
+       */
+      agent_timeout?: number | null;
       [k: string]: unknown;
     }
   | {
@@ -113,7 +125,7 @@ export type Frame1 =
       record_wire?: string | null;
       cmd: "generate";
       /**
-       * generate: a JSON Schema the answer must validate against.
+       * generate: a JSON Schema the answer must validate against (checked for every agent). open, generate, probe: an agent that honours it natively constrains every turn to it and lists OutputSchema (Codex); the others ignore it on open.
        */
       output_schema?:
         | {
@@ -185,7 +197,7 @@ export type Frame1 =
       record_wire?: string | null;
       cmd: "open";
       /**
-       * generate: a JSON Schema the answer must validate against.
+       * generate: a JSON Schema the answer must validate against (checked for every agent). open, generate, probe: an agent that honours it natively constrains every turn to it and lists OutputSchema (Codex); the others ignore it on open.
        */
       output_schema?:
         | {
@@ -670,7 +682,8 @@ export type Capability =
   | "RollbackFiles"
   | "Compact"
   | "Tools"
-  | "Hooks";
+  | "Hooks"
+  | "OutputSchema";
 export type McpTransport = "Stdio" | "Http" | "Sse";
 export type ConfigKind =
   | "Boolean"
@@ -752,6 +765,7 @@ export type OpsRequest =
   | Discover
   | Probe
   | PlanUsage1
+  | PlanUsageAll
   | Open
   | Generate
   | Prompt
@@ -778,6 +792,7 @@ export type OpsResult =
   | DiscoverOk
   | ProbeOk
   | PlanUsageOk
+  | PlanUsageAllOk
   | OpenOk
   | GenerateOk
   | PromptOk
@@ -852,6 +867,10 @@ export interface Agentproto {
   session_info: SessionInfo;
   delivery: Delivery;
   error_kind?: ErrorKind;
+  /**
+   * What `plan_usage_all` answers: one row per discovered agent, in discover's order.
+   */
+  plan_usage_all?: AgentPlanUsage[];
   ops_request?: OpsRequest;
   ops_line?: OpsLine;
   ops_version?: OpsVersion;
@@ -1350,6 +1369,15 @@ export interface Delivery {
   [k: string]: unknown;
 }
 /**
+ * One row of `plan_usage_all`: a discovered agent, and either its `plan_usage` or the `error` of why it has none (UnsupportedFeature: the agent reports no plan usage).
+ */
+export interface AgentPlanUsage {
+  agent: AgentInstallation;
+  plan_usage?: PlanUsage;
+  error?: ErrorBody;
+  [k: string]: unknown;
+}
+/**
  * The contract, protocol, version, operations, agents and transports this server offers. Check it before using an op.
  */
 export interface Capabilities1 {
@@ -1389,7 +1417,7 @@ export interface Probe {
   config_home?: string | null;
   record_wire?: string | null;
   /**
-   * generate: a JSON Schema the answer must validate against.
+   * generate: a JSON Schema the answer must validate against (checked for every agent). open, generate, probe: an agent that honours it natively constrains every turn to it and lists OutputSchema (Codex); the others ignore it on open.
    */
   output_schema?:
     | {
@@ -1429,7 +1457,7 @@ export interface PlanUsage1 {
   config_home?: string | null;
   record_wire?: string | null;
   /**
-   * generate: a JSON Schema the answer must validate against.
+   * generate: a JSON Schema the answer must validate against (checked for every agent). open, generate, probe: an agent that honours it natively constrains every turn to it and lists OutputSchema (Codex); the others ignore it on open.
    */
   output_schema?:
     | {
@@ -1445,6 +1473,21 @@ export interface PlanUsage1 {
    * Text that starts every user message, inside <system-reminder> tags (agy). Agents that cannot take it refuse it (UnsupportedFeature).
    */
   reminder?: string | null;
+  [k: string]: unknown;
+}
+/**
+ * One call for a usage page: every discovered agent with its plan usage, or the typed reason it has none (one row each, in discover's order; the agents are asked concurrently).
+ */
+export interface PlanUsageAll {
+  op: "plan_usage_all";
+  /**
+   * Where each agent is asked from. Default: the temp dir.
+   */
+  dir?: string | null;
+  /**
+   * Seconds each agent has to answer (default 30); a later one's row is HandshakeTimeout.
+   */
+  agent_timeout?: number | null;
   [k: string]: unknown;
 }
 /**
@@ -1470,7 +1513,7 @@ export interface Open {
   config_home?: string | null;
   record_wire?: string | null;
   /**
-   * generate: a JSON Schema the answer must validate against.
+   * generate: a JSON Schema the answer must validate against (checked for every agent). open, generate, probe: an agent that honours it natively constrains every turn to it and lists OutputSchema (Codex); the others ignore it on open.
    */
   output_schema?:
     | {
@@ -1543,7 +1586,7 @@ export interface Generate {
   config_home?: string | null;
   record_wire?: string | null;
   /**
-   * generate: a JSON Schema the answer must validate against.
+   * generate: a JSON Schema the answer must validate against (checked for every agent). open, generate, probe: an agent that honours it natively constrains every turn to it and lists OutputSchema (Codex); the others ignore it on open.
    */
   output_schema?:
     | {
@@ -1824,6 +1867,13 @@ export interface PlanUsageOk {
   plan_usage: PlanUsage;
   [k: string]: unknown;
 }
+export interface PlanUsageAllOk {
+  kind: "result";
+  op: "plan_usage_all";
+  ok: true;
+  plan_usage_all: AgentPlanUsage[];
+  [k: string]: unknown;
+}
 export interface OpenOk {
   kind: "result";
   op: "open";
@@ -2065,6 +2115,7 @@ export interface Refused {
     | "discover"
     | "probe"
     | "plan_usage"
+    | "plan_usage_all"
     | "open"
     | "generate"
     | "prompt"

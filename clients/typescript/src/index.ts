@@ -27,6 +27,7 @@ import { join } from "node:path";
 
 import type {
   AgentDetails,
+  AgentPlanUsage,
   AgentRef,
   Answer,
   AppTool,
@@ -83,6 +84,7 @@ export type OpenOptions = DirOptional<Omit<Command<"open">, "cmd" | "agent" | "i
 export type GenerateOptions = DirOptional<Omit<Command<"generate">, "cmd" | "agent" | "id" | "prompt">>;
 export type ProbeOptions = Omit<Command<"probe">, "cmd" | "agent" | "id">;
 export type PlanUsageOptions = Omit<Command<"plan_usage">, "cmd" | "agent" | "id">;
+export type PlanUsageAllOptions = Omit<Command<"plan_usage_all">, "cmd" | "id">;
 export type CancelOptions = { clearQueue?: boolean; turn?: string };
 /** A `ToolCall`'s answer: `text` (one text item) and/or MCP `content` items. */
 export type ToolAnswer = {
@@ -565,6 +567,11 @@ export class Runtime {
 
   planUsage(agent: AgentRef, options: PlanUsageOptions = {}): Promise<PlanUsage> {
     return this.request("plan_usage", { ...options, agent }) as Promise<PlanUsage>;
+  }
+
+  /** Every discovered agent, in discover's order: its `plan_usage`, or the `error` saying why it has none. */
+  planUsageAll(options: PlanUsageAllOptions = {}): Promise<AgentPlanUsage[]> {
+    return this.request("plan_usage_all", { ...options }) as Promise<AgentPlanUsage[]>;
   }
 
   /** One throwaway turn, tools refused: the answer's text. */
