@@ -191,4 +191,17 @@ test("generate, discover, probe and planUsage on the mock", async (t) => {
   // The mock reports no plan usage: the command is sent, and its refusal comes back whole.
   const refused = await rejects(rt.planUsage("mock", {}), "UnsupportedFeature");
   assert.match(refused.message, /plan usage/);
+  // planUsageAll: one row per discovered agent, here the mock's typed reason.
+  const rows = await rt.planUsageAll({ dir });
+  assert.deepEqual(rows.map((row) => [row.agent.id, row.error?.kind]), [["mock", "UnsupportedFeature"]]);
+});
+
+test("planUsageAll on a mock with a plan", async (t) => {
+  const windows = [{ label: "Session", used_percent: 12, resets_at: null }];
+  const rt = await start(t, { plan_usage: { plan: "max", windows } });
+  const rows = await rt.planUsageAll({ agent_timeout: 5 });
+  assert.equal(rows.length, 1);
+  assert.deepEqual(rows[0].agent, (await rt.discover()).agents[0]);
+  assert.deepEqual(rows[0].plan_usage?.windows, windows);
+  assert.equal(rows[0].plan_usage?.plan, "max");
 });
