@@ -11,8 +11,8 @@ record with the next expectation of its stream.
 
 Volatile values are normalized on both sides before comparing, everything else must be
 equal byte for byte:
-- event ``occurred_at`` (zeroed), durations (members named ``duration_ms``,
-  ``duration_api_ms``, ``elapsed_ms``, ``age_s``: zeroed), process ids (``pid``) and a rate
+- event ``occurred_at`` and a PlanUsage's ``fetched_at`` (zeroed), durations (members
+  named ``duration_ms``, ``duration_api_ms``, ``elapsed_ms``, ``age_s``: zeroed), process ids (``pid``) and a rate
   limit's reset time (``retry_at``, from the clock) with the wait it gives (``wait_s``, and
   the number in "sent again in N s");
 - temp paths: the recording machine's temp directory and the replay's own become
@@ -152,7 +152,7 @@ def read_runs(text: str) -> list[Run]:
 
 # -- normalization -------------------------------------------------------------------------------
 
-_OCCURRED = re.compile(r'("occurred_at":\s*\{"secs_since_epoch":\s*)\d+(,\s*"nanos_since_epoch":\s*)\d+')
+_OCCURRED = re.compile(r'("(?:occurred_at|fetched_at)":\s*\{"secs_since_epoch":\s*)\d+(,\s*"nanos_since_epoch":\s*)\d+')
 _VOLATILE_NUMBER = re.compile(
     r'((?:\\*")(?:duration_ms|duration_api_ms|elapsed_ms|age_s|pid|retry_at|wait_s)(?:\\*")\s*:\s*)-?\d+(?:\.\d+)?'
 )

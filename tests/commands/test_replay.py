@@ -240,6 +240,29 @@ def test_a_recording_carries_its_mock_script(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_a_plan_usages_fetched_at_is_the_clocks_on_both_framings(tmp_path: Path) -> None:
+    """A PlanUsage's fetched_at is read from the clock (the mock's, a real agent's): replay
+    zeroes it on both sides, as it does an event's occurred_at."""
+    mock = tmp_path / "plan.json"
+    mock.write_text(json.dumps({"plan_usage": {"plan": "max", "windows": []}}))
+    serve = tmp_path / "serve.ndjson"
+    with Sidecar(["--mock", str(mock), "--record", str(serve)]) as sc:
+        assert sc.ok({"cmd": "plan_usage_all"})[0]["plan_usage"]["fetched_at"]["nanos_since_epoch"] >= 0
+        assert sc.ok({"cmd": "plan_usage", "agent": "mock"})["plan"] == "max"
+        sc.close_stdin()
+        sc.drain()
+    ops = tmp_path / "ops.ndjson"
+    requests = '{"op": "plan_usage_all"}\n{"op": "plan_usage", "agent": "mock"}\n'
+    done = subprocess.run([sys.executable, "-m", "agentproto", "agent", "--mock", str(mock), "--record", str(ops)],
+                          input=requests, capture_output=True, text=True, env=no_agents_env(), cwd=str(ROOT),
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.count('"fetched_at"') == 2, done.stderr
+    for path in (serve, ops):
+        assert len(records(path)) > 2
+        done = replay(path)
+        assert done.returncode == 0, done.stderr
+
+
 def test_every_drifted_request_of_the_ops_framings_is_reported(tmp_path: Path) -> None:
     recs = records(RECORDINGS / "mock-ops.ndjson")
     pairs = [r for r in recs if "response" in r]

@@ -147,21 +147,27 @@ def test_a_launch_record_saying_mock_does_not_let_another_agent_run(tmp_path: Pa
     assert done.returncode == 2, done.stderr
 
 
-def test_discover_in_a_recording_runs_no_version_probe(tmp_path: Path) -> None:
+@pytest.mark.parametrize("op", ["discover", "plan_usage_all"])
+def test_discover_in_a_recording_runs_no_version_probe(tmp_path: Path, op: str) -> None:
     # An agent CLI on PATH would get `--version` run: a fake one that leaves a mark.
+    # plan_usage_all discovers, then asks each agent found: this machine's claude is refused.
     world = World(tmp_path)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "claude"
     fake.write_text(f"#!/bin/sh\ntouch {world.marker}\necho 1.0.0\n")
     fake.chmod(0o755)
-    recs = [header(), {"request": '{"op": "discover"}', "response": "{}"}]
+    recs = [header(), {"request": json.dumps({"op": op}), "response": "{}"}]
     path = write(world.inputs / "discover.ndjson", recs)
     env = {**no_agents_env(), "HOME": str(world.home), "TMPDIR": str(world.tmpdir),
            "AGENTPROTO_CLAUDE_PATH": str(fake), "PATH": f"{bin_dir}:{no_agents_env()['PATH']}"}  # fmt: skip
     done = subprocess.run([sys.executable, "-c", AUDITED, str(world.log), "", str(path)],
                           capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=120)  # fmt: skip
-    assert done.returncode == 1, done.stderr  # drift: this machine's agents, no version
+    if op == "discover":
+        assert done.returncode == 1, done.stderr  # drift: this machine's agents, no version
+    else:
+        assert done.returncode == 2, done.stderr
+        assert "a request has no recorded agent wire and its agent is claude" in done.stderr
     events = [json.loads(line) for line in world.log.read_text().splitlines()] if world.log.exists() else []
     assert [e for e in events if e[0] in SPAWNS] == []
     assert not world.marker.exists()
