@@ -280,7 +280,8 @@ class Driver:
 
     @classmethod
     def plan_usage(cls, loop: "Loop", launch: Launch, done: Callable[[Any, "AgentError | None"], None]) -> None:
-        raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, "plan usage")  # PlanUsage, with no session
+        """PlanUsage without a session, through ``done`` once; a process it starts, it bounds and reaps."""
+        raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, "plan usage")
 
     def deterministic(self, origin: Any) -> bool:
         """Whether the agent reports the end of every turn of this origin (``"Agent"`` or a
