@@ -255,7 +255,7 @@ def plan_usage_all(
                 return  # answered already: a late answer after its timeout, or a second one
             timers[index].cancel()
             agent = agents[index]
-            rows[index] = {"agent": agent, **({"error": error.body()} if error else {"plan_usage": value})}
+            rows[index] = {"agent": agent, **({"plan_usage": value} if error is None else {"error": error.body()})}
             left[0] -= 1
             if left[0] == 0:
                 done(rows, None)
