@@ -15,8 +15,8 @@ import sys
 from typing import Any
 
 import pytest
-from acp_real_support import ClaudeAcpWorld, stop_of, texts
-from fake_anthropic import FakeAnthropic, text, tool_use
+from acp_real_support import ClaudeAcpWorld, running, stop_of, texts
+from fake_anthropic import text, tool_use
 from sidecar import ROOT, Sidecar, base_env, kind_name
 
 POLICY = [
@@ -29,18 +29,14 @@ USAGE = {"input_tokens": 1000, "output_tokens": 500, "cache_read_input_tokens": 
 
 
 @pytest.fixture
-def api():
-    with FakeAnthropic() as fake:
-        yield fake
+def world(tmp_path):
+    with running(ClaudeAcpWorld, tmp_path) as w:
+        yield w
 
 
 @pytest.fixture
-def world(api, tmp_path):
-    w = ClaudeAcpWorld(tmp_path, api)
-    try:
-        yield w
-    finally:
-        w.close()
+def api(world):
+    return world.api
 
 
 def of(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:

@@ -11,60 +11,20 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-import fake_anthropic
-import fake_chat
-import fake_openai
-from acp_real_support import AcpWorld, ClaudeAcpWorld, CodexAcpWorld, OpencodeWorld, QwenWorld, stop_of, texts
+from acp_real_support import AcpWorld, ClaudeAcpWorld, CodexAcpWorld, OpencodeWorld, QwenWorld, running, stop_of, texts
 from sidecar import Sidecar
 
-
-def claude(tmp: Path) -> tuple[AcpWorld, Callable[[str], None], Callable[[], Any], Callable[[], None]]:
-    api = fake_anthropic.FakeAnthropic().start()
-    return (
-        ClaudeAcpWorld(tmp, api),
-        lambda answer: api.push(fake_anthropic.text(answer)),
-        lambda: api.main_requests()[-1].body,
-        api.stop,
-    )
+RESUMING = [ClaudeAcpWorld, CodexAcpWorld, OpencodeWorld, QwenWorld]
 
 
-def codex(tmp: Path) -> tuple[AcpWorld, Callable[[str], None], Callable[[], Any], Callable[[], None]]:
-    api = fake_openai.FakeOpenAI()
-    return (
-        CodexAcpWorld(tmp, api),
-        lambda answer: api.script(fake_openai.text(answer)),
-        lambda: api.response_requests()[-1].body,
-        api.close,
-    )
-
-
-def chat(world_class: Any) -> Callable[[Path], Any]:
-    def make(tmp: Path) -> tuple[AcpWorld, Callable[[str], None], Callable[[], Any], Callable[[], None]]:
-        api = fake_chat.FakeChat()
-        return (
-            world_class(tmp, api),
-            lambda answer: api.script(fake_chat.text(answer)),
-            lambda: api.turns()[-1].body,
-            api.close,
-        )
-
-    return make
-
-
-AGENTS = {"claude-acp": claude, "codex-acp": codex, "qwen": chat(QwenWorld), "opencode": chat(OpencodeWorld)}
-
-
-@pytest.mark.parametrize("agent", sorted(AGENTS))
-def test_a_session_resumes_in_a_new_sidecar_after_sigterm(agent: str, tmp_path: Path) -> None:
-    world, answer, last_request, stop = AGENTS[agent](tmp_path)
-    try:
-        answer("noted")
+@pytest.mark.parametrize("world_class", RESUMING, ids=[w.ID for w in RESUMING])
+def test_a_session_resumes_in_a_new_sidecar_after_sigterm(world_class: type[AcpWorld], tmp_path: Path) -> None:
+    with running(world_class, tmp_path) as world:
+        world.script(world.say("noted"))
         info = world.open()
         session, token = info["id"], info["resume_token"]
         assert token
@@ -75,16 +35,11 @@ def test_a_session_resumes_in_a_new_sidecar_after_sigterm(agent: str, tmp_path: 
         world.sc.close()
         assert world.wait_gone() == [], "SIGTERM left agent processes behind"
         world.sc = Sidecar(env=world.env, reference=False)
-        answer("it was kumquat")
+        world.script(world.say("it was kumquat"))
         resumed = world.open(resume=token)
         assert resumed["resume_token"] == token
         world.prompt(resumed["id"], "which word?")
         events = world.turn(resumed["id"])
         assert stop_of(events) == "Completed" and texts(events) == "it was kumquat"
-        body = json.dumps(last_request())
+        body = json.dumps(world.request_body(-1))
         assert "remember the word kumquat" in body and "which word?" in body
-    finally:
-        try:
-            world.close()
-        finally:
-            stop()
