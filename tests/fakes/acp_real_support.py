@@ -332,7 +332,9 @@ class GeminiWorld(AcpWorld):
         return fake_gemini.call("read_file", {"file_path": str(path)})
 
     def write_both(self, new: Path, new_text: str, old: Path, old_text: str) -> list[Any]:
-        # Gemini reads a file (through fs/*) before it writes it, by itself.
+        # Gemini reads a file (through fs/*) before it writes it, by itself: a missing file must
+        # come back as ACP's "Resource not found" (-32002), or it fails the write before asking
+        # (issue 22).
         return [
             fake_gemini.call("write_file", {"file_path": str(new), "content": new_text}),
             fake_gemini.call("write_file", {"file_path": str(old), "content": old_text}),

@@ -31,6 +31,7 @@ from acp_real_support import (
 from listener_support import LOOKUP, text_result
 from sidecar import Sidecar, kind_name
 
+
 @pytest.fixture
 def world(request: pytest.FixtureRequest, tmp_path):
     with running(request.param, tmp_path) as w:
