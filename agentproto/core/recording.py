@@ -5,9 +5,9 @@ the *inputs* (what the app sent: protocol 1 lines, its input's end, ops requests
 POSTs; what the agent sent: each read of its output, its exit) and, per stream, the
 *expectations* (what agentproto wrote: protocol 1 lines out per connection, ops
 responses, and per session what the driver wrote to its agent, its spawn and shutdown
-steps). Replay injects each input once every expectation recorded before it has been met
-(so the live run is fed in the order the recorded one was), and compares each live
-record with the next expectation of its stream.
+steps, each restart of its process). Replay injects each input once every expectation
+recorded before it has been met (so the live run is fed in the order the recorded one
+was), and compares each live record with the next expectation of its stream.
 
 Volatile values are normalized on both sides before comparing, everything else must be
 equal byte for byte:
@@ -42,10 +42,10 @@ from agentproto.core.typecheck import TYPE_CHECKING
 if TYPE_CHECKING:
     from agentproto.core.wire_types import AgentInstallation
 
-WIRE_DIRS = frozenset({"launch", "spawn", "id", "to_agent", "from_agent", "control", "exit"})
+WIRE_DIRS = frozenset({"launch", "spawn", "id", "to_agent", "from_agent", "control", "exit", "restart"})
 APP_DIRS = frozenset({"in", "out", "eof", "post"})
 #: The live records replay compares (the rest are inputs echoed back).
-EXPECTED_DIRS = frozenset({"out", "to_agent", "spawn", "control"})
+EXPECTED_DIRS = frozenset({"out", "to_agent", "spawn", "control", "restart"})
 
 
 class Invalid(Exception):
@@ -85,6 +85,7 @@ _MEMBERS: dict[str, dict[str, tuple[type, ...]]] = {
     "spawn": {"argv": (list,)},
     "id": {"purpose": _STR, "value": _STR},
     "control": {"action": _STR},
+    "restart": {"process": (int,)},
     "exit": {"stderr": _STR},
     "launch": {"agent": (dict,)},
     "post": {"path": _STR},
@@ -272,7 +273,7 @@ def expected_text(record: dict[str, Any]) -> str:
         return str(record["line"])
     if direction == "spawn":
         return json.dumps({"argv": record["argv"], "cwd": record.get("cwd")})
-    if direction == "control":
+    if direction in ("control", "restart"):
         return json.dumps({k: v for k, v in record.items() if k not in ("t", "dir", "session")}, sort_keys=True)
     raise ValueError(direction)
 
@@ -320,6 +321,10 @@ def build(run: Run, normalizer: Normalizer) -> Timeline:
                     item = Input(position, "read", {"session": session, "lines": [line]}, lineno)
                     reads[session] = (record["read"], item)
                     inputs.append(item)
+            elif direction == "restart":
+                # A new agent process (engine/restart.py): expected, but no sign of a
+                # recorded agent (a mock session records it too).
+                _expect(streams, record, position, lineno, request, normalizer)
             elif direction == "exit":
                 wired.add(session)
                 stderr = normalizer.to_live(record["stderr"])

@@ -25,7 +25,11 @@ A script's ``plan_usage`` (agentproto's field) is what ``plan_usage`` answers, a
 then lists the ``PlanUsage`` feature; without one it is UnsupportedFeature, as anyagent's.
 
 A ``UsageReport`` step reports the turn's usage so far (``Host.spent``: budgets count it), a
-``RateLimit`` step fails the turn as an API's 429 with its reset (drivers/ratelimits.py).
+``RateLimit`` step fails the turn as an API's 429 with its reset (drivers/ratelimits.py);
+with ``end: false`` it only reports the limit, with ``exit: true`` the mock then dies (as
+``Die``). With ``resumable`` (agentproto's field; anyagent's ``resume`` refuses every resume)
+the mock reports the resume token ``mock-SESSION`` and can be opened by it: that mock goes
+on with the script's turns where the session left them (HISTORY, in the sidecar's memory).
 Scripts are loaded and checked in mock_script.py.
 
 A ``Sleep`` step, an ``AwaitAnswer``, a tool call or a hook in flight belong to their turn:
@@ -50,6 +54,11 @@ if TYPE_CHECKING:
     from agentproto.core.wire_types import AgentDetails, AgentRequest, JsonObject, ToolUpdate, TurnUsage
 
 STEPS_PER_TICK = 256
+#: A resumable script's sessions (resume token -> how many of its turns were played), as a
+#: real agent keeps its sessions on disk: a mock resumed by that token goes on from there.
+#: The oldest are forgotten past MAX_HISTORY.
+HISTORY: dict[str, int] = {}
+MAX_HISTORY = 4096
 
 #: The mock's lifecycle (``Lifecycle``): new -> open (``open``) -> gone (close, kill, or
 #: the script's ``Die``, the agent's). A refused open stays new. A close or kill of a
@@ -91,6 +100,8 @@ class MockDriver(Driver):
         self.mcp: Any = None
         self.calling: object | None = None
         self.calls = 0
+        #: A resumable script's resume token (its session's key in HISTORY).
+        self.token: str | None = None
 
     # -- facts --------------------------------------------------------------------------
     def details(self) -> AgentDetails:
@@ -103,7 +114,7 @@ class MockDriver(Driver):
             ("resume", "Resume"),
             ("rollback", "Rollback"),
         ):
-            if script[flag]:
+            if script[flag] or flag == "resume" and script["resumable"]:
                 features.append(feature)
         if script.get("plan_usage") is not None:
             features.append("PlanUsage")
@@ -149,9 +160,19 @@ class MockDriver(Driver):
                 "record_wire": launch.record_wire,
             }
             raise AgentError(Kind.INVALID_REQUEST, json.dumps(facts), detail=json.dumps(facts))
-        if self.script["resume"] and launch.resume:
-            raise AgentError.detail(Kind.RESUME_FAILED, "the mock keeps no history")
         token = "mock-token" if self.script["resume"] else None
+        if self.script["resumable"]:
+            token = launch.resume or f"mock-{self.host.session_id}"
+            if launch.resume:
+                if token not in HISTORY:
+                    raise AgentError.detail(Kind.RESUME_FAILED, f"the mock has no session {token}")
+                for _ in range(min(HISTORY[token], len(self.turns))):
+                    self.turns.popleft()  # what that session played already
+            else:
+                HISTORY[token] = 0
+            self.token = token
+        elif self.script["resume"] and launch.resume:
+            raise AgentError.detail(Kind.RESUME_FAILED, "the mock keeps no history")
         self.life.move("open")
         self.host.opened(self.details(), resume_token=token)
 
@@ -196,6 +217,10 @@ class MockDriver(Driver):
             steps.append({"End": {"Completed": {"source": "Protocol"}}})
         else:
             steps = list(self.turns.popleft()) if self.turns else []
+            if self.token is not None:  # resumable: its history outlives this "process"
+                HISTORY[self.token] = len(self.script["turns"]) - len(self.turns)
+                while len(HISTORY) > MAX_HISTORY:
+                    del HISTORY[next(iter(HISTORY))]
         if self.script["echo_input"]:
             echoed = json.dumps({"text": text, "attachments": attachments})
             steps.insert(0, {"Emit": {"TextDelta": {"message_id": "echo", "text": echoed}}})
@@ -290,10 +315,13 @@ class MockDriver(Driver):
                 delay = body.get("retry_after_ms")
                 message = body.get("message", "429 Too Many Requests")
                 ratelimits.report(host, message, ratelimits.after(None if delay is None else delay / 1000))
-                steps.clear()
-                self.turn_open = False
-                usage, self.usage = self.usage, None
-                host.end_turn({"Failed": {"message": f"rate limited: {message}"}}, usage)
+                if body.get("end", True):
+                    steps.clear()
+                    self.turn_open = False
+                    usage, self.usage = self.usage, None
+                    host.end_turn({"Failed": {"message": f"rate limited: {message}"}}, usage)
+                if body.get("exit", False):  # a CLI that exits on its rate limit
+                    self._stop("die", AgentError.process_exited("9", "mock died"))
             elif tag == "Sleep":
                 self.sleep.set(body / 1000.0)
             elif tag == "Repeat":

@@ -7,10 +7,13 @@ Rules of this file:
   schema's shape), so nothing malformed fails mid-turn.
 - agentproto's steps beside anyagent's: CallTool, Hook, UsageReport (a running usage report
   that adds to the turn's: budgets count it) and RateLimit (the API's 429: the turn fails
-  with a rate-limit Diagnostic, its reset ``retry_after_ms`` from now).
-- agentproto's ``plan_usage`` field: the PlanUsage the mock answers ``plan_usage`` with
-  (checked against the wire schema; ``fetched_at`` may be left out: the mock's clock fills
-  it). Without it (anyagent's format) ``plan_usage`` is UnsupportedFeature.
+  with a rate-limit Diagnostic, its reset ``retry_after_ms`` from now; ``end: false`` only
+  reports it, the turn's steps go on; ``exit: true`` then ends the mock's process, as Die).
+- agentproto's fields beside anyagent's: ``plan_usage``, the PlanUsage the mock answers
+  ``plan_usage`` with (checked against the wire schema; ``fetched_at`` may be left out: the
+  mock's clock fills it; without it, as in anyagent's format, ``plan_usage`` is
+  UnsupportedFeature), and ``resumable`` (the mock can be resumed by its token, going on with
+  the script where that session left it: drivers/mock.py).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ SCRIPT_FIELDS: dict[str, Any] = {
     "compact": False,
     "permissions": True,
     "resume": False,
+    "resumable": False,
     "rollback": False,
     "rollback_refusal": None,
     "options": [],
@@ -133,10 +137,12 @@ def _check_steps(steps: Any, where: str) -> None:
                 raise ScriptError(f"{at}: UsageReport's cost_usd is a number")
         elif tag == "RateLimit":
             delay = body.get("retry_after_ms") if isinstance(body, dict) else None
-            if not isinstance(body, dict) or set(body) - {"retry_after_ms", "message"} or not (
+            if not isinstance(body, dict) or set(body) - {"retry_after_ms", "message", "end", "exit"} or not (
                 delay is None or (isinstance(delay, int) and not isinstance(delay, bool) and delay >= 0)
             ):
-                raise ScriptError(f"{at}: RateLimit takes {{retry_after_ms, message}}")
+                raise ScriptError(f"{at}: RateLimit takes {{retry_after_ms, message, end, exit}}")
+            if not all(isinstance(body.get(flag, False), bool) for flag in ("end", "exit")):
+                raise ScriptError(f"{at}: RateLimit's end and exit are booleans")
         elif tag == "Repeat":
             if not isinstance(body, dict) or not isinstance(body.get("times"), int):
                 raise ScriptError(f"{at}: Repeat takes {{times, steps}}")
@@ -175,6 +181,8 @@ def load_script(text: str) -> dict[str, Any]:
         raise ScriptError("turns: expected an array of turns")
     for i, turn in enumerate(script["turns"]):
         _check_steps(turn, f"turns[{i}]")
+    if not isinstance(script["resumable"], bool):
+        raise ScriptError("resumable: expected a boolean")
     if not isinstance(script["options"], list) or not all(
         isinstance(o, dict) and isinstance(o.get("id"), str) for o in script["options"]
     ):

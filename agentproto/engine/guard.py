@@ -24,7 +24,9 @@ Rules of this file:
   ``extensions.agentproto.rate_limit``, drivers/ratelimits.py). With ``retry``, a turn that
   then fails having used no tool is sent again to the driver, the same turn, once
   ``retry_at`` passes (DEFAULT_WAIT when unknown) within ``max_wait_s``, at most MAX_RETRIES
-  times; a replay does not wait. A cancel during the wait ends the turn at once.
+  times; a replay does not wait. A cancel during the wait ends the turn at once. When the
+  agent process ends meanwhile, restart.py starts a new one resumed; the re-send waits for
+  it to open.
 """
 
 from __future__ import annotations
@@ -49,6 +51,13 @@ class Replaying(Protocol):
     replaying: bool
 
 
+class Restarting(Protocol):
+    """What of a session's restarts (engine/restart.py) the guard and the commands see."""
+
+    active: bool
+    resend: Callable[[], None] | None
+
+
 class Guarded(Protocol):
     """What of its EngineSession (engine/session.py) the guard uses."""
 
@@ -62,6 +71,9 @@ class Guarded(Protocol):
 
     @property
     def context(self) -> Replaying: ...
+
+    @property
+    def restart(self) -> Restarting | None: ...
 
     def send(self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None) -> None:
         """Number one event and hand it to the session's sink."""
@@ -346,6 +358,10 @@ class Guard:
         prompt = turn.prompt
 
         def resend() -> None:
+            restart = session.restart
+            if restart is not None and restart.active:
+                restart.resend = resend  # a new agent process is not open yet (restart.py)
+                return
             turn.retry_timer = None
             if session.turn is turn and session.state == "open" and not session.driver_gone:
                 session.driver.start_turn(turn.id, prompt.text, prompt.attachments)

@@ -20,8 +20,9 @@ Rules of this file:
 - A turn's start and end, and the commands, are session_turns.py's (the base of EngineSession);
   the open requests are session_requests.py's, which reaches the session only through its
   documented members (``send``, ``refresh_status``).
-- The EngineSession builds its driver, last in its constructor (it is the driver's Host): what
-  the driver's constructor raises refuses the open.
+- The EngineSession builds its driver, last in its constructor, reporting to a Host of its own
+  (restart.py's ``DriverHost``: the session's methods, retired with the driver when a new
+  agent process takes over a rate-limited turn): what its constructor raises refuses the open.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from agentproto.core.wire import event_kind_name
 from agentproto.drivers.base import Driver, Launch
 from agentproto.engine.flow import HIGH_WATER, Flow
 from agentproto.engine.guard import Guard
+from agentproto.engine.restart import DriverHost, Restart, begin
 from agentproto.engine.session_requests import Requests
 from agentproto.engine.session_turns import SessionTurns
 from agentproto.engine.turns import CONTENT, MESSAGE_KINDS, Prompt, Turn
@@ -163,8 +165,9 @@ class EngineSession(SessionTurns):
         self.guard = Guard(self)  # its policy and budget (guard.py)
         self.created = self.loop.time()
         self.transport: LineTransport | None = None  # the agent's, once spawned (inspect shows its pid)
-        #: Built last, with this session as its Host: what it raises refuses the open.
-        self.driver: Driver = driver_class(self, launch)
+        self.restart: Restart | None = None  # a new agent process after a rate limit (restart.py)
+        #: Built last, reporting to its own Host (restart.py): what it raises refuses the open.
+        self.driver: Driver = driver_class(DriverHost(self), launch)
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -372,6 +375,8 @@ class EngineSession(SessionTurns):
             return
         if self.state == "closed" or self.failed is not None:
             return
+        if error.kind == Kind.PROCESS_EXITED and begin(self, error):
+            return  # a rate-limited turn: a new process, resumed, takes it (restart.py)
         self.failed = error
         self.app.shutdown("the session failed")
         if self.turn is not None:

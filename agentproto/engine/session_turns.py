@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from agentproto.core.wire_types import SessionInfo, StopReason, TurnUsage
     from agentproto.drivers.base import Driver, Launch
-    from agentproto.engine.guard import Guard
+    from agentproto.engine.guard import Guard, Restarting
     from agentproto.engine.observations import Observer
     from agentproto.engine.session_requests import Requests
     from agentproto.engine.turns import Done
@@ -56,6 +56,7 @@ class SessionTurns:
         driver: Driver
         requests: Requests
         guard: Guard
+        restart: Restarting | None
         turn: Turn | None
         turn_counter: int
         prompt_counter: int
@@ -140,7 +141,8 @@ class SessionTurns:
             done({"prompt_id": prompt.id, "kind": {"Started": {"turn_id": f"t{self.turn_counter + 1}"}}}, None)
             self._begin_prompt(prompt)
             return
-        if turn is not None and "Steer" in session_info.features(self.info) and self.pending_steer is None:
+        steerable = turn is not None and "Steer" in session_info.features(self.info) and self.pending_steer is None
+        if steerable and not (self.restart is not None and self.restart.active):  # no agent yet (restart.py)
             prompt.done = done
             self.pending_steer = prompt
 
@@ -204,12 +206,16 @@ class SessionTurns:
         if problem is not None:
             done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, problem))
             return
+        if self.restart is not None and self.restart.active:
+            done(None, AgentError.detail(Kind.SESSION_BUSY, "a new agent process is starting"))
+            return
 
         def configured(error: AgentError | None) -> None:
             if error is not None:
                 done(None, error)
                 return
             session_info.set_option(self.info, option_id, value)
+            self.launch.configure[option_id] = value  # a new agent process gets it too (restart.py)
             self._session_updated()
             done(None, None)
 

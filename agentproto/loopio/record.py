@@ -24,7 +24,9 @@ which starts with its header. Its lines (one JSON object each, appended):
   ``id`` (an id the driver made up: ``purpose``, ``value``), ``to_agent`` and
   ``from_agent`` (``line``; a from_agent line's ``read`` numbers the read it came in, so
   the lines read together stay together), ``control`` (``action``: close_stdin, shutdown,
-  kill, signal) and ``exit`` (``status``, ``stderr``).
+  kill, signal), ``exit`` (``status``, ``stderr``) and ``restart`` (``process``: the
+  agent process ended during a rate-limited turn and the session's next one, resumed by
+  its token, starts: its ``spawn`` follows, and the lines after it are that process's).
 
 Rules of this file:
 - Best effort: a record that cannot be written costs one line on stderr (once per
@@ -263,6 +265,11 @@ class Wire:
 
     def made_up(self, purpose: str, value: str) -> None:
         self._note("id", purpose=purpose, value=value)
+
+    def restarted(self, process: int) -> None:
+        """The session's agent process ended and a new one (its ``process``-th) starts,
+        resumed by the session's token: its spawn follows (engine/restart.py)."""
+        self._note("restart", process=process)
 
     def spawned(self, argv: list[str], cwd: str | None) -> None:
         self._note("spawn", argv=argv, cwd=cwd)

@@ -61,8 +61,8 @@ def test_a_driver_that_cannot_be_built_refuses_the_open_and_the_next_one_opens(
     try:
         [(value, error), (second, second_error)] = answers
         assert value is None and error.kind == kind, error
-        # The driver was handed its session (the Host) while the session was being built.
-        assert built[0].id == "s1" and built[0].launch.agent_id == "mock"
+        # The driver was handed its session's Host while the session was being built.
+        assert built[0].session.id == "s1" and built[0].session.launch.agent_id == "mock"
         assert second_error is None and second["id"] == "s2", "the id is spent; the next open runs"
         assert list(runtime.sessions) == ["s2"] and [s.id for s in scope.sessions()] == ["s2"]
         with pytest.raises(AgentError) as closed:

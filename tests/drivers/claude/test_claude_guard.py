@@ -5,9 +5,11 @@ reaches the model."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -136,23 +138,67 @@ def test_a_rate_limited_claude_turn_is_sent_again_once_the_limit_resets(world: A
     sc.ok({"cmd": "close", "session": sid}, timeout=30)
 
 
-def test_a_claude_process_that_ends_while_its_turn_waits_out_a_rate_limit_fails_the_turn_at_once(world: Any) -> None:
-    # Re-sending after the agent process ended (resuming by its token) is not done yet
-    # (docs/guard-rails.md): the turn must fail at once, not wait out the limit nor hang.
+def test_a_claude_process_that_ends_while_its_turn_waits_out_a_rate_limit_is_resumed_and_the_turn_sent_again(
+    world: Any, tmp_path: Path
+) -> None:
+    # The CLI gives up on the first 429 (resetting in 3 s) and is killed while agentproto
+    # waits: a new claude, started with --resume, takes the same turn once the limit resets.
     api, sc, work, config = world
-    api.push(error(429, "rate_limit_error", "Rate limited", headers={"retry-after": "25"}), text("never"))
+    sc.close()
+    record = tmp_path / "restart.ndjson"
+    sc = Sidecar(["--record", str(record)], env={"AGENTPROTO_CLAUDE_BIN": claude_bin()})
+    api.push(error(429, "rate_limit_error", "Rate limited", headers={"retry-after": "3"}), text("after the restart"))
     env = api.cli_env(str(config))
     del env["CLAUDE_CONFIG_DIR"]
     env["CLAUDE_CODE_MAX_RETRIES"] = "0"  # the CLI gives up on the first 429: agentproto waits it out
     frame = {"cmd": "open", "agent": "claude", "dir": str(work), "env": env, "config_home": str(config),
              "retry": {"max_wait_s": 60}}  # fmt: skip
+    try:
+        sid = sc.ok(frame, timeout=60)["id"]
+        sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
+        sc.wait_for(lambda line: "event" in line and "retry" in line["event"]["extensions"].get("agentproto", {}), 60)
+        first = processes_with_env(str(config))
+        for pid in first:  # the agent ends while agentproto waits
+            os.kill(pid, signal.SIGKILL)
+        events = sc.events(sid, "TurnEnded", 90)
+        assert events[-1]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}, events[-1]
+        (restart,) = [e for e in of(events, "Diagnostic") if "restart" in e["extensions"].get("agentproto", {})]
+        body = restart["extensions"]["agentproto"]["restart"]
+        assert body["process"] == 2 and body["status"] == "SIGKILL", body
+        assert "".join(e["kind"]["TextDelta"]["text"] for e in of(events, "TextDelta")) == "after the restart"
+        assert len(of(events, "TurnStarted")) == 1  # the same turn, its events in order
+        assert [e["sequence"] for e in events] == sorted(e["sequence"] for e in events)
+        assert len(api.main_requests()) == 2  # the re-sent turn reached the API
+        assert not set(first) & set(processes_with_env(str(config)))  # the ended process is gone
+        sc.ok({"cmd": "close", "session": sid}, timeout=30)
+    finally:
+        sc.close()
+    records = [json.loads(line) for line in record.read_text().splitlines()]
+    spawns = [r for r in records if r.get("dir") == "spawn"]
+    assert len(spawns) == 2 and any(arg.startswith("--resume=") for arg in spawns[1]["argv"]), spawns
+    assert [r["process"] for r in records if r.get("dir") == "restart"] == [2]
+    # The recording replays offline, the second process's lines played to the second fake.
+    env = {**os.environ, "AGENTPROTO_CLAUDE_BIN": "/nonexistent", "AGENTPROTO_DB": "off"}
+    done = subprocess.run([sys.executable, "-m", "agentproto", "replay", str(record)], capture_output=True, text=True,
+                          timeout=120, env=env)  # fmt: skip
+    assert done.returncode == 0 and "every response matched" in done.stderr, done.stderr
+
+
+def test_a_claude_process_that_ends_while_its_turn_waits_out_a_rate_limit_without_retry_fails_at_once(
+    world: Any,
+) -> None:
+    # Without retry nothing is re-sent nor resumed: the session fails with ProcessExited.
+    api, sc, work, config = world
+    api.push(error(429, "rate_limit_error", "Rate limited", headers={"retry-after": "25"}), text("never"))
+    env = api.cli_env(str(config))
+    del env["CLAUDE_CONFIG_DIR"]
+    env["CLAUDE_CODE_MAX_RETRIES"] = "0"
+    frame = {"cmd": "open", "agent": "claude", "dir": str(work), "env": env, "config_home": str(config)}
     sid = sc.ok(frame, timeout=60)["id"]
     sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
-    sc.wait_for(lambda line: "event" in line and "retry" in line["event"]["extensions"].get("agentproto", {}), 60)
-    for pid in processes_with_env(str(config)):  # the agent ends while agentproto waits
+    sc.events(sid, "TurnEnded", 60)  # failed on the 429
+    for pid in processes_with_env(str(config)):
         os.kill(pid, signal.SIGKILL)
-    events = sc.events(sid, "TurnEnded", 20)  # well before the limit's 25 s reset
-    assert events[-1]["kind"]["TurnEnded"]["stop"] == {"Failed": {"message": "agent exited during the turn"}}
     line = sc.wait_for(lambda line: line.get("session") == sid and "error" in line, 20)
     assert line["error"]["kind"] == "ProcessExited", line
     sc.wait_for(lambda line: line.get("closed") == sid, 20)

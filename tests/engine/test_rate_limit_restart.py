@@ -1,0 +1,177 @@
+"""A rate-limited turn outlives its agent process (issue 24), on the mock: with ``retry``, an
+agent that ends while its turn waits out a rate limit (``RateLimit`` with ``exit``), or ends
+right after reporting one before any tool call (``end: false`` then ``Die``), is started
+again resumed by its token (the mock's ``resumable``) and the same turn is sent again, its
+events in order after one Diagnostic; a recording of it replays with no drift. Without a
+token, or an agent that cannot resume, the session fails with ProcessExited as before. The
+ended driver's late reports never reach the session's state (engine/restart.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sidecar import ROOT, Sidecar, base_env, kind_name
+
+from agentproto.core.errors import AgentError
+from agentproto.drivers.mock import MockDriver
+from agentproto.drivers.mock_script import load_script
+from agentproto.engine.runtime import Engine, Scope
+from agentproto.loopio.loop import Loop
+
+END = {"End": {"Completed": {"source": "Protocol"}}}
+THINKING = {"Emit": {"TextDelta": {"message_id": "m1", "text": "thinking"}}}
+ANSWER = [{"Emit": {"TextDelta": {"message_id": "m2", "text": "the answer"}}}, END]
+#: The 429 fails the turn, then the process ends during the wait; or it ends right after the 429.
+EXITS_WHILE_WAITING = [THINKING, {"RateLimit": {"retry_after_ms": 300, "exit": True}}]
+EXITS_ON_THE_LIMIT = [THINKING, {"RateLimit": {"retry_after_ms": 300, "end": False}}, "Die"]
+
+
+def mock(tmp_path: Path, *turns: list[Any], **fields: Any) -> str:
+    path = tmp_path / "limits.json"
+    path.write_text(json.dumps({"turns": list(turns), **fields}))
+    return str(path)
+
+
+def of(events: list[dict[str, Any]], name: str) -> list[Any]:
+    return [e for e in events if kind_name(e["kind"]) == name]
+
+
+def replay(path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**base_env(), "AGENTPROTO_DB": "off"}
+    cmd = [sys.executable, "-m", "agentproto", "replay", str(path)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=120)
+
+
+@pytest.mark.parametrize("first", [EXITS_WHILE_WAITING, EXITS_ON_THE_LIMIT], ids=["while-waiting", "on-the-limit"])
+def test_an_agent_that_ends_during_a_rate_limited_turn_is_resumed_and_the_turn_sent_again(
+    tmp_path: Path, first: list[Any]
+) -> None:
+    record = tmp_path / "restart.ndjson"
+    with Sidecar(["--mock", mock(tmp_path, first, ANSWER, resumable=True), "--record", str(record)]) as sc:
+        sid = sc.open(dir=str(tmp_path), retry={"max_wait_s": 10})
+        sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
+        events = sc.events(sid, "TurnEnded", timeout=30)
+        assert events[-1]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}, events[-1]
+        assert len(of(events, "TurnStarted")) == 1 and {e["turn_info"]["id"] for e in events} == {"t1"}
+        assert [e["sequence"] for e in events] == list(range(1, len(events) + 1))
+        restarts = [e for e in of(events, "Diagnostic") if "restart" in e["extensions"].get("agentproto", {})]
+        assert len(restarts) == 1, restarts
+        assert restarts[0]["extensions"]["agentproto"]["restart"] == {
+            "status": "9", "process": 2, "resume_token": f"mock-{sid}"}  # fmt: skip
+        assert [e["kind"]["TextDelta"]["text"] for e in of(events, "TextDelta")] == ["thinking", "the answer"]
+        assert events.index(restarts[0]) < events.index(of(events, "TextDelta")[1])  # said before the new output
+        statuses = [e["kind"]["StatusChanged"] for e in of(events, "StatusChanged")]
+        assert statuses == ["Working"], statuses  # Working throughout
+        # The session goes on, on the new process.
+        assert sc.ok({"cmd": "info", "session": sid})["status"] == "Idle"
+        sc.close_stdin()
+        sc.drain()
+    assert [json.loads(line)["process"] for line in record.read_text().splitlines() if '"restart"' in line[:60]] == [2]
+    done = replay(record)
+    assert done.returncode == 0 and "every response matched" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("fields", [{}, {"resume": True}], ids=["no-token", "cannot-resume"])
+def test_without_a_token_or_an_agent_that_can_resume_the_session_fails_with_process_exited(
+    tmp_path: Path, fields: dict[str, Any]
+) -> None:
+    # The mock's anyagent ``resume`` gives a token but refuses every resume (ResumeFailed).
+    with Sidecar(["--mock", mock(tmp_path, EXITS_WHILE_WAITING, ANSWER, **fields)]) as sc:
+        sid = sc.open(dir=str(tmp_path), retry={"max_wait_s": 10})
+        sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
+        events = sc.events(sid, "TurnEnded", timeout=30)
+        assert events[-1]["kind"]["TurnEnded"]["stop"] == {"Failed": {"message": "agent exited during the turn"}}
+        line = sc.wait_for(lambda line: line.get("session") == sid and "error" in line, 10)
+        assert line["error"]["kind"] == "ProcessExited", line
+        sc.wait_for(lambda line: line.get("closed") == sid, 10)
+        assert "the answer" not in json.dumps(events)
+        warnings = [e["kind"]["Diagnostic"]["message"] for e in of(events, "Diagnostic")]
+        resumed = [w for w in warnings if "could not be resumed" in w]
+        assert resumed == ([] if not fields else
+                           ["the agent process ended and could not be resumed: resume failed: the mock keeps no history"])  # fmt: skip
+
+
+def test_a_cancel_while_the_new_process_starts_ends_the_turn_and_the_session_goes_on(tmp_path: Path) -> None:
+    slow = [THINKING, {"RateLimit": {"retry_after_ms": 20000, "exit": True}}]
+    with Sidecar(["--mock", mock(tmp_path, slow, ANSWER, ANSWER, resumable=True)]) as sc:
+        sid = sc.open(dir=str(tmp_path), retry={"max_wait_s": 60})
+        sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
+        sc.wait_for(lambda line: "restart" in json.dumps(line.get("event", {}).get("extensions", {})), 10)
+        sc.ok({"cmd": "cancel", "session": sid})
+        events = sc.events(sid, "TurnEnded", timeout=5)  # at once: not after the limit's 20 s
+        assert events[-1]["kind"]["TurnEnded"]["stop"] == "Cancelled"
+        sc.ok({"cmd": "prompt", "session": sid, "text": "again"})
+        events = sc.events(sid, "TurnEnded", timeout=10)
+        assert events[-1]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
+
+
+class Collect:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.errors: list[Any] = []
+
+    def event(self, session: Any, event: Any) -> None:
+        self.events.append(event)
+
+    def session_error(self, session: Any, error: Any) -> None:
+        self.errors.append(error)
+
+    def session_closed(self, session: Any) -> None: ...
+
+
+def test_the_ended_drivers_late_reports_never_reach_the_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    drivers: list[MockDriver] = []
+    real_init = MockDriver.__init__
+
+    def init(self: MockDriver, host: Any, launch: Any) -> None:
+        real_init(self, host, launch)
+        drivers.append(self)
+
+    monkeypatch.setattr(MockDriver, "__init__", init)
+    loop = Loop()
+
+    def run(until: Any) -> None:  # bounded: a session that never gets there fails the test
+        deadline = loop.time() + 20
+        loop.call_later(20, lambda: None)
+        loop.run(until=lambda: until() or loop.time() > deadline)
+        assert until(), "the session never got there"
+
+    script = load_script(Path(mock(tmp_path, EXITS_WHILE_WAITING, ANSWER, resumable=True)).read_text())
+    runtime = Engine(loop, mock_script=script)
+    scope = Scope(runtime, shared=True)
+    sink = Collect()
+    answers: list[Any] = []
+    try:
+        open_args = {"agent": "mock", "dir": str(tmp_path), "retry": {"max_wait_s": 10}}
+        runtime.execute("open", open_args, sink, scope, lambda v, e: answers.append((v, e)))
+        run(lambda: bool(answers))
+        session = scope.lookup("s1")
+        session.prompt("go", [], lambda v, e: answers.append((v, e)))
+        run(lambda: len(drivers) == 2)
+        old, new = drivers
+        assert session.driver is new and old.host is not new.host
+        # What the ended driver still says: its events, its turn's end, its exit again.
+        old.host.emit({"TextDelta": {"message_id": "late", "text": "stale"}})
+        old.host.end_turn({"Failed": {"message": "late end"}})
+        old.host.update(title="stale title")
+        old.host.fail(AgentError.process_exited("9", "late"))
+        old.host.closed()
+        old.host.diagnostic("Warning", "a late stderr line")
+        run(lambda: any(kind_name(e["kind"]) == "TurnEnded" for e in sink.events))
+        texts = [e["kind"]["TextDelta"]["text"] for e in sink.events if kind_name(e["kind"]) == "TextDelta"]
+        assert texts == ["thinking", "the answer"]
+        (ended,) = [e for e in sink.events if kind_name(e["kind"]) == "TurnEnded"]
+        assert ended["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
+        messages = [e["kind"]["Diagnostic"]["message"] for e in sink.events if kind_name(e["kind"]) == "Diagnostic"]
+        assert "(the ended agent process) a late stderr line" in messages
+        assert sink.errors == [] and session.state == "open" and session.info["title"] is None
+        runtime.close_all()
+        run(lambda: not runtime.sessions)
+    finally:
+        loop.close()
+
