@@ -12,18 +12,21 @@ Rules of this file:
   driver says reaches the new one's session state.
 - A restart is tried only when the session asked ``retry``, a turn runs that waits out a
   rate limit (or whose agent ended right after a rate-limit report, before any tool call,
-  and the guard would send it again), the agent offers ``Resume`` and gave a resume token,
-  no restart is under way, and fewer than MAX_RESTARTS were made. Otherwise the session
-  fails with ProcessExited, as without this file.
+  and the guard would send it again: each restart is one of the turn's retries, so at
+  most guard.MAX_RETRIES), the agent offers ``Resume`` and gave a resume token, and no
+  restart is under way. Otherwise the session fails with ProcessExited, as without this
+  file. The requests the ended process had open in the turn are closed.
 - The new driver gets the session's launch resumed by the token (no fork), with the
   options in force. It opens as any driver does, unseen by the app; then one Diagnostic
   (``extensions.agentproto.restart``) says the process ended and a new one was started
   resumed, and the turn goes to it once the limit's wait is over (guard.py holds the
   re-send until then). A new driver that does not open fails the session with the ended
   process's ProcessExited, after a Warning saying why the resume failed.
-- The old process's group is killed if it still runs (a driver that reported the exit
-  before its transport did); if the old driver never says ``closed``, it is killed and
-  the new process starts after ``KILL_GRACE`` all the same.
+- The new process starts only once the old driver said ``closed`` (every process of it is
+  gone), so a recording holds one process's lines, then the other's. The old process's
+  group is killed if it still runs (a driver that reported the exit before its transport
+  did), and again after ``KILL_GRACE`` without ``closed``; after another ``KILL_GRACE``
+  the session fails with the exit instead.
 - The agent wire (record.py) gets a ``restart`` record before the new process's spawn:
   replay checks that the live run restarts at the same point and plays the later lines to
   the new process's transport.
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     from agentproto.drivers.base import Driver, Launch
     from agentproto.engine.flow import Flow
     from agentproto.engine.guard import Guard
+    from agentproto.engine.session_requests import Requests
     from agentproto.engine.turns import Turn
     from agentproto.loopio.loop import Timer
     from agentproto.loopio.transport import LineTransport, Spawn
@@ -61,6 +65,7 @@ class Restartable(Host, Protocol):
     turn: Turn | None
     driver: Driver
     guard: Guard
+    requests: Requests
     flow: Flow
     transport: LineTransport | None
     restart: Restart | None
@@ -68,8 +73,8 @@ class Restartable(Host, Protocol):
     def send(self, kind: Any, extensions: dict[str, Any] | None = None, parent_tool_id: str | None = None) -> None:
         """Number one event and hand it to the session's sink."""
 
-#: How many times one session may start a new agent process.
-MAX_RESTARTS = 5
+    def refresh_status(self) -> None: ...
+
 _DROPPED = ("opened", "open_failed", "turn_acknowledged", "emit", "end_turn", "update", "spent",
             "request_withdrawn", "fail")  # fmt: skip
 
@@ -129,7 +134,7 @@ def host_of(driver: Driver) -> DriverHost | None:
 class Restart:
     """One session's restarts: how many were made, and the one under way."""
 
-    __slots__ = ("session", "count", "active", "cause", "resend", "old_gone", "timer")
+    __slots__ = ("session", "count", "active", "cause", "resend", "old", "old_gone", "timer")
 
     def __init__(self, session: Restartable) -> None:
         self.session = session
@@ -140,6 +145,8 @@ class Restart:
         self.cause: AgentError | None = None
         #: The turn's re-send, when its wait ended before the new driver opened.
         self.resend: Callable[[], None] | None = None
+        #: The old driver's host, until it said ``closed`` (or was given up on).
+        self.old: DriverHost | None = None
         self.old_gone = False
         self.timer: Timer | None = None
 
@@ -151,7 +158,7 @@ def begin(session: Restartable, error: AgentError) -> bool:
     if session.state != "open" or turn is None or session.launch.retry is None:
         return False
     restart = session.restart
-    if restart is not None and (restart.active or restart.count >= MAX_RESTARTS):
+    if restart is not None and restart.active:
         return False
     token = info.get("resume_token")
     if not isinstance(token, str) or not token or "Resume" not in session_info.features(info):
@@ -165,16 +172,43 @@ def begin(session: Restartable, error: AgentError) -> bool:
         restart = session.restart = Restart(session)
     restart.count += 1
     restart.active, restart.cause, restart.resend, restart.old_gone = True, error, None, False
+    restart.old = old
     old.retire(lambda: _old_closed(restart))
+    # What the ended process asked can no longer be answered to it.
+    session.requests.close_turn(turn, "the agent process ended")
+    session.refresh_status()
     transport = session.transport
     if transport is not None and transport.running:
         session.driver.kill()  # it reported its exit before its process was gone
-    restart.timer = session.loop.call_later(session.KILL_GRACE, lambda: _old_closed(restart, expired=True))
+    restart.timer = session.loop.call_later(session.KILL_GRACE, lambda: _overdue(restart))
     return True
 
 
-def _old_closed(restart: Restart, expired: bool = False) -> None:
-    """The old driver is gone (or did not say so within ``KILL_GRACE``): start the new one."""
+def _overdue(restart: Restart) -> None:
+    """The old driver did not say it is gone: kill it, and give it KILL_GRACE more."""
+    if restart.old_gone:
+        return
+    session = restart.session
+    session.driver.kill()
+    restart.timer = session.loop.call_later(session.KILL_GRACE, lambda: _gave_up(restart))
+
+
+def _gave_up(restart: Restart) -> None:
+    """Still not gone: no new process beside it; the session fails with the exit."""
+    if restart.old_gone:
+        return
+    restart.old_gone = True
+    session = restart.session
+    if restart.old is not None:
+        restart.old.closed = session.closed  # its late ``closed`` ends the session's close
+    session.diagnostic("Warning", "the ended agent process did not go away: it is not resumed")
+    session.fail(restart.cause or AgentError.process_exited(None, ""))
+    restart.active = False
+
+
+def _old_closed(restart: Restart) -> None:
+    """Every process of the old driver is gone: start the new one (never beside the old,
+    so a recording's lines are one process's, then the other's)."""
     if restart.old_gone:
         return
     restart.old_gone = True
@@ -182,8 +216,6 @@ def _old_closed(restart: Restart, expired: bool = False) -> None:
         restart.timer.cancel()
         restart.timer = None
     session = restart.session
-    if expired:
-        session.driver.kill()
     if session.state != "open" or session.failed is not None:
         # Closed (or failed) meanwhile: the session's own end goes on.
         restart.active = False

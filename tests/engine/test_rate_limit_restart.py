@@ -110,6 +110,29 @@ def test_a_cancel_while_the_new_process_starts_ends_the_turn_and_the_session_goe
         assert events[-1]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
 
 
+def test_a_request_the_ended_process_left_open_is_closed_before_the_turn_goes_on(tmp_path: Path) -> None:
+    tool = {"id": "tool-1", "kind": "Execute", "title": "make", "status": "Pending",
+            "input": {"Command": {"command": "make", "cwd": None}}, "output": None, "diffs": [], "locations": [],
+            "raw": None}  # fmt: skip
+    asks = {"Emit": {"RequestOpened": {"Permission": {"id": "r1", "tool": tool, "options": ["AllowOnce"],
+                                                      "detail": None}}}}  # fmt: skip
+    first = [asks, {"RateLimit": {"retry_after_ms": 200, "end": False}}, "Die"]
+    with Sidecar(["--mock", mock(tmp_path, first, ANSWER, resumable=True)]) as sc:
+        sid = sc.open(dir=str(tmp_path), retry={"max_wait_s": 10})
+        sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
+        events = sc.events(sid, "TurnEnded", timeout=30)
+        assert events[-1]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}, events[-1]
+        (closed,) = of(events, "RequestClosed")
+        assert closed["kind"]["RequestClosed"]["request_id"] == "r1"
+        restart = next(e for e in of(events, "Diagnostic") if "restart" in e["extensions"].get("agentproto", {}))
+        assert events.index(closed) < events.index(restart)
+        statuses = [e["kind"]["StatusChanged"] for e in of(events, "StatusChanged")]
+        assert statuses == ["Working", "NeedsInput", "Working"], statuses
+        # The app's late answer finds no request: nothing reaches the new process.
+        refused = sc.error({"cmd": "answer", "session": sid, "request": "r1", "answer": {"Permission": "AllowOnce"}})
+        assert refused["kind"] == "InvalidRequest", refused
+
+
 class Collect:
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
