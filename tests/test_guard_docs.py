@@ -1,5 +1,6 @@
 """docs/guard-rails.md's examples (issue 24), run as written with agentproto on PYTHONPATH:
-the policy, the runaway budget, the rate-limit retry and generate's repaired output."""
+the policy, the runaway budget, the rate-limit retry (on the same process, and on a new
+one resumed) and generate's repaired output."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ EXPECTED = {
     "guard-policy.py": "git status --short -> allow by rule 0\nrm -rf build -> deny by rule 1\nmake deploy -> asked the app\n",
     "guard-budget.py": "budget exceeded: output_tokens 2,100 of 2,000 (over by 100)\nleft: {'output_tokens': 0}\n",
     "guard-retry.py": "rate limited: 429 Too Many Requests\ndone after the limit\nturn: Completed\n",
+    "guard-restart.py": "restarted: process 2 resumed by mock-s1\ndone on the new process\nturn: Completed\n",
     "guard-generate.py": '{"name": "Ada"}\n',
 }
 
