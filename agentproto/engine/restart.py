@@ -86,6 +86,9 @@ def _drop(*_args: Any, **_kwargs: Any) -> None:
 class DriverHost:
     """The ``Host`` of one driver: the session's, until the driver is retired."""
 
+    __slots__ = ("session", "loop", "session_id", *_DROPPED, "diagnostic", "closed", "hook", "is_app_tool",
+                 "hook_url", "spawn")  # fmt: skip
+
     def __init__(self, session: Restartable) -> None:
         self.session = session
         self.loop = session.loop
@@ -177,6 +180,9 @@ def begin(session: Restartable, error: AgentError) -> bool:
     # What the ended process asked can no longer be answered to it.
     session.requests.close_turn(turn, "the agent process ended")
     session.refresh_status()
+    if session.driver_gone:  # it said closed without a fail first: gone already
+        session.loop.call_soon(lambda: _old_closed(restart))
+        return True
     transport = session.transport
     if transport is not None and transport.running:
         session.driver.kill()  # it reported its exit before its process was gone
@@ -221,6 +227,7 @@ def _old_closed(restart: Restart) -> None:
         restart.active = False
         session.closed()
         return
+    session.driver_gone = False  # the new driver's, from here
     launch = _resumed(session)
     if launch.wire is not None:
         launch.wire.restarted(restart.count + 1)

@@ -147,7 +147,9 @@ class Collect:
     def session_closed(self, session: Any) -> None: ...
 
 
-def test_the_ended_drivers_late_reports_never_reach_the_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Loop, list[MockDriver], Any, Collect, Any]:
+    """An engine in this process playing EXITS_WHILE_WAITING then ANSWER, its session prompted;
+    the mock drivers it builds, in order."""
     drivers: list[MockDriver] = []
     real_init = MockDriver.__init__
 
@@ -169,12 +171,18 @@ def test_the_ended_drivers_late_reports_never_reach_the_session(tmp_path: Path, 
     scope = Scope(runtime, shared=True)
     sink = Collect()
     answers: list[Any] = []
+    open_args = {"agent": "mock", "dir": str(tmp_path), "retry": {"max_wait_s": 10}}
+    runtime.execute("open", open_args, sink, scope, lambda v, e: answers.append((v, e)))
+    run(lambda: bool(answers))
+    session = scope.lookup("s1")
+    session.prompt("go", [], lambda v, e: answers.append((v, e)))
+    return loop, drivers, runtime, sink, run
+
+
+def test_the_ended_drivers_late_reports_never_reach_the_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    loop, drivers, runtime, sink, run = in_process(tmp_path, monkeypatch)
     try:
-        open_args = {"agent": "mock", "dir": str(tmp_path), "retry": {"max_wait_s": 10}}
-        runtime.execute("open", open_args, sink, scope, lambda v, e: answers.append((v, e)))
-        run(lambda: bool(answers))
-        session = scope.lookup("s1")
-        session.prompt("go", [], lambda v, e: answers.append((v, e)))
+        session = runtime.sessions["s1"]
         run(lambda: len(drivers) == 2)
         old, new = drivers
         assert session.driver is new and old.host is not new.host
@@ -198,3 +206,26 @@ def test_the_ended_drivers_late_reports_never_reach_the_session(tmp_path: Path, 
     finally:
         loop.close()
 
+
+
+def test_a_driver_that_reports_its_exit_by_closed_alone_is_restarted_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A driver's exit may come as ``closed`` with no ``fail`` first: the session's own
+    # ProcessExited then starts the new process (it is not waited for a ``closed`` again).
+    real_stop = MockDriver._stop
+    monkeypatch.setattr(MockDriver, "_stop", lambda self, event, failure=None: real_stop(self, event, None))
+    loop, drivers, runtime, sink, run = in_process(tmp_path, monkeypatch)
+    try:
+        run(lambda: any(kind_name(e["kind"]) == "TurnEnded" for e in sink.events))
+        (ended,) = [e for e in sink.events if kind_name(e["kind"]) == "TurnEnded"]
+        assert ended["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}
+        assert len(drivers) == 2 and sink.errors == []
+        restart = [e for e in sink.events if "restart" in e["extensions"].get("agentproto", {})]
+        assert restart[0]["extensions"]["agentproto"]["restart"]["status"] is None  # no status was said
+        messages = [e["kind"]["Diagnostic"]["message"] for e in sink.events if kind_name(e["kind"]) == "Diagnostic"]
+        assert not [m for m in messages if "did not go away" in m]  # not given up on
+        runtime.close_all()
+        run(lambda: not runtime.sessions)
+    finally:
+        loop.close()
