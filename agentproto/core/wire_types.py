@@ -287,6 +287,22 @@ if TYPE_CHECKING:
         missing: list[MissingAgent]
         diagnostics: list[Diagnostic]
 
+    class UsageWindow(TypedDict):
+        #: "Session" (5h), "Week", or an agent's own label.
+        label: str
+        used_percent: int
+        resets_at: NotRequired[SystemTime | None]
+
+    class ResetCredits(TypedDict):
+        available: int
+        next_expires_at: NotRequired[SystemTime | None]
+
+    class PlanUsage(TypedDict):
+        plan: NotRequired[str | None]
+        windows: list[UsageWindow]
+        reset_credits: NotRequired[ResetCredits | None]
+        fetched_at: SystemTime
+
     class SessionConfiguration(TypedDict):
         options: dict[str, ConfigValue]
 

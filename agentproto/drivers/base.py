@@ -5,11 +5,9 @@ lines, keeps no turn or queue state of the engine's, and never emits the engine-
 kinds (TurnStarted, TurnEnded, RequestClosed, SessionUpdated, StatusChanged): it reports
 facts to its ``Host`` and the engine turns them into ordered events.
 
-Engine -> driver (``Driver``): open, start_turn, steer, answer, cancel, configure,
-rollback, compact, close, kill, pause_output, resume_output, hook_answered; the facts
-deterministic(), tools_disabled and open_fields; and, with no session, the class's
-plan_usage(). A driver's launch facts (``Launch``) carry everything it is given, the
-mock's script included.
+Engine -> driver (``Driver``): open, start_turn, steer, answer, cancel, configure, rollback, compact,
+close, kill, pause_output, resume_output, hook_answered; the facts deterministic(), tools_disabled,
+open_fields; with no session, the class's plan_usage(). ``Launch`` carries all a driver is given.
 
 Driver -> engine (``Host``): opened / open_failed, turn_acknowledged, emit, end_turn,
 update, diagnostic, request_withdrawn, fail, closed, spent (a running turn's usage so far:
@@ -39,7 +37,8 @@ The app's own tools and hooks (apptools.py; the engine does all their bookkeepin
   was answered (a hook the listener took never passed through the driver).
 
 A driver never starts a process: ``LineDriver.spawn`` asks the host for a line transport
-(``loopio/transport.py``: a child process, or what carries lines in a test or a replay).
+(``loopio/transport.py``: a child process, or what carries lines in a test or a replay);
+``plan_usage`` is handed the runtime's ``spawn`` for its own, which it bounds and reaps.
 
 Each driver's lifecycle is a transition table run by ``Lifecycle`` (the shape of h11's
 ``_state.py``): its states, the events that move them, one dict state -> {event: next
@@ -279,8 +278,9 @@ class Driver:
         self.loop: Loop = host.loop
 
     @classmethod
-    def plan_usage(cls, loop: "Loop", launch: Launch, done: Callable[[Any, "AgentError | None"], None]) -> None:
-        """PlanUsage without a session, through ``done`` once; a process it starts, it bounds and reaps."""
+    def plan_usage(cls, loop: "Loop", launch: Launch, spawn: Callable[["Spawn"], "LineTransport"],
+                   done: Callable[[Any, "AgentError | None"], None]) -> None:  # fmt: skip
+        """PlanUsage without a session, through ``done`` once (or an AgentError raised at once)."""
         raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, "plan usage")
 
     def deterministic(self, origin: Any) -> bool:

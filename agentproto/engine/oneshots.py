@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from agentproto.engine.session import EngineSession, EventSink
     from agentproto.engine.turns import Done
     from agentproto.loopio.loop import Loop
-    from agentproto.loopio.transport import TransportFactory
+    from agentproto.loopio.transport import LineTransport, Spawn, TransportFactory
 
     #: The runtime's ``launch``: the spec and Launch of an open's fields (a throwaway's).
     LaunchOf = Callable[[dict[str, Any]], tuple[AgentSpec, Launch]]
@@ -214,14 +214,17 @@ def probe(loop: Loop, open: Opener, args: dict[str, Any], done: Done) -> EngineS
     return session
 
 
-def plan_usage(loop: Loop, launch: LaunchOf, args: dict[str, Any], done: Done) -> None:
-    """The agent's plan usage, as its driver reads it (no session)."""
+def plan_usage(
+    loop: Loop, launch: LaunchOf, spawn: Callable[[Spawn], LineTransport], args: dict[str, Any], done: Done
+) -> None:
+    """The agent's plan usage, as its driver reads it (no session; a process it needs, it
+    starts through ``spawn``)."""
     if args.get("resume") or args.get("fork"):
         done(None, AgentError.detail(Kind.INVALID_CONFIGURATION, "plan_usage does not take resume or fork"))
         return
     try:
         spec, launched = launch(args)
-        spec.driver_class().plan_usage(loop, launched, done)
+        spec.driver_class().plan_usage(loop, launched, spawn, done)
     except AgentError as error:
         done(None, error)
 

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from agentproto.drivers.base import Launch
     from agentproto.engine.session import Context, Done, EngineSession, EventSink
     from agentproto.loopio.record import RecordSink
-    from agentproto.loopio.transport import TransportFactory
+    from agentproto.loopio.transport import LineTransport, Spawn, TransportFactory
     from agentproto.tools import apptools
     from agentproto.tools.listener import Listener
 
@@ -312,7 +312,10 @@ class Engine:
     def plan_usage(self, args: dict[str, Any], done: Done) -> None:
         from agentproto.engine import oneshots
 
-        oneshots.plan_usage(self.loop, lambda fields: self.launch(fields, throwaway=True), args, done)
+        def spawn(what: Spawn) -> LineTransport:  # no session: no agent wire to record
+            return self.context.transport_factory(self.loop, what, None)
+
+        oneshots.plan_usage(self.loop, lambda fields: self.launch(fields, throwaway=True), spawn, args, done)
 
     def plan_usage_all(self, args: dict[str, Any], done: Done) -> None:
         from agentproto.engine import oneshots

@@ -14,11 +14,19 @@ computed from the request. With the script exhausted, every request gets ``text(
 ``Hang()`` holds the response open without a byte until the client goes away or
 ``api.release()`` is called, which is how an unreachable-but-accepting provider looks.
 
+It is also the ChatGPT backend a ChatGPT login talks to (``chatgpt_base_url``, see
+``CodexWorld.login_chatgpt``): ``GET /backend-api/wham/usage`` answers ``api.usage`` (the
+login's rate limits, in the backend's snake_case shape) and
+``GET /backend-api/wham/rate-limit-reset-credits`` answers ``api.reset_credits``; None (the
+default) is a 404, an ``Error`` its status, a ``Hang`` no answer. Every other backend path
+is a 404.
+
 ``python -m tests.fake_openai`` serves until interrupted, printing its base URL.
 """
 
 from __future__ import annotations
 
+import base64
 import http.server
 import itertools
 import json
@@ -331,6 +339,9 @@ class FakeOpenAI:
         self._released = False
         self.requests: list[Request] = []
         self.default: Step = lambda request: text("ok")
+        #: The ChatGPT backend's answers (see the module's docstring).
+        self.usage: dict[str, Any] | Error | Hang | None = None
+        self.reset_credits: dict[str, Any] | Error | Hang | None = None
         server = http.server.ThreadingHTTPServer((host, 0), _Handler)
         server.daemon_threads = True
         server.fake = self  # type: ignore[attr-defined]
@@ -342,6 +353,15 @@ class FakeOpenAI:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def chatgpt_base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/backend-api/"
+
+    def backend_requests(self) -> list[Request]:
+        """The ChatGPT backend's requests (``/backend-api/...``), in order."""
+        with self._lock:
+            return [r for r in self.requests if r.path.startswith("/backend-api/")]
 
     def script(self, *steps: Step) -> FakeOpenAI:
         with self._lock:
@@ -433,7 +453,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         fake: FakeOpenAI = self.server.fake  # type: ignore[attr-defined]
         with fake._lock:
             fake.requests.append(Request("GET", self.path, dict(self.headers), None))
-        if self.path.rstrip("/").endswith("/models"):
+        path = self.path.split("?")[0].rstrip("/")
+        backend = {"/backend-api/wham/usage": fake.usage, "/backend-api/wham/rate-limit-reset-credits": fake.reset_credits}
+        if path in backend:
+            answer = backend[path]
+            if isinstance(answer, Hang):
+                fake._hang(self.connection)
+                self.close_connection = True
+            elif isinstance(answer, Error):
+                self._json(answer.status, {"detail": answer.message})
+            elif answer is None:
+                self._json(404, {"detail": "not found"})
+            else:
+                self._json(200, answer)
+        elif path.endswith("/models"):
             self._json(200, {"object": "list", "data": [], "models": []})
         else:
             self._json(404, {"error": {"message": "not found"}})
@@ -505,6 +538,15 @@ def codex_config(base_url: str, model: str = "fake-model", extra: str = "") -> s
 
 # -- a whole offline Codex world for the tests ---------------------------------------------
 
+
+def _jwt(claims: dict[str, Any]) -> str:
+    """An unsigned JWT carrying ``claims`` (Codex reads its claims, it checks no signature)."""
+
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part(claims)}.{part({'fake': True})}"
+
 CODEX_BIN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".cache", "agents", "node_modules", ".bin", "codex")
 
 
@@ -544,6 +586,30 @@ class CodexWorld:
     def write_config(self, extra: str = "", model: str = "fake-model") -> None:
         with open(os.path.join(self.codex_home, "config.toml"), "w", encoding="utf-8") as f:
             f.write(codex_config(self.api.base_url, model=model, extra=extra))
+
+    def login_chatgpt(self, plan: str = "pro", account_id: str = "acct-test") -> None:
+        """Log Codex in with ChatGPT, against the fake's backend: an ``auth.json`` (0600)
+        holding unsigned JWTs with the claims Codex reads (never sent anywhere but the
+        fake), and ``chatgpt_base_url`` naming the fake."""
+        now = int(time.time())
+        claims = {"chatgpt_plan_type": plan, "chatgpt_account_id": account_id, "chatgpt_user_id": "user-test"}
+        token = {"exp": now + 30 * 86400, "iat": now, "https://api.openai.com/auth": claims}
+        auth = {
+            "OPENAI_API_KEY": None,
+            "tokens": {
+                "id_token": _jwt({**token, "email": "someone@example.com"}),
+                "access_token": _jwt(token),
+                "refresh_token": "fake-refresh-token",
+                "account_id": account_id,
+            },
+            "last_refresh": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+        }
+        path = os.path.join(self.codex_home, "auth.json")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(auth, f)
+        with open(os.path.join(self.codex_home, "config.toml"), "w", encoding="utf-8") as f:
+            f.write(f'chatgpt_base_url = "{self.api.chatgpt_base_url}"\n' + codex_config(self.api.base_url))
 
     def processes(self) -> list[int]:
         """Pids of live (non-zombie) processes carrying this world's marker."""

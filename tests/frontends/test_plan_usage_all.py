@@ -95,8 +95,10 @@ def test_anyagents_mock_has_no_plan_usage_and_says_why(tmp_path: Path) -> None:
 
 
 def test_every_discovered_agent_gets_a_row_with_its_typed_reason(tmp_path: Path) -> None:
-    """A plain serve: the mock (echo), the pinned Codex and an agent of the user's agents.json.
-    None reads a plan today, so each row is its UnsupportedFeature, in discover's order."""
+    """A plain serve: the mock (echo), the pinned Codex and an agent of the user's agents.json,
+    in discover's order, each with its typed reason: the echo mock and the declared agent
+    read no plan (UnsupportedFeature); Codex does, but under an empty HOME it is not logged
+    in (AuthRequired: tests/drivers/codex/test_codex_plan_usage.py reads a real plan)."""
     config = tmp_path / "config"
     (config / "agentproto").mkdir(parents=True)
     os.chmod(config / "agentproto", 0o700)
@@ -113,7 +115,9 @@ def test_every_discovered_agent_gets_a_row_with_its_typed_reason(tmp_path: Path)
         assert [row["agent"] for row in rows] == agents
         ids = [row["agent"]["id"] for row in rows]
         assert ids[0] == "mock" and "codex" in ids and ids[-1] == "mine"
-        assert {row["error"]["kind"] for row in rows} == {"UnsupportedFeature"}, rows
+        kinds = {row["agent"]["id"]: row["error"]["kind"] for row in rows}
+        assert kinds.pop("codex") == "AuthRequired", rows
+        assert set(kinds.values()) == {"UnsupportedFeature"}, rows
         assert sc.close() == 0
 
 

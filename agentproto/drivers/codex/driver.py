@@ -21,7 +21,6 @@ Rules of this file:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -50,16 +49,17 @@ from agentproto.drivers.codex.mapping import (
     version_of,
 )
 from agentproto.drivers.codex.turns import CodexTurns
+from agentproto.drivers.codex.usage import CAPABILITIES, CLIENT_INFO, PlanUsageRead, app_server_env
 from agentproto.drivers.fields import obj, objects, text
-from agentproto.loopio import private
 from agentproto.loopio.loop import Alarm
 from agentproto.loopio.transport import LineTransport
 
 if TYPE_CHECKING:
     from agentproto.core.wire_types import AgentDetails, ToolUpdate
     from agentproto.drivers.codex.types import AccountReply, Model, NotificationParams, RequestParams, ThreadParams
+    from agentproto.loopio.loop import Loop
+    from agentproto.loopio.transport import Spawn
 
-CLIENT_INFO = {"name": "agentproto", "title": "agentproto", "version": "0.1"}
 HANDSHAKE_TIMEOUT = 60.0
 DEFAULT_STALL_SECS = 300.0
 CLOSE_GRACE = 3.0
@@ -138,6 +138,17 @@ class CodexDriver(CodexTurns, CodexItems, LineDriver):
         except ValueError:
             self.stall_secs = DEFAULT_STALL_SECS
 
+    @classmethod
+    def plan_usage(
+        cls,
+        loop: Loop,
+        launch: Launch,
+        spawn: Callable[[Spawn], LineTransport],
+        done: Callable[[Any, AgentError | None], None],
+    ) -> None:
+        """The login's rate limits, read by a short-lived app-server (codex/usage.py)."""
+        PlanUsageRead(loop, launch, spawn, done).start()
+
     def deterministic(self, origin: Any) -> bool:
         return True  # Codex always ends its turns with turn/completed
 
@@ -156,16 +167,7 @@ class CodexDriver(CodexTurns, CodexItems, LineDriver):
 
     def open(self) -> None:
         self.life.move("open")
-        launch = self.launch
-        env = launch.child_env()
-        if launch.config_home:
-            home = os.path.abspath(os.path.expanduser(launch.config_home))
-            try:
-                private.check_confined(home, "config_home")  # replay makes nothing outside its own
-                os.makedirs(home, mode=0o700, exist_ok=True)  # it will hold auth.json
-            except OSError as exc:
-                raise AgentError.detail(Kind.SPAWN_FAILED, f"cannot create config_home {home}: {exc}") from None
-            env["CODEX_HOME"] = home
+        env = app_server_env(self.launch)
         try:
             argv = self.argv()
         except ValueError as exc:
@@ -175,11 +177,7 @@ class CodexDriver(CodexTurns, CodexItems, LineDriver):
         # once the whole group is gone, so a resume can follow at once.
         self.spawn(argv, env, wait_group=True)
         self._handshake.set(HANDSHAKE_TIMEOUT)
-        self._request(
-            "initialize",
-            {"clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": True, "requestAttestation": False}},
-            self._initialized,
-        )
+        self._request("initialize", {"clientInfo": CLIENT_INFO, "capabilities": CAPABILITIES}, self._initialized)
 
     def _handshake_expired(self) -> None:
         if self.life.state == "opening":
@@ -216,6 +214,10 @@ class CodexDriver(CodexTurns, CodexItems, LineDriver):
         def account(result: AccountReply | None, error: RpcError | None) -> None:
             if error is None and isinstance(result, dict):
                 self.details["auth"] = auth_status(result, self.launch.child_env())
+                # PlanUsage: only a ChatGPT login has rate limits to read (plan_usage).
+                login = result.get("account")
+                if isinstance(login, dict) and login.get("type") == "chatgpt":
+                    self.details["capabilities"]["features"].append("PlanUsage")
             waiting["account"] = False
             if not waiting["models"]:
                 self._start_thread()

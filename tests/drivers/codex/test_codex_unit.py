@@ -22,6 +22,7 @@ from agentproto.drivers.codex.mapping import (
     toml_value,
     tool_for_item,
 )
+from agentproto.drivers.codex.usage import plan_usage_error, plan_usage_of
 from scripted import NEVER_RUN, Conversation
 
 if sys.version_info >= (3, 11):
@@ -186,6 +187,73 @@ def test_config_options_keep_unlisted_current_model():
     assert all(o["live"] for o in options.values())
 
 
+# -- plan usage (account/rateLimits/read, as 0.171.0 answers it) ----------------------
+
+
+def bucket(**fields: Any) -> dict[str, Any]:
+    return {"limitId": "codex", "limitName": None, "primary": None, "secondary": None, "credits": None,
+            "planType": "pro", "rateLimitReachedType": None, **fields}  # fmt: skip
+
+
+def test_plan_usage_windows_by_length_and_every_bucket():
+    main = bucket(primary={"usedPercent": 12, "windowDurationMins": 300, "resetsAt": 1796482800},
+                  secondary={"usedPercent": 99.6, "windowDurationMins": 10080, "resetsAt": None})  # fmt: skip
+    spark = bucket(limitId="codex_spark", limitName="Spark", primary={"usedPercent": -3, "windowDurationMins": 60},
+                   secondary={"usedPercent": 1000, "windowDurationMins": 43200, "resetsAt": -5})  # fmt: skip
+    odd = bucket(limitId="codex_odd", primary={"usedPercent": 5, "windowDurationMins": 90},
+                 secondary={"usedPercent": 6, "windowDurationMins": 1440})  # fmt: skip
+    bare = bucket(limitId="a_first", primary={"usedPercent": 1}, secondary={"usedPercent": "x"})
+    result = {"rateLimits": main, "rateLimitsByLimitId": {"codex": main, "codex_spark": spark, "codex_odd": odd, "a_first": bare},
+              "rateLimitResetCredits": None}  # fmt: skip
+    usage = plan_usage_of(result, 1796480000_250000000)
+    assert usage["plan"] == "pro" and usage["reset_credits"] is None
+    assert usage["fetched_at"] == {"secs_since_epoch": 1796480000, "nanos_since_epoch": 250000000}
+    assert [(w["label"], w["used_percent"], w["resets_at"]) for w in usage["windows"]] == [
+        ("Session", 12, {"secs_since_epoch": 1796482800, "nanos_since_epoch": 0}),
+        ("Week", 100, None),
+        ("a_first Primary", 1, None),  # no name, no length: its id and its slot
+        ("codex_odd 90 min", 5, None),
+        ("codex_odd Day", 6, None),
+        ("Spark 1h", 0, None),  # clamped to a uint8
+        ("Spark 30 days", 255, None),
+    ]
+
+
+def test_plan_usage_reset_credits_only_from_what_codex_gives():
+    def credits(summary: Any) -> Any:
+        return plan_usage_of({"rateLimits": bucket(planType="unknown"), "rateLimitResetCredits": summary}, 0)
+
+    assert credits(None)["reset_credits"] is None and credits(None)["plan"] is None
+    assert credits({"availableCount": None})["reset_credits"] is None
+    assert credits({"availableCount": 3, "credits": None})["reset_credits"] == {"available": 3, "next_expires_at": None}
+    listed = {"availableCount": 2, "credits": [
+        {"id": "a", "status": "available", "expiresAt": 300}, {"id": "b", "status": "redeemed", "expiresAt": 100},
+        {"id": "c", "status": "available", "expiresAt": 200}, {"id": "d", "status": "available", "expiresAt": None}]}  # fmt: skip
+    assert credits(listed)["reset_credits"] == {"available": 2, "next_expires_at": {"secs_since_epoch": 200, "nanos_since_epoch": 0}}
+    assert credits({"availableCount": 2**40})["reset_credits"]["available"] == 2**32 - 1
+
+
+@pytest.mark.parametrize(
+    ("message", "account", "env", "kind"),
+    [
+        ("chatgpt authentication required to read rate limits", {"account": {"type": "apiKey"}}, {}, "UnsupportedFeature"),
+        ("codex account authentication required to read rate limits", {"account": None, "requiresOpenaiAuth": True}, {},
+         "AuthRequired"),
+        ("codex account authentication required to read rate limits", {"account": None, "requiresOpenaiAuth": True},
+         {"OPENAI_API_KEY": "sk"}, "UnsupportedFeature"),
+        ("codex account authentication required to read rate limits", {"account": None, "requiresOpenaiAuth": False}, {},
+         "UnsupportedFeature"),  # a custom model provider
+        ("chatgpt authentication required to read rate limits", None, {}, "UnsupportedFeature"),
+        ("codex account authentication required to read rate limits", None, {}, "AuthRequired"),
+        ("failed to fetch codex rate limits: GET http://x/wham/usage failed: 401 Unauthorized", None, {}, "AuthRequired"),
+        ("failed to fetch codex rate limits: GET http://x/wham/usage failed: 503 Service Unavailable",
+         {"account": None, "requiresOpenaiAuth": False}, {}, "ProtocolFailed"),
+    ],
+)  # fmt: skip
+def test_plan_usage_errors_are_typed_by_the_login(message, account, env, kind):
+    assert plan_usage_error(message, account, env).kind == kind
+
+
 # -- the driver fed with real lines, through the scripted transport ----------------------
 
 THREAD = "01a2275f-6163-71d2-ba3b-e0c8d8c4a703"
@@ -212,6 +280,25 @@ def open_codex(**args: Any) -> Conversation:
     assert info["resume_token"] == THREAD
     assert info["details"]["version"] == "0.171.0"
     return conv
+
+
+@pytest.mark.parametrize(
+    ("account", "listed"),
+    [({"type": "chatgpt", "email": "a@b", "planType": "pro"}, True), ({"type": "apiKey"}, False), ({"type": "amazonBedrock"}, False)],
+)
+def test_plan_usage_is_a_feature_of_a_chatgpt_login_only(account, listed):
+    # The pinned Codex cannot be given a ChatGPT login whose account/read succeeds offline
+    # (its workspace routing wants an HTTPS backend), so this is fed the reply real 0.171.0
+    # gives a ChatGPT login.
+    conv = Conversation()
+    conv.open(CODEX)
+    answer(conv, "initialize", {"userAgent": "codex_cli_rs/0.171.0 (Linux; x86_64) agentproto (0.1)"})
+    answer(conv, "account/read", {"account": account, "requiresOpenaiAuth": True})
+    answer(conv, "model/list", {"data": []})
+    answer(conv, "thread/start", {"thread": {"id": THREAD, "name": None}, "model": "gpt-5", "sandbox": {"type": "readOnly"}})
+    features = conv.reply("open")["details"]["capabilities"]["features"]
+    assert ("PlanUsage" in features) == listed, features
+    conv.close()
 
 
 @pytest.fixture
