@@ -1,9 +1,9 @@
 """engine/oneshots.plan_usage_all on a real loop: one agent's answer, failure, bug or hang
 never costs the others their rows; each row is answered once, in discover's order.
 
-The drivers here are stand-ins (no driver reads a plan usage offline today): each agent's
-``plan_usage`` answers at once, later on the loop, with a typed error, by raising, twice,
-or never.
+The drivers here are stand-ins (Codex's real read: tests/drivers/codex/test_codex_plan_usage.py):
+each agent's ``plan_usage`` answers at once, later on the loop, with a typed error, by
+raising, twice, or never.
 """
 
 from __future__ import annotations
