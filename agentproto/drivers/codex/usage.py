@@ -21,6 +21,7 @@ Rules of this file:
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -87,7 +88,7 @@ def _windows(bucket: Any, name: str | None) -> list[UsageWindow]:
         if not isinstance(window, dict):
             continue
         used = number(window.get("usedPercent"))
-        if used is None:
+        if used is None or not math.isfinite(used):
             continue
         label = window_label(opt_integer(window.get("windowDurationMins")), fallback)
         windows.append(
@@ -273,7 +274,8 @@ class PlanUsageRead:
                 self._settle(plan_usage_of(result, time.time_ns()), None)
             else:
                 self._settle(None, AgentError.protocol_failed("account/rateLimits/read: its result is not an object"))
-        elif self._account_answered:  # the login types the refusal
+        elif self._account_answered or "authentication required" not in error.message.lower():
+            # A refusal before the backend was asked is typed by the login account/read saw.
             self._settle(None, plan_usage_error(error.message, self._account, self._env))
 
     def _line(self, line: bytes) -> None:

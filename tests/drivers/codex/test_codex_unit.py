@@ -203,8 +203,9 @@ def test_plan_usage_windows_by_length_and_every_bucket():
     odd = bucket(limitId="codex_odd", primary={"usedPercent": 5, "windowDurationMins": 90},
                  secondary={"usedPercent": 6, "windowDurationMins": 1440})  # fmt: skip
     bare = bucket(limitId="a_first", primary={"usedPercent": 1}, secondary={"usedPercent": "x"})
-    result = {"rateLimits": main, "rateLimitsByLimitId": {"codex": main, "codex_spark": spark, "codex_odd": odd, "a_first": bare},
-              "rateLimitResetCredits": None}  # fmt: skip
+    bad = bucket(limitId="z_bad", primary={"usedPercent": float("nan")}, secondary={"usedPercent": float("inf")})
+    buckets = {"codex": main, "codex_spark": spark, "codex_odd": odd, "a_first": bare, "z_bad": bad}
+    result = {"rateLimits": main, "rateLimitsByLimitId": buckets, "rateLimitResetCredits": None}
     usage = plan_usage_of(result, 1796480000_250000000)
     assert usage["plan"] == "pro" and usage["reset_credits"] is None
     assert usage["fetched_at"] == {"secs_since_epoch": 1796480000, "nanos_since_epoch": 250000000}
@@ -216,7 +217,7 @@ def test_plan_usage_windows_by_length_and_every_bucket():
         ("codex_odd Day", 6, None),
         ("Spark 1h", 0, None),  # clamped to a uint8
         ("Spark 30 days", 255, None),
-    ]
+    ]  # z_bad's NaN and infinity are no percent: left out
 
 
 def test_plan_usage_reset_credits_only_from_what_codex_gives():
