@@ -10,11 +10,15 @@ and tests/ (for the ``fuzz`` package) on sys.path, and a test file that shares a
 helpers imports it by its path (``from tests.frontends.test_serve import RawServe``).
 
 ``core`` marks every test that needs only a Python >= 3.10 and the pip packages of
-tests/requirements.txt. The files below need more (node and the pinned npm tools in .cache/,
-or anyagent-py, whose wheel is tagged for CPython 3.11 only), so they are not core. `.ci/run`
-runs the whole suite on the default Python and `pytest -m core` on every other version.
-A new test file is core unless it is named here; a name here that names no test file fails
-the run (a renamed file cannot silently become core).
+tests/requirements.txt. The files named in ``NOT_CORE`` below need more (node and the pinned
+npm tools in .cache/, anyagent-py, whose wheel is tagged for CPython 3.11 only, Chromium, or
+root), so they are not core; so is a single test marked ``@pytest.mark.not_core(REASON)`` in
+a file that is otherwise core. `.ci/run` runs the whole suite on the default Python and
+`pytest -m core` on every other version. A new test file is core unless it is named here; a
+name here that names no test file fails the run (a renamed file cannot silently become core),
+and so does a ``not_core`` mark without its reason. tests/test_core_selection.py fails when a
+core test reaches for one of those (a helper that finds a pinned CLI, a path into .cache/'s
+npm parts, ``node``, Chromium, a call only root may make), naming the file and the line.
 
 A run leaves nothing under the user's home. Each pytest process (every xdist worker, before
 any test module is imported) gets ``HOME`` in the run's temp dir and ``XDG_CONFIG_HOME``,
@@ -139,7 +143,17 @@ NOT_CORE = {
     "commands/test_chat_real.py": "the pinned Claude Code CLI (npm)",
     "drivers/codex/test_codex.py": "the pinned Codex CLI (npm)",
     "drivers/codex/test_codex_app_tools.py": "the pinned Codex CLI (npm)",
+    "drivers/claude/test_claude_guard.py": "the pinned Claude Code CLI (npm)",
+    "drivers/codex/test_codex_guard.py": "the pinned Codex CLI (npm)",
+    "drivers/codex/test_codex_output_schema.py": "the pinned Codex CLI (npm)",
     "drivers/acp/test_acp_real.py": "the pinned ACP agents (npm)",
+    "drivers/acp/test_acp_scenarios_real.py": "the pinned ACP agents (npm, .cache/acp-agents)",
+    "drivers/acp/test_acp_claude_real.py": "the pinned claude-agent-acp (npm, .cache/acp-agents)",
+    "drivers/acp/test_acp_claude_guard.py": "the pinned claude-agent-acp (npm, .cache/acp-agents)",
+    "drivers/acp/test_acp_gemini_real.py": "the pinned Gemini CLI (npm, .cache/acp-agents)",
+    "drivers/acp/test_acp_qwen_real.py": "the pinned Qwen Code (npm, .cache/acp-agents)",
+    "drivers/acp/test_acp_opencode_real.py": "the pinned opencode (npm, .cache/acp-agents)",
+    "drivers/acp/test_acp_resume_real.py": "the pinned ACP agents (npm, .cache/acp-agents)",
     "commands/test_replay_real.py": "the pinned Claude Code and Codex CLIs (npm)",
     "commands/test_list_real.py": "the pinned Claude Code and Codex CLIs (npm)",
     "engine/test_observations_real.py": "the pinned Claude Code and Codex CLIs (npm)",
@@ -161,7 +175,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(f"tests/conftest.py's NOT_CORE names files that do not exist: {missing}")
     for item in items:
         path = item.path.resolve()
-        if (path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else path.name) not in NOT_CORE:
+        marked = item.get_closest_marker("not_core")
+        if marked is not None and not (marked.args and isinstance(marked.args[0], str) and marked.args[0]):
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.not_core needs its reason, e.g. not_core(\"root\")")
+        if marked is None and (path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else path.name) not in NOT_CORE:
             item.add_marker(pytest.mark.core)
 
 

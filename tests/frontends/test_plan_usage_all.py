@@ -94,6 +94,7 @@ def test_anyagents_mock_has_no_plan_usage_and_says_why(tmp_path: Path) -> None:
         assert "PlanUsage" not in sc.ok({"cmd": "probe", "agent": "mock"})["capabilities"]["features"]
 
 
+@pytest.mark.not_core("the pinned Codex CLI (npm)")
 def test_every_discovered_agent_gets_a_row_with_its_typed_reason(tmp_path: Path) -> None:
     """A plain serve: the mock (echo), the pinned Codex and an agent of the user's agents.json,
     in discover's order, each with its typed reason: the echo mock and the declared agent
