@@ -146,6 +146,7 @@ NOT_CORE = {
     "drivers/claude/test_claude_guard.py": "the pinned Claude Code CLI (npm)",
     "drivers/codex/test_codex_guard.py": "the pinned Codex CLI (npm)",
     "drivers/codex/test_codex_output_schema.py": "the pinned Codex CLI (npm)",
+    "drivers/codex/test_codex_plan_usage.py": "the pinned Codex CLI (npm)",
     "drivers/acp/test_acp_real.py": "the pinned ACP agents (npm)",
     "drivers/acp/test_acp_scenarios_real.py": "the pinned ACP agents (npm, .cache/acp-agents)",
     "drivers/acp/test_acp_claude_real.py": "the pinned claude-agent-acp (npm, .cache/acp-agents)",
