@@ -148,6 +148,8 @@ class _Sidecar:
         self.control = start_default_control(self.runtime, self.about)
 
     def close(self) -> None:
+        # Nothing a one-shot started outlives the sidecar: killed and reaped, bounded.
+        self.runtime.end_oneshots()
         if self.control is not None:
             self.control.close()
         self.observer.close()

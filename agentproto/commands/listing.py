@@ -118,6 +118,7 @@ class Listing:
         try:
             loop.run(until=self.finished)
         finally:
+            self.runtime.end_oneshots()  # a signal: the version runs still going are killed and reaped
             loop.close()
             if self.progress:
                 _status("")

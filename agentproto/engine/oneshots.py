@@ -20,6 +20,11 @@ Rules of this file:
   a row not answered within ``agent_timeout`` seconds (default ``PLAN_USAGE_TIMEOUT``) is that
   agent's HandshakeTimeout and its late answer is dropped; a driver that raises costs its
   own row only. Nothing is cached: each call asks every agent afresh.
+- Every process a one-shot starts goes through ``Processes.start`` (the runtime's
+  ``oneshots``), which tracks it until its exit is reported: a server that must end kills
+  them (``kill``), and at the sidecar's exit, once its loop has stopped, ``end`` kills what
+  is left and reaps their process groups (blocking, at most ``REAP_GRACE`` seconds): none
+  outlives the sidecar, not even as a zombie left to init.
 - With ``output_schema`` and ``output_retries: N``, an answer that fails the schema is sent
   back as a prompt in the same session naming each error (path, expected, got), up to N
   times; the last failure is ProtocolFailed with its errors, as without retries.
@@ -45,6 +50,7 @@ if TYPE_CHECKING:
     from agentproto.engine.session import EngineSession, EventSink
     from agentproto.engine.turns import Done
     from agentproto.loopio.loop import Loop
+    from agentproto.loopio.record import Wire
     from agentproto.loopio.transport import LineTransport, Spawn, TransportFactory
 
     #: The runtime's ``launch``: the spec and Launch of an open's fields (a throwaway's).
@@ -66,6 +72,9 @@ if TYPE_CHECKING:
 #: How long plan_usage_all waits for one agent's answer, in seconds (its ``agent_timeout``
 #: overrides it); past it that agent's row is HandshakeTimeout.
 PLAN_USAGE_TIMEOUT = 30.0
+
+#: At the sidecar's exit: how long the killed processes of one-shots get to be reaped.
+REAP_GRACE = 2.0
 
 #: The longest answer generate collects, in characters (16 MiB of ASCII): past it generate
 #: fails ProtocolFailed rather than keep an agent's flood.
@@ -133,6 +142,47 @@ class Collector:
         self.closed = True
         if self.on_closed is not None:
             self.on_closed()
+
+
+class Processes:
+    """The processes one-shots started that have not exited yet (see the rules)."""
+
+    def __init__(self, loop: Loop, factory: TransportFactory) -> None:
+        self.loop = loop
+        #: The sessions' transport factory (replay's starts nothing).
+        self.factory = factory
+        self.live: set[LineTransport] = set()
+
+    def start(self, loop: Loop, spawn: Spawn, wire: Wire | None = None) -> LineTransport:
+        """A ``TransportFactory``: ``factory``'s transport, tracked until its exit is reported."""
+        exited = spawn.on_exit
+        ended: list[bool] = []  # its exit may be reported before the factory returns
+        transport: LineTransport | None = None
+
+        def on_exit(status: str | None, stderr: str) -> None:
+            ended.append(True)
+            if transport is not None:
+                self.live.discard(transport)
+            exited(status, stderr)
+
+        spawn.on_exit = on_exit
+        transport = self.factory(loop, spawn, wire)
+        if not ended:
+            self.live.add(transport)
+        return transport
+
+    def kill(self) -> None:
+        """SIGKILL every one's group now (each still reports its exit as usual)."""
+        for transport in list(self.live):
+            transport.kill()
+
+    def end(self, grace: float = REAP_GRACE) -> None:
+        """Only once the loop has stopped: kill every one, and reap their groups (blocking, at
+        most ``grace`` seconds). Their exits reach nobody: nobody is left to read an answer."""
+        groups = [transport.pid for transport in self.live if transport.pid is not None]
+        self.kill()
+        self.live.clear()
+        self.loop.reap_groups(groups, grace)
 
 
 def discover(loop: Loop, mock_only: bool, factory: TransportFactory, done: Done) -> None:

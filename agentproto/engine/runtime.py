@@ -14,6 +14,9 @@ Rules of this file:
 - It calls drivers only through the members ``drivers/base.Driver`` defines
   (``plan_usage``, ``deterministic``, ``tools_disabled``) and gives them what they need in
   their ``Launch`` (the mock's script included): no probing for optional hooks.
+- Every process a one-shot starts (discover's ``--version`` runs, plan_usage's) is tracked
+  (``oneshots.Processes``): ``kill_all`` kills them too, and ``end_oneshots`` (the sidecar's
+  exit) kills and reaps what is left of them. Probe and generate run sessions.
 - A start loads none of what only a session needs (session.py and what it imports, the
   driver base, the app's tools, the process transport): ``context`` and ``launch`` import
   them when the first session opens (or a one-shot runs), so that ``serve`` writes its
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
 
     from agentproto.core.wire_types import AgentInstallation
     from agentproto.drivers.base import Launch
+    from agentproto.engine.oneshots import Processes
     from agentproto.engine.session import Context, Done, EngineSession, EventSink
     from agentproto.loopio.record import RecordSink
     from agentproto.loopio.transport import LineTransport, Spawn, TransportFactory
@@ -104,6 +108,8 @@ class Engine:
         #: Commands sent to a session while it was opening, by session id, in order: run once
         #: its open is answered (an entry exists only while there is something to hold).
         self._held: dict[str, list[tuple[str, dict[str, Any], EventSink, Scope, Done]]] = {}
+        #: The processes one-shots started that have not exited (made when first needed).
+        self._oneshots: Processes | None = None
 
     @property
     def context(self) -> Context:
@@ -299,10 +305,25 @@ class Engine:
     # -- the one-shot commands (oneshots.py), handed what they need of this runtime ------
     # (imported when first run: a sidecar that only opens sessions never loads them)
 
+    @property
+    def oneshots(self) -> Processes:
+        """The processes one-shots started that have not exited yet (see the rules)."""
+        if self._oneshots is None:
+            from agentproto.engine.oneshots import Processes
+
+            self._oneshots = Processes(self.loop, self.context.transport_factory)
+        return self._oneshots
+
+    def end_oneshots(self) -> None:
+        """The sidecar is exiting (its loop has stopped): kill every process a one-shot
+        started that still runs, and reap their groups (oneshots.Processes.end)."""
+        if self._oneshots is not None:
+            self._oneshots.end()
+
     def discover(self, done: Done) -> None:
         from agentproto.engine import oneshots
 
-        oneshots.discover(self.loop, self.mock_script is not None, self.context.transport_factory, done)
+        oneshots.discover(self.loop, self.mock_script is not None, self.oneshots.start, done)
 
     def probe(self, args: dict[str, Any], done: Done) -> EngineSession | None:
         from agentproto.engine import oneshots
@@ -313,7 +334,7 @@ class Engine:
         from agentproto.engine import oneshots
 
         def spawn(what: Spawn) -> LineTransport:  # no session: no agent wire to record
-            return self.context.transport_factory(self.loop, what, None)
+            return self.oneshots.start(self.loop, what, None)
 
         oneshots.plan_usage(self.loop, lambda fields: self.launch(fields, throwaway=True), spawn, args, done)
 
@@ -337,8 +358,11 @@ class Engine:
             session.abandon()
 
     def kill_all(self) -> None:
-        """Kill every session's agent now (a server that must end: a signal's grace ran
-        out). Each session still closes as usual once its agent's exit is seen."""
+        """Kill every session's agent, and every one-shot's process, now (a server that must
+        end: a signal's grace ran out). Each session still closes as usual once its agent's
+        exit is seen; each one-shot answers as the kill makes it."""
+        if self._oneshots is not None:
+            self._oneshots.kill()
         for session in list(self.sessions.values()):
             if session.driver_gone:
                 continue

@@ -13,6 +13,9 @@ Rules of this file:
   detaches stays ours to kill; the orphans re-parented to us are reaped here too, without
   taking a watched child's status from its ``Popen`` (``waitid(WNOWAIT)`` looks first).
   When the loop closes, every descendant still alive is killed.
+- ``reap_groups`` is for a process about to exit, once its loop has stopped: it blocks
+  (bounded) until no process of the given groups is left unreaped, and runs no callback
+  (nobody is left to hear an exit).
 - ``loop.io`` is the one place descriptors are read and written (see streams.py), and
   ``loop.time()`` the one clock timers and the engine read; a test replaces either.
 """
@@ -406,6 +409,47 @@ class Loop:
             handler = self._signal_handlers.get(signum)
             if handler is not None:
                 self._guard(handler)
+
+    def reap_groups(self, pgids: list[int], timeout: float) -> None:
+        """Block until no process of the groups ``pgids`` is left alive or a zombie of ours
+        (each reaped: a watched child through its ``Popen``, an adopted orphan by its pid),
+        at most ``timeout`` seconds. Only once the loop has stopped (the process is
+        ending): it blocks, and the exits it reaps call no ``on_exit``."""
+        groups = set(pgids)
+        if not groups:
+            return
+        deadline = time.monotonic() + timeout
+        mine = os.getpid()
+        while True:
+            for pid, (proc, _on_exit) in list(self._children.items()):
+                if pid in groups and proc.poll() is not None:
+                    del self._children[pid]
+            table = proctree.scan()
+            if table is None:  # no /proc: the watched leaders are all that is known
+                if not any(pid in groups for pid in self._children):
+                    return
+            else:
+                left = False
+                for pid, entry in table.items():
+                    if entry.pgid not in groups or pid == mine:
+                        continue
+                    if entry.alive:
+                        left = True
+                    elif entry.ppid == mine and pid not in self._children:
+                        # An adopted orphan of the group: ours to reap. A zombie whose other
+                        # threads are still exiting cannot be reaped yet (waitpid says 0).
+                        try:
+                            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                                left = True
+                        except ChildProcessError:
+                            pass
+                    elif entry.ppid == mine:
+                        left = True  # a watched leader that exited since its poll above
+                if not left:
+                    return
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.005)
 
     def close(self) -> None:
         if self._adopted:

@@ -3,7 +3,8 @@
 ``FRONTENDS`` names them (serve, agent, single-shot, jsonrpc, mcp, unix, http). A
 ``Frontend`` opens a session of an agent, prompts it, and waits for markers in the bytes it
 has read so far; it never reads unless asked, so a test can leave the server's output
-queued and unread. ``stubborn_agent`` is the ACP agent that ignores SIGTERM and EOF.
+queued and unread. ``stubborn_agent`` is the ACP agent that ignores SIGTERM and EOF. ``group_left`` lists what
+is left of process groups, zombies included (a process killed but never reaped).
 """
 
 from __future__ import annotations
@@ -76,6 +77,35 @@ def assert_all_gone(pids: list[int], timeout: float = 3.0) -> None:
     for pid in left:
         os.kill(pid, signal.SIGKILL)  # don't leave them to the next test
     assert not left, f"processes outlived the sidecar: {left}"
+
+
+def group_left(pgids: set[int]) -> list[str]:
+    """Every process (alive or a zombie) whose process group is one of ``pgids``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) in pgids:
+            found.append(f"{entry} (state {fields[0].decode()}, parent {int(fields[1])})")
+    return found
+
+
+def pgid_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return int(f.read().rsplit(b")", 1)[1].split()[2])
+
+
+def kill_groups(pgids: set[int]) -> None:
+    for pgid in pgids:  # after a failed test: don't leave them to the next one
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 class Stream:

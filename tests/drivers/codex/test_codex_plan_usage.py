@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import jsonschema
 import pytest
 
 import fake_openai as fo
+from lifetime_support import group_left, kill_groups, pgid_of
 from sidecar import _REFERENCE, Sidecar
 
 NOW = int(time.time())
@@ -180,3 +182,34 @@ def test_plan_usage_all_shows_codexs_real_row(world):
     check_plan_usage(codex[0]["plan_usage"])
     assert [w["label"] for w in codex[0]["plan_usage"]["windows"]] == ["Session", "Week"]
     assert world.wait_no_codex() == []
+
+
+@pytest.mark.parametrize("end", ["eof", "sigterm"])
+def test_a_sidecar_that_ends_during_a_read_leaves_no_codex_process(world, end):
+    """The backend hangs; the sidecar is told to end (its stdin's EOF, SIGTERM) while Codex
+    waits on it: by the time the sidecar has exited, no process of Codex's group is left,
+    neither alive nor a zombie (killed and reaped by the sidecar, not left to init)."""
+    world.login_chatgpt()
+    world.api.usage = fo.Hang()
+    sc = Sidecar(env=world.env)
+    groups: set[int] = set()
+    try:
+        sc.send({"cmd": "plan_usage", "agent": "codex", "dir": world.work})
+        deadline = time.monotonic() + 60
+        while not any(r.path == "/backend-api/wham/usage" for r in world.api.backend_requests()):
+            assert time.monotonic() < deadline and sc.proc.poll() is None, "Codex never asked its backend"
+            time.sleep(0.05)
+        groups = {pgid_of(pid) for pid in world.codex_processes()}
+        assert groups
+        if end == "eof":
+            sc.close_stdin()
+        else:
+            sc.proc.send_signal(signal.SIGTERM)
+        assert sc.proc.wait(15) == 0
+        assert group_left(groups) == [], "a Codex process outlived the sidecar"
+        assert world.codex_processes() == []
+    finally:
+        world.api.release()
+        if sc.proc.poll() is None:
+            sc.proc.kill()
+        kill_groups(groups)

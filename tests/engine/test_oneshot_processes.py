@@ -1,0 +1,94 @@
+"""Nothing a one-shot started outlives the sidecar: a ``discover`` whose ``--version`` run
+hangs, when the sidecar ends (EOF on stdin, SIGTERM, the HTTP transport's end of stdin).
+
+The agent is a fake on the catalog's override: its ``--version`` writes its pid and the pid
+of a ``sleep`` it starts (same process group) and waits. Once both are running the sidecar
+is told to end; by the time it has exited, no process of that group is left, neither alive
+nor a zombie (the sidecar killed and reaped them: an exit that only killed them leaves
+zombies for init, which may reap them late or never). Codex's plan_usage read, the other
+one-shot that starts a process: tests/drivers/codex/test_codex_plan_usage.py.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lifetime_support import group_left, kill_groups, pgid_of, wait_for_pids
+from sidecar import ROOT, Sidecar, base_env
+
+
+def hanging_agent(tmp_path: Path) -> dict[str, str]:
+    """The env of a sidecar whose first catalog agent is a fake whose --version hangs."""
+    from agentproto.drivers import catalog
+
+    pids = tmp_path / "pids"
+    fake = tmp_path / "fake-agent"
+    fake.write_text(f"#!/bin/sh\necho $$ >> {pids}\nsleep 600 &\necho $! >> {pids}\nwait\n")
+    fake.chmod(0o755)
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    return {"PATH": f"{empty}:/usr/bin:/bin", "HOME": str(tmp_path), catalog.CATALOG[0].env_override: str(fake)}
+
+
+@pytest.mark.parametrize("end", ["eof", "sigterm"])
+def test_a_discover_whose_version_run_hangs_leaves_nothing_when_serve_ends(tmp_path: Path, end: str) -> None:
+    sc = Sidecar(env=hanging_agent(tmp_path))
+    groups: set[int] = set()
+    try:
+        sc.send({"cmd": "discover"})
+        pids = wait_for_pids(tmp_path / "pids", 2)
+        groups = {pgid_of(pid) for pid in pids}
+        assert groups == {pids[0]}  # the version run leads its group; its sleep is in it
+        if end == "eof":
+            sc.close_stdin()
+        else:
+            sc.proc.send_signal(signal.SIGTERM)
+        assert sc.proc.wait(15) == 0
+        assert group_left(groups) == [], "a process of the version run outlived the sidecar"
+    finally:
+        if sc.proc.poll() is None:
+            sc.proc.kill()
+        kill_groups(groups)
+
+
+def test_a_discover_whose_version_run_hangs_leaves_nothing_when_http_ends(tmp_path: Path) -> None:
+    """The HTTP transport ends when its stdin (a pipe) does; a discover is in flight."""
+    import socket
+
+    env = base_env({**hanging_agent(tmp_path), "AGENTPROTO_AUTH_TOKEN": "t" * 32})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentproto", "serve", "--transport", "http", "--port", "0"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=str(ROOT),
+    )  # fmt: skip
+    groups: set[int] = set()
+    assert proc.stdin is not None and proc.stderr is not None
+    try:
+        banner = b""
+        while not re.search(rb"http://[\d.]+:(\d+)/", banner):
+            line = proc.stderr.readline()
+            assert line, banner
+            banner += line
+        found = re.search(rb"http://[\d.]+:(\d+)/", banner)
+        assert found is not None
+        body, port = b'{"op":"discover"}', int(found.group(1))
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(
+            b"POST /v1/agent HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer %s\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (port, b"t" * 32, len(body), body)
+        )
+        pids = wait_for_pids(tmp_path / "pids", 2)
+        groups = {pgid_of(pid) for pid in pids}
+        proc.stdin.close()
+        proc.wait(15)
+        assert group_left(groups) == [], "a process of the version run outlived the sidecar"
+        sock.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        kill_groups(groups)
