@@ -1,5 +1,6 @@
 """Nothing a one-shot started outlives the sidecar: a ``discover`` whose ``--version`` run
-hangs, when the sidecar ends (EOF on stdin, SIGTERM, the HTTP transport's end of stdin).
+hangs, when the sidecar ends (EOF on stdin, SIGTERM, the HTTP transport's end of stdin), and
+when ``list`` is interrupted.
 
 The agent is a fake on the catalog's override: its ``--version`` writes its pid and the pid
 of a ``sleep`` it starts (same process group) and waits. Once both are running the sidecar
@@ -87,6 +88,27 @@ def test_a_discover_whose_version_run_hangs_leaves_nothing_when_http_ends(tmp_pa
         proc.wait(15)
         assert group_left(groups) == [], "a process of the version run outlived the sidecar"
         sock.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        kill_groups(groups)
+
+
+def test_a_list_interrupted_while_a_version_run_hangs_leaves_nothing(tmp_path: Path) -> None:
+    """``list`` (its own loop, not a server) told to stop while an agent's --version hangs."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentproto", "list", "--no-probe"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=base_env(hanging_agent(tmp_path)), cwd=str(tmp_path),
+    )  # fmt: skip
+    groups: set[int] = set()
+    try:
+        pids = wait_for_pids(tmp_path / "pids", 2)
+        groups = {pgid_of(pid) for pid in pids}
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(15)
+        assert group_left(groups) == [], "a process of the version run outlived list"
     finally:
         if proc.poll() is None:
             proc.kill()
