@@ -16,10 +16,12 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from lifetime_support import group_left, kill_groups, pgid_of, wait_for_pids
+from lifetime_support import assert_all_gone, group_left, kill_groups, pgid_of, pids_in, wait_for_pids
 from sidecar import ROOT, Sidecar, base_env
 
 
@@ -114,3 +116,37 @@ def test_a_list_interrupted_while_a_version_run_hangs_leaves_nothing(tmp_path: P
             proc.kill()
             proc.wait()
         kill_groups(groups)
+
+
+def test_kill_all_kills_a_discovers_version_run_with_the_agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server whose signal grace ran out kills every agent (``kill_all``): a one-shot's
+    process too, at once, and the discover answers without the version it could not read."""
+    from agentproto.engine.runtime import Engine
+    from agentproto.loopio.loop import Loop
+
+    for name, value in hanging_agent(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    loop = Loop()
+    runtime = Engine(loop)
+    answers: list[tuple[Any, Any]] = []
+    groups: set[int] = set()
+    try:
+        runtime.discover(lambda value, error: answers.append((value, error)))
+        deadline = time.monotonic() + 20
+        loop.run(until=lambda: len(pids_in(tmp_path / "pids")) >= 2 or time.monotonic() > deadline)
+        pids = wait_for_pids(tmp_path / "pids", 2, timeout=0)
+        groups = {pgid_of(pid) for pid in pids}
+        runtime.kill_all()
+        assert_all_gone(pids)  # killed by kill_all itself: the loop has not run since
+        loop.run(until=lambda: bool(answers) or time.monotonic() > deadline)
+        report, error = answers[0]
+        assert error is None
+        from agentproto.drivers import catalog
+
+        agent = {a["id"]: a for a in report["agents"]}[catalog.CATALOG[0].id]
+        assert agent["version"] is None
+        assert any("did not finish" in d["message"] for d in report["diagnostics"]), report["diagnostics"]
+        assert not runtime.oneshots.live  # its exit was reported: no longer tracked
+    finally:
+        kill_groups(groups)
+        loop.close()
