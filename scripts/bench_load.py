@@ -164,15 +164,21 @@ class Tally:
 
 def read_until(sc: Sidecar, marker: bytes, count: int) -> bytes:
     """Raw output until ``marker`` has come ``count`` times: the run is timed on cheap reads,
-    and checked afterwards (a Python client parsing every line would be what is measured)."""
+    and checked afterwards (a Python client parsing every line would be what is measured).
+    A read may end anywhere in a line (where a partial write of the sidecar's ended), so each
+    marker is counted in the read where it ends, with the last bytes before that read in front."""
     chunks = [sc.buffer]
     seen = sc.buffer.count(marker)
+    keep = len(marker) - 1  # too short to hold a whole marker: none is counted twice
+    tail = sc.buffer[-keep:] if keep else b""
     while seen < count:
         chunk = os.read(sc.fd, 1 << 20)
         if not chunk:
             raise Lost("the sidecar's output ended")
         chunks.append(chunk)
-        seen += chunk.count(marker)  # a marker is never split: checked once more below
+        window = tail + chunk
+        seen += window.count(marker)
+        tail = window[-keep:] if keep else b""
     raw = b"".join(chunks)
     cut = raw.rfind(b"\n") + 1
     sc.buffer = raw[cut:]

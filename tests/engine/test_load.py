@@ -50,3 +50,25 @@ def test_the_check_sees_a_lost_or_reordered_event(tmp_path: Path) -> None:
         except bench_load.Lost:
             continue
         raise AssertionError(f"{bad} passed the check")
+
+
+def test_a_marker_cut_in_two_by_the_reads_is_counted() -> None:
+    """The reader counts a marker that two reads cut in two. The sidecar writes its stdout in
+    blobs of whole lines, but a partial write (a full pipe) ends anywhere in a line, and the
+    reader's next read starts there. Unfixed, ``read_until`` counted each read's markers
+    alone, missed the cut one and waited for one that had come: the sidecar idle, the test
+    hung (about 1 run in 10 of the 20-session test above once stdout was written early).
+    A SOCK_SEQPACKET pair makes each write one read, so the cut is where the test puts it."""
+    import socket
+    import types
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with ours, theirs:
+        # The first marker spans what was left of an earlier read and three short reads.
+        for piece in (b"rn", b"En", b'ded":{}}}\n{"kind":{"TurnEnded', b'":{}}}\n{"next'):
+            theirs.send(piece)
+        theirs.shutdown(socket.SHUT_WR)  # unfixed: the read finds the end instead of the marker
+        sc = types.SimpleNamespace(fd=ours.fileno(), buffer=b'{"kind":{"Tu')
+        raw = bench_load.read_until(sc, b'"TurnEnded"', 2)  # type: ignore[arg-type]
+    assert raw == b'{"kind":{"TurnEnded":{}}}\n{"kind":{"TurnEnded":{}}}\n'
+    assert sc.buffer == b'{"next'
