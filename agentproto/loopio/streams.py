@@ -13,7 +13,10 @@ Rules of this file:
   with how many of its lines were written (the engine's flow control: the engine hands a
   session's bound ``delivered``; this layer imports nothing above it). A big line costs
   time linear in its size however the descriptor takes it, and small lines are copied into
-  a write once: what the descriptor did not take of a write is written next as it is. When writing fails, the queue
+  a write once: what the descriptor did not take of a write is written next as it is.
+  Lines are written at the end of the loop's pass, or at once past ``EARLY_WRITE`` queued
+  bytes on a pipe or socket (a flood's reader starts on its first lines); a failure there
+  is left to the pass's flush, never reported inside ``send``. When writing fails, the queue
   is dropped, its callbacks are told, and whoever waits for the queue to drain is told as
   well: a reader that went away must never keep a shutdown waiting. ``reader_gone`` says, without a
   write, whether a pipe's or socket's reader has gone (poll's POLLERR/POLLHUP, timeout 0).
@@ -40,6 +43,10 @@ if TYPE_CHECKING:
     Delivered = Callable[[int], None]
 
 WRITE_CHUNK = 256 * 1024
+#: Queued bytes at which ``Output.send`` writes at once (a pipe or a socket, not waiting)
+#: instead of at the end of the loop's pass: a flood's first lines reach their reader while
+#: the rest of the same read is still relayed, so the two processes work side by side.
+EARLY_WRITE = 16 * 1024
 
 
 class Reader:
@@ -164,6 +171,7 @@ class Output:
         self.on_error = on_error
         self.queue: deque[tuple[bytes, "Delivered | None"]] = deque()
         self.offset = 0  # bytes of queue[0] already written
+        self.queued = 0  # bytes queued and not written yet
         #: The unwritten rest of the last blob the descriptor took part of: written next as
         #: it is, not built again from the queue (a full pipe takes 64 KiB of a WRITE_CHUNK).
         self._rest: memoryview | None = None
@@ -188,8 +196,11 @@ class Output:
                 delivered(1)  # nobody will read it; don't hold the agent back
             return
         self.queue.append((data, delivered))
+        self.queued += len(data)
         if not self.waiting:
             self._flush_soon.request()
+            if self.queued >= EARLY_WRITE and self.pollable:
+                self._write_early()
 
     def _next_blob(self) -> memoryview:
         """What to write next: queue[0]'s unwritten rest, plus whole lines after it up to
@@ -243,6 +254,24 @@ class Output:
         if not self.queue:
             self._drained()
 
+    def _write_early(self) -> None:
+        """One write, in the middle of the loop's pass (``EARLY_WRITE``). What fails here is
+        left to the pass's flush, already asked for, which meets it again and reports it: an
+        error handler does not run inside the ``send`` of whoever is relaying."""
+        blob = self._next_blob()
+        try:
+            written = self.loop.io.write(self.fd, blob)
+        except BlockingIOError:
+            written = 0
+        except OSError:
+            self._rest = blob
+            return
+        self._account(written)
+        if written < len(blob):
+            self._rest = blob[written:]
+            self.waiting = True
+            self.loop.add_writer(self.fd, self._write)
+
     def _write_all(self, blob: memoryview) -> int:
         """As much of ``blob`` as the descriptor takes now. A terminal may refuse with
         EAGAIN part way (another program made it non-blocking): what was written is then
@@ -261,6 +290,7 @@ class Output:
 
     def _account(self, written: int) -> None:
         self.sent += written
+        self.queued -= written
         queue = self.queue
         remaining = written + self.offset
         counts: dict["Delivered", int] = {}
@@ -288,7 +318,7 @@ class Output:
             self.loop.remove_writer(self.fd)
         dropped = self.queue
         self.queue = deque()
-        self.offset = 0
+        self.offset = self.queued = 0
         self._rest = None
         for _, delivered in dropped:
             if delivered is not None:

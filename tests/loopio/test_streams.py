@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from agentproto.loopio.loop import Loop, SystemIO
-from agentproto.loopio.streams import WRITE_CHUNK, LineReader, Output, Reader
+from agentproto.loopio.streams import EARLY_WRITE, WRITE_CHUNK, LineReader, Output, Reader
 
 
 class FaultyIO(SystemIO):
@@ -212,7 +212,9 @@ def test_write_chunk_batches_small_lines_into_one_write() -> None:
         out.send(b"y" * 99 + b"\n")
     got = bytearray()
     loop.run(until=lambda: (got.extend(drain(r)) or False) or len(got) == count * 100)
-    assert io.writes <= 4
+    # Batched: a write per EARLY_WRITE queued at most while the lines are sent (until the
+    # pipe is full), then a write per WRITE_CHUNK, or per what the pipe takes.
+    assert io.writes <= count * 100 // EARLY_WRITE + 4
     loop.close()
     os.close(r)
     os.close(w)
@@ -274,8 +276,50 @@ def test_a_write_s_unwritten_rest_is_written_next_as_it_is() -> None:
     loop.run(until=lambda: (got.extend(drain(r)) or False) or len(got) == 100 * len(lines))
     assert bytes(got) == b"".join(lines)
     assert session.delivered_count == len(lines)
-    # About one blob per WRITE_CHUNK; unfixed: one per write, 62 here.
-    assert io.built <= 100 * len(lines) // WRITE_CHUNK + 2, io.built
+    # About one blob per WRITE_CHUNK (and the few early writes, until the pipe was full);
+    # unfixed: one per write, 62 here.
+    assert io.built <= 100 * len(lines) // WRITE_CHUNK + 8, io.built
     loop.close()
     os.close(r)
+    os.close(w)
+
+
+def test_a_flood_is_written_while_it_is_being_queued() -> None:
+    """Lines queued past EARLY_WRITE within one callback are written there, not at the end
+    of the loop's pass: the reader starts on a flood's first lines while the rest of the
+    same read are still relayed. Their deliveries are counted then too."""
+    loop = Loop()
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    session = Counted()
+    out = Output(loop, w, lambda exc: None)
+    count = EARLY_WRITE // 100 + 1
+    for _ in range(count):
+        out.send(b"y" * 99 + b"\n", session.delivered)
+    assert len(drain(r)) == 100 * count  # before the loop ran at all
+    assert session.delivered_count == count
+    out.close()
+    loop.close()
+    os.close(r)
+    os.close(w)
+
+
+def test_a_failed_early_write_is_reported_by_the_loop_not_inside_send() -> None:
+    """An early write that fails (the reader is gone) reports nothing inside ``send``, whose
+    caller is relaying an agent's read: the pass's flush meets the failure and reports it,
+    once, and every line is counted as delivered."""
+    loop = Loop()
+    r, w = os.pipe()
+    os.close(r)
+    errors: list[OSError] = []
+    session = Counted()
+    out = Output(loop, w, errors.append)
+    count = 2 * EARLY_WRITE // 100
+    for _ in range(count):
+        out.send(b"y" * 99 + b"\n", session.delivered)
+    assert errors == [] and session.delivered_count == 0
+    loop.run(until=lambda: bool(errors))
+    assert len(errors) == 1 and isinstance(errors[0], BrokenPipeError)
+    assert session.delivered_count == count
+    loop.close()
     os.close(w)
