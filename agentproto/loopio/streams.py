@@ -241,9 +241,11 @@ class Output:
             except OSError as exc:
                 self._fail(exc)
                 return
+            # The rest is known before the delivery callbacks run: one that sends enough
+            # for an early write takes up exactly where this write stopped.
+            self._rest = blob[written:] if written < len(blob) else None
             self._account(written)
             if written < len(blob):
-                self._rest = blob[written:]
                 if not self.waiting:
                     self.waiting = True
                     self.loop.add_writer(self.fd, self._write)
@@ -266,9 +268,9 @@ class Output:
         except OSError:
             self._rest = blob
             return
+        self._rest = blob[written:] if written < len(blob) else None  # before the callbacks (_write)
         self._account(written)
-        if written < len(blob):
-            self._rest = blob[written:]
+        if written < len(blob) and not self.waiting:
             self.waiting = True
             self.loop.add_writer(self.fd, self._write)
 

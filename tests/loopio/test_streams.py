@@ -323,3 +323,31 @@ def test_a_failed_early_write_is_reported_by_the_loop_not_inside_send() -> None:
     assert session.delivered_count == count
     loop.close()
     os.close(w)
+
+
+def test_lines_sent_by_a_delivery_callback_are_written_once_and_in_order() -> None:
+    """A ``delivered`` callback runs inside a write; if it sends lines enough for an early
+    write, that write takes up exactly where the outer one stopped: nothing is written twice
+    or skipped (the rest of the outer write's blob is known before its callbacks run)."""
+    io = FaultyIO(cap=1000)
+    loop = Loop(io)
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    out = Output(loop, w, lambda exc: None)
+    first = [b"a%05d" % i + b"a" * 93 + b"\n" for i in range(50)]
+    more = [b"b%05d" % i + b"b" * 93 + b"\n" for i in range(EARLY_WRITE // 100 + 1)]
+
+    def delivered(_count: int) -> None:
+        while more:
+            out.send(more.pop(0))
+
+    for line in first:
+        out.send(line, delivered)
+    expected = b"".join(first) + b"".join(b"b%05d" % i + b"b" * 93 + b"\n" for i in range(EARLY_WRITE // 100 + 1))
+    got = bytearray()
+    loop.run(until=lambda: (got.extend(drain(r)) or False) or len(got) >= len(expected) and not out.queue)
+    got += drain(r)
+    assert bytes(got) == expected
+    loop.close()
+    os.close(r)
+    os.close(w)
