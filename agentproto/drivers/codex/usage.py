@@ -9,7 +9,9 @@ Rules of this file:
   rate limits are the answer (``plan_usage_of``), and when Codex refuses them the login
   ``account/read`` reported types the error (``plan_usage_error``). Both mappings are pure
   functions (tested alone, with the shapes 0.171.0 answers); only what Codex gives is
-  mapped, nothing is made up (no reset credits in its answer: ``reset_credits`` is null).
+  mapped, nothing is made up: ``reset_credits`` is filled from ``rateLimitResetCredits``
+  only when Codex reports the login's banked resets (how many, and the first to expire), null
+  otherwise.
 - The read is bounded: past ``AGENTPROTO_CODEX_PLAN_USAGE_SECS`` (default
   ``PLAN_USAGE_TIMEOUT``) from the start, the process group is killed and the answer is
   HandshakeTimeout. Once the outcome is known Codex's input is closed (it exits; after
