@@ -23,8 +23,9 @@ Rules of this file:
 - Every process a one-shot starts goes through ``Processes.start`` (the runtime's
   ``oneshots``), which tracks it until its exit is reported: a server that must end kills
   them (``kill``), and at the sidecar's exit, once its loop has stopped, ``end`` kills what
-  is left and reaps their process groups (blocking, at most ``REAP_GRACE`` seconds): none
-  outlives the sidecar, not even as a zombie left to init.
+  is left and reaps their trees (each one's process group and whatever the kill reached,
+  however detached; blocking, at most ``REAP_GRACE`` seconds): none outlives the sidecar,
+  not even as a zombie left to init.
 - With ``output_schema`` and ``output_retries: N``, an answer that fails the schema is sent
   back as a prompt in the same session naming each error (path, expected, got), up to N
   times; the last failure is ProtocolFailed with its errors, as without retries.
@@ -177,12 +178,12 @@ class Processes:
             transport.kill()
 
     def end(self, grace: float = REAP_GRACE) -> None:
-        """Only once the loop has stopped: kill every one, and reap their groups (blocking, at
+        """Only once the loop has stopped: kill every one, and reap their trees (blocking, at
         most ``grace`` seconds). Their exits reach nobody: nobody is left to read an answer."""
-        groups = [transport.pid for transport in self.live if transport.pid is not None]
+        trees = [transport.tree for transport in self.live if transport.tree is not None]
         self.kill()
         self.live.clear()
-        self.loop.reap_groups(groups, grace)
+        self.loop.reap_trees(trees, grace)
 
 
 def discover(loop: Loop, mock_only: bool, factory: TransportFactory, done: Done) -> None:

@@ -13,9 +13,10 @@ Rules of this file:
   detaches stays ours to kill; the orphans re-parented to us are reaped here too, without
   taking a watched child's status from its ``Popen`` (``waitid(WNOWAIT)`` looks first).
   When the loop closes, every descendant still alive is killed.
-- ``reap_groups`` is for a process about to exit, once its loop has stopped: it blocks
-  (bounded) until no process of the given groups is left unreaped, and runs no callback
-  (nobody is left to hear an exit).
+- ``reap_trees`` is for a process about to exit, once its loop has stopped: it blocks
+  (bounded) until no process of the given trees (their groups, and every process they
+  signalled, however detached) is left unreaped, and runs no callback (nobody is left to
+  hear an exit).
 - ``loop.io`` is the one place descriptors are read and written (see streams.py), and
   ``loop.time()`` the one clock timers and the engine read; a test replaces either.
 """
@@ -410,41 +411,59 @@ class Loop:
             if handler is not None:
                 self._guard(handler)
 
-    def reap_groups(self, pgids: list[int], timeout: float) -> None:
-        """Block until no process of the groups ``pgids`` is left alive or a zombie of ours
-        (each reaped: a watched child through its ``Popen``, an adopted orphan by its pid),
-        at most ``timeout`` seconds. Only once the loop has stopped (the process is
-        ending): it blocks, and the exits it reaps call no ``on_exit``."""
-        groups = set(pgids)
-        if not groups:
-            return
+    def reap_trees(self, trees: list[proctree.Tree], timeout: float) -> None:
+        """Block until no process of ``trees`` (``Tree.holds``: its group, and every process
+        it signalled) is left alive or a zombie of ours (each reaped: a watched child through
+        its ``Popen``, an adopted orphan by its pid), at most ``timeout`` seconds. Only once
+        the loop has stopped (the process is ending): it blocks, and the exits it reaps call
+        no ``on_exit``."""
+        if trees:
+            leaders = {tree.leader for tree in trees}
+            self._reap(lambda pid, proc: any(tree.holds(pid, proc) for tree in trees), leaders, timeout)
+
+    def _reap(self, holds: Callable[[int, proctree.Proc], bool], leaders: set[int], timeout: float) -> None:
+        """``reap_trees``'s wait, for the processes ``holds`` names (``leaders``: the
+        watched children that are all that is known without /proc)."""
         deadline = time.monotonic() + timeout
         mine = os.getpid()
         while True:
-            for pid, (proc, _on_exit) in list(self._children.items()):
-                if pid in groups and proc.poll() is not None:
-                    del self._children[pid]
             table = proctree.scan()
             if table is None:  # no /proc: the watched leaders are all that is known
-                if not any(pid in groups for pid in self._children):
+                for pid in leaders:
+                    watched = self._children.get(pid)
+                    if watched is not None and watched[0].poll() is not None:
+                        del self._children[pid]
+                if not any(pid in leaders for pid in self._children):
                     return
             else:
                 left = False
                 for pid, entry in table.items():
-                    if entry.pgid not in groups or pid == mine:
+                    if pid == mine or not holds(pid, entry):
                         continue
-                    if entry.alive:
+                    watched = self._children.get(pid)
+                    if watched is not None:
+                        if watched[0].poll() is None:
+                            left = True
+                        else:
+                            del self._children[pid]
+                    elif entry.alive:
                         left = True
-                    elif entry.ppid == mine and pid not in self._children:
-                        # An adopted orphan of the group: ours to reap. A zombie whose other
-                        # threads are still exiting cannot be reaped yet (waitpid says 0).
+                    elif entry.ppid == mine:
+                        # An adopted orphan: ours to reap. A zombie whose other threads are
+                        # still exiting cannot be reaped yet (waitpid says 0).
                         try:
                             if os.waitpid(pid, os.WNOHANG)[0] == 0:
                                 left = True
                         except ChildProcessError:
                             pass
-                    elif entry.ppid == mine:
-                        left = True  # a watched leader that exited since its poll above
+                    else:
+                        # Another's zombie: its parent reaps it, or dies (being held too) and
+                        # hands it to us, or did already (this read of it is older than the
+                        # parent's). Only a parent that lives on, and is not ours to wait
+                        # for (init, without a subreaper), is left to it.
+                        parent = table.get(entry.ppid)
+                        if parent is None or not parent.alive or holds(entry.ppid, parent):
+                            left = True
                 if not left:
                     return
             if time.monotonic() >= deadline:

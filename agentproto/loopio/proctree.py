@@ -19,6 +19,10 @@ one): it would outlive the session. Three things keep track of it:
   process that carries the mark, with theirs. A detached process that also clears its
   environment is not found by its tree: it is still a descendant of the sidecar, which
   kills all of them when its loop closes (``kill_descendants``).
+- A tree remembers every process it signalled (``signalled``: pid and start time), and
+  ``holds`` counts them as its own until they are reaped: once killed, a detached process
+  is no longer among the members (a zombie is not alive, its environment cannot be read,
+  and its parent may be gone), yet it still has to be reaped (``Loop.reap_trees``).
 
 Without /proc (not Linux) only the group is known, as before. agentproto creates no
 cgroup: a sidecar has no business in the system's cgroup hierarchy (root-owned and
@@ -60,7 +64,9 @@ def mark_env(env: dict[str, str]) -> tuple[dict[str, str], str]:
     return {**env, MARK: mark}, mark
 
 
-class _Proc:
+class Proc:
+    """One process as ``scan`` found it."""
+
     __slots__ = ("ppid", "pgid", "alive", "start")
 
     def __init__(self, ppid: int, pgid: int, alive: bool, start: bytes) -> None:
@@ -70,20 +76,20 @@ class _Proc:
         self.start = start  # the start time: with the pid, names one process for good
 
 
-def scan() -> dict[int, _Proc] | None:
+def scan() -> dict[int, Proc] | None:
     """Every process, by pid; None without /proc."""
     try:
         entries = os.listdir("/proc")
     except OSError:
         return None
-    table: dict[int, _Proc] = {}
+    table: dict[int, Proc] = {}
     for entry in entries:
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
-            table[int(entry)] = _Proc(int(fields[1]), int(fields[2]), fields[0] not in (b"Z", b"X"), fields[19])
+            table[int(entry)] = Proc(int(fields[1]), int(fields[2]), fields[0] not in (b"Z", b"X"), fields[19])
         except (OSError, IndexError, ValueError):
             continue  # gone meanwhile
     return table
@@ -100,7 +106,7 @@ def _closure(roots: set[int], children: dict[int, list[int]]) -> set[int]:
     return found
 
 
-def _children_of(table: dict[int, _Proc]) -> dict[int, list[int]]:
+def _children_of(table: dict[int, Proc]) -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for pid, proc in table.items():
         children.setdefault(proc.ppid, []).append(pid)
@@ -114,7 +120,7 @@ _marks_seen: dict[tuple[int, bytes], str] = {}
 _NEEDLE = f"\0{MARK}=".encode()
 
 
-def _mark_of(pid: int, proc: _Proc) -> str | None:
+def _mark_of(pid: int, proc: Proc) -> str | None:
     key = (pid, proc.start)
     known = _marks_seen.get(key)
     if known is not None:
@@ -134,7 +140,7 @@ def _mark_of(pid: int, proc: _Proc) -> str | None:
     return mark
 
 
-def _descendants(table: dict[int, _Proc], children: dict[int, list[int]]) -> set[int]:
+def _descendants(table: dict[int, Proc], children: dict[int, list[int]]) -> set[int]:
     mine = os.getpid()
     found = _closure({mine}, children) - {mine}
     if len(_marks_seen) > len(table) + 64:  # forget the processes that are gone
@@ -149,12 +155,15 @@ class Tree:
     def __init__(self, leader: int, mark: str | None = None) -> None:
         self.leader = leader
         self.mark = mark
+        #: Every process ``signal`` reached: pid -> start time (the pair names one process).
+        self.signalled: dict[int, bytes] = {}
 
     def members(self) -> set[int] | None:
         """Their pids (this process never among them); None without /proc."""
         table = scan()
-        if table is None:
-            return None
+        return None if table is None else self._members(table)
+
+    def _members(self, table: dict[int, Proc]) -> set[int]:
         children = _children_of(table)
         # The group, by its id (never the leader's pid alone: once it is reaped, that pid
         # may be anyone's), and the descendants of this process that carry the mark.
@@ -165,6 +174,11 @@ class Tree:
         tree.discard(os.getpid())
         return {pid for pid in tree if table[pid].alive}
 
+    def holds(self, pid: int, proc: Proc) -> bool:
+        """Whether process ``pid`` (as ``scan`` found it) is of this tree for its reaping: in
+        its group, or one it signalled, alive or not."""
+        return proc.pgid == self.leader or self.signalled.get(pid) == proc.start
+
     def alive(self) -> bool:
         """Whether any process of the tree is alive (zombies do not count)."""
         members = self.members()
@@ -173,12 +187,17 @@ class Tree:
         return send_signal(self.leader, 0, group=True)  # no /proc: the group is all we know
 
     def signal(self, signum: int) -> bool:
-        """Send ``signum`` to the group and to every process of the tree; whether any was alive."""
+        """Send ``signum`` to the group and to every process of the tree (each remembered in
+        ``signalled``); whether any was alive."""
         sent = send_signal(self.leader, signum, group=True)
-        members = self.members()
-        for pid in members or ():
+        table = scan()
+        if table is None:
+            return sent
+        members = self._members(table)
+        for pid in members:
+            self.signalled[pid] = table[pid].start
             send_signal(pid, signum)
-        return bool(members) if members is not None else sent
+        return bool(members)
 
 
 def kill_descendants() -> None:

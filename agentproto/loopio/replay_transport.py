@@ -32,6 +32,7 @@ from agentproto.loopio.transport import Spawn
 
 if TYPE_CHECKING:
     from agentproto.loopio.loop import Loop
+    from agentproto.loopio.proctree import Tree
     from agentproto.loopio.record import Wire
 
 
@@ -43,6 +44,7 @@ class ReplayTransport:
         self.wire = wire
         self.session = wire.session
         self.pid: int | None = None
+        self.tree: Tree | None = None
         #: Reads fed and not delivered yet: one per loop pass, as they come off a pipe (a
         #: driver that merges what one read brought flushes between two reads).
         self._reads: deque[list[bytes]] = deque()

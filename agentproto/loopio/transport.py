@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
     from agentproto.loopio.loop import Loop
+    from agentproto.loopio.proctree import Tree
     from agentproto.loopio.record import Wire
 
 #: An agent line may be long (a file's content in a tool result), but not endless.
@@ -65,6 +66,11 @@ class LineTransport(Protocol):
 
     #: The agent's process id (and process group), None when no process carries it.
     pid: int | None
+
+    @property
+    def tree(self) -> Tree | None:
+        """Its processes, wherever they went (proctree.py): what ``kill`` reaches, for
+        whoever must reap them before exiting; None when no process carries it."""
 
     def write(self, data: bytes) -> None:
         """Send whole lines (each ending in a newline); never blocks."""

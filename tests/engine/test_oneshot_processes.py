@@ -12,6 +12,7 @@ one-shot that starts a process: tests/drivers/codex/test_codex_plan_usage.py.
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -25,13 +26,14 @@ from lifetime_support import assert_all_gone, group_left, kill_groups, pgid_of, 
 from sidecar import ROOT, Sidecar, base_env
 
 
-def hanging_agent(tmp_path: Path) -> dict[str, str]:
-    """The env of a sidecar whose first catalog agent is a fake whose --version hangs."""
+def hanging_agent(tmp_path: Path, also: str = "") -> dict[str, str]:
+    """The env of a sidecar whose first catalog agent is a fake whose --version hangs (after
+    running the shell line ``also``)."""
     from agentproto.drivers import catalog
 
     pids = tmp_path / "pids"
     fake = tmp_path / "fake-agent"
-    fake.write_text(f"#!/bin/sh\necho $$ >> {pids}\nsleep 600 &\necho $! >> {pids}\nwait\n")
+    fake.write_text(f"#!/bin/sh\n{also}\necho $$ >> {pids}\nsleep 600 &\necho $! >> {pids}\nwait\n")
     fake.chmod(0o755)
     empty = tmp_path / "bin"
     empty.mkdir()
@@ -57,6 +59,107 @@ def test_a_discover_whose_version_run_hangs_leaves_nothing_when_serve_ends(tmp_p
         if sc.proc.poll() is None:
             sc.proc.kill()
         kill_groups(groups)
+
+
+def start_of(pid: int) -> bytes:
+    """The start time of process ``pid``: with the pid, it names one process for good."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()[19]
+
+
+def left_of(pid: int, start: bytes) -> str | None:
+    """What is left of that process (alive or a zombie: its state and parent), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    if fields[19] != start:
+        return None  # the pid was reaped and taken since
+    return f"{pid} (state {fields[0].decode()}, parent {int(fields[1])})"
+
+
+def detaching(tmp_path: Path, how: str) -> tuple[dict[str, str], Path]:
+    """The env of a sidecar whose version run (``hanging_agent``) also starts a process in a
+    session of its own (``setsid``), out of reach of its group kill, and the file its pid is
+    written to. ``detached``: it carries the run's mark and its parent (the run) waits on,
+    so the run's tree holds it. ``escaped``: it also clears its environment and its parent
+    exits at once (a double fork): no tree holds it, only the sidecar's last resort."""
+    other = tmp_path / "other"
+    line = f"setsid /bin/sh -c 'echo $$ >> {other}; exec sleep 600' &"
+    if how == "escaped":
+        line = f"(setsid /usr/bin/env -i /bin/sh -c 'echo $$ >> {other}; exec sleep 600' &)"
+    return hanging_agent(tmp_path, line), other
+
+
+@pytest.mark.parametrize("how", ["detached"])
+def test_what_a_version_run_detached_is_killed_and_reaped_when_serve_ends(tmp_path: Path, how: str) -> None:
+    """Whichever way it went (see ``detaching``), what the version run detached is gone with
+    the sidecar, not left a zombie for init: ``detached`` is killed with the run's tree and
+    reaped with it (test_end_oneshots_reaps_what_a_version_run_detached), ``escaped`` is
+    killed and reaped by the loop's last resort as it closes."""
+    env, other = detaching(tmp_path, how)
+    sc = Sidecar(env=env)
+    groups: set[int] = set()
+    detached = 0
+    try:
+        sc.send({"cmd": "discover"})
+        groups = {pgid_of(pid) for pid in wait_for_pids(tmp_path / "pids", 2)}
+        (detached,) = wait_for_pids(other, 1)
+        assert pgid_of(detached) == detached and detached not in groups  # a group (and session) of its own
+        start = start_of(detached)
+        sc.close_stdin()
+        assert sc.proc.wait(15) == 0
+        assert group_left(groups) == [], "a process of the version run outlived the sidecar"
+        assert left_of(detached, start) is None, f"what the version run detached is left: {left_of(detached, start)}"
+    finally:
+        if sc.proc.poll() is None:
+            sc.proc.kill()
+        kill_groups(groups | ({detached} if detached else set()))
+
+
+#: A sidecar's runtime in a process of its own (it becomes a subreaper): a discover runs
+#: until its version run has detached its process, then ``end_oneshots`` (as the sidecar's
+#: exit does), and what is left of that process is printed before the loop closes (whose
+#: last resort would reap it anyway).
+END_ONESHOTS = """
+import json, os, sys, time
+from pathlib import Path
+from agentproto.engine.runtime import Engine
+from agentproto.loopio.loop import Loop
+
+other = Path(sys.argv[1])
+loop = Loop(adopt_orphans=True)
+runtime = Engine(loop)
+runtime.discover(lambda value, error: None)
+deadline = time.monotonic() + 20
+loop.run(until=lambda: bool(other.exists() and other.read_text().strip()) or time.monotonic() > deadline)
+pid = int(other.read_text())
+runtime.end_oneshots()
+try:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    left = f"{pid} (state {fields[0].decode()}, parent {int(fields[1])})"
+except OSError:
+    left = None
+print(json.dumps(left), flush=True)
+loop.close()
+"""
+
+
+def test_end_oneshots_reaps_what_a_version_run_detached(tmp_path: Path) -> None:
+    """The kill of a version run's tree reaches the process it detached (by its mark, or as a
+    child of the run); ``end_oneshots`` reaps it too, where it waited for the run's process
+    group alone and left it a zombie of the sidecar (then of init, once the sidecar exits)."""
+    env, other = detaching(tmp_path, "detached")
+    done = subprocess.run(
+        [sys.executable, "-c", END_ONESHOTS, str(other)], env=base_env(env), cwd=str(tmp_path),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    pids = pids_in(other) + pids_in(tmp_path / "pids")
+    kill_groups(set(pids))  # after a failed test: don't leave them to the next one
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) is None, f"end_oneshots left what the version run detached: {done.stdout}"
 
 
 def test_a_discover_whose_version_run_hangs_leaves_nothing_when_http_ends(tmp_path: Path) -> None:

@@ -49,6 +49,7 @@ class ScriptedTransport:
         self.auto_exit = auto_exit
         self.record_wire = record_wire
         self.pid: int | None = None
+        self.tree = None  # no process: nothing to reap
         self.raw: list[bytes] = []
         self.written: list[Any] = []
         #: Called with each decoded line the driver writes (an agent that answers).

@@ -27,6 +27,7 @@ class Wrapped:
         self.spawn = spawn
         self.inner = make(loop, with_changes(spawn, **callbacks), record_wire)
         self.pid = self.inner.pid
+        self.tree = getattr(self.inner, "tree", None)
 
     def write(self, data: bytes) -> None:
         self.inner.write(data)
