@@ -12,7 +12,8 @@ Rules of this file:
   process becomes the subreaper of its descendants (proctree.py), so what an agent
   detaches stays ours to kill; the orphans re-parented to us are reaped here too, without
   taking a watched child's status from its ``Popen`` (``waitid(WNOWAIT)`` looks first).
-  When the loop closes, every descendant still alive is killed.
+  When the loop closes, every descendant still alive is killed, and reaped (blocking, at
+  most ``CLOSE_REAP_GRACE`` seconds): none is left a zombie for init.
 - ``reap_trees`` is for a process about to exit, once its loop has stopped: it blocks
   (bounded) until no process of the given trees (their groups, and every process they
   signalled, however detached) is left unreaped, and runs no callback (nobody is left to
@@ -145,6 +146,9 @@ class SystemIO:
 
 class Loop:
     CHILD_POLL_INTERVAL = 0.5
+    #: ``close``: how long the descendants it kills get to be reaped, in seconds (a
+    #: SIGKILL'd process is normally gone in milliseconds).
+    CLOSE_REAP_GRACE = 1.0
 
     def __init__(self, io: SystemIO | None = None, *, adopt_orphans: bool = False) -> None:
         self.io = io if io is not None else SystemIO()
@@ -472,8 +476,11 @@ class Loop:
 
     def close(self) -> None:
         if self._adopted:
-            # The last resort: nothing this process started, or adopted, outlives it.
-            proctree.kill_descendants()
+            # The last resort: nothing this process started, or adopted, outlives it, not
+            # even as a zombie left to init.
+            killed = proctree.kill_descendants()
+            if killed:
+                self._reap(lambda pid, proc: killed.get(pid) == proc.start, set(), self.CLOSE_REAP_GRACE)
         for signum, old in self._old_handlers.items():
             try:
                 signal.signal(signum, old)

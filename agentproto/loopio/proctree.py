@@ -23,6 +23,7 @@ one): it would outlive the session. Three things keep track of it:
   ``holds`` counts them as its own until they are reaped: once killed, a detached process
   is no longer among the members (a zombie is not alive, its environment cannot be read,
   and its parent may be gone), yet it still has to be reaped (``Loop.reap_trees``).
+  ``kill_descendants`` answers what it found the same way, for the loop to reap.
 
 Without /proc (not Linux) only the group is known, as before. agentproto creates no
 cgroup: a sidecar has no business in the system's cgroup hierarchy (root-owned and
@@ -200,15 +201,19 @@ class Tree:
         return bool(members)
 
 
-def kill_descendants() -> None:
+def kill_descendants() -> dict[int, bytes]:
     """SIGKILL every live descendant of this process (the last resort as a server ends:
-    what no tree claimed, a detached process that cleared its environment)."""
+    what no tree claimed, a detached process that cleared its environment). Every
+    descendant found, killed or already a zombie: pid -> start time (none without /proc)."""
     table = scan()
     if table is None:
-        return
+        return {}
+    found = {}
     for pid in _descendants(table, _children_of(table)):
+        found[pid] = table[pid].start
         if table[pid].alive:
             send_signal(pid, signal.SIGKILL)
+    return found
 
 
 def send_signal(pid: int, signum: int, group: bool = False) -> bool:

@@ -92,7 +92,7 @@ def detaching(tmp_path: Path, how: str) -> tuple[dict[str, str], Path]:
     return hanging_agent(tmp_path, line), other
 
 
-@pytest.mark.parametrize("how", ["detached"])
+@pytest.mark.parametrize("how", ["detached", "escaped"])
 def test_what_a_version_run_detached_is_killed_and_reaped_when_serve_ends(tmp_path: Path, how: str) -> None:
     """Whichever way it went (see ``detaching``), what the version run detached is gone with
     the sidecar, not left a zombie for init: ``detached`` is killed with the run's tree and
