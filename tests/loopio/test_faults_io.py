@@ -16,6 +16,12 @@ then each position is struck:
   of its writes) loses its sessions, and the other connection's run to their ends as if
   nothing happened, the server still serving.
 
+Every event carries the wall clock (``occurred_at``), whose nanoseconds are written in as
+many digits as they have: with writes of at most 256 bytes, the number of writes followed
+the time of day (31 instead of 32 when a few events' nanoseconds had fewer digits). Each
+run here gets a wall clock of its own, of fixed width, so that a run's writes, and the
+positions the faults strike, are the same every time.
+
 The same faults on the agent's own pipes (the child-process transport's writes to the
 agent and reads of it) are in test_faults_io_agent.py.
 """
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import os
 import sys
@@ -34,6 +41,7 @@ import pytest
 
 from agentproto.drivers.mock import load_script
 from agentproto.frontends.ops_stdio import OpsStream
+from agentproto.engine import session as engine_session
 from agentproto.engine.runtime import Engine
 from agentproto.frontends.serve import P1Connection
 from agentproto.loopio.lifetime import run_stdio
@@ -215,11 +223,17 @@ VARIANTS = {
 }
 
 
+#: The wall clock of every run (ns): its nanoseconds keep 9 digits for a million events.
+WALL_CLOCK = 1_700_000_000_123_456_789
+
+
 class Run:
     """One frontend run with a FaultyIO; what the app saw, and how the server ended."""
 
     def __init__(self, variant: str, plan: dict[str, dict[int, str]], monkeypatch: pytest.MonkeyPatch) -> None:
         frontend, cap, tty = VARIANTS[variant]
+        wall = itertools.count(WALL_CLOCK, 1000)
+        monkeypatch.setattr(engine_session, "time_ns", lambda: next(wall))
         server, app_class = FRONTENDS[frontend]
         self.io = FaultyIO(cap)
         self.io.write_plan = plan.get("write", {})
@@ -277,7 +291,8 @@ def baseline(frontend: str, monkeypatch: pytest.MonkeyPatch) -> Run:
 
 
 #: Writes and reads of each frontend's fault-free run (checked by the first test; the
-#: faults strike each of these positions).
+#: faults strike each of these positions). The same every run: the bytes written are, with
+#: the run's own wall clock.
 POSITIONS = {
     "p1": {"write": 7, "read": 5},
     "ops": {"write": 7, "read": 5},
@@ -295,6 +310,10 @@ def test_the_fault_free_run_keeps_the_promises(frontend: str, monkeypatch: pytes
         assert sum("closed" in line for line in run.lines) == P1App.SESSIONS
     else:
         assert [line["exit_code"] for line in run.lines if line["kind"] == "done"] == [0, 0, 0, 0]
+    # Every event's time is the run's own clock's, in as many digits: the bytes written, and
+    # so the writes counted, are the same every run.
+    times = [line["event"]["occurred_at"] for line in run.lines if "event" in line]
+    assert {(t["secs_since_epoch"], len(str(t["nanos_since_epoch"]))) for t in times} == {(WALL_CLOCK // 10**9, 9)}
     assert {"write": run.io.writes, "read": run.io.reads} == POSITIONS[frontend]
 
 
