@@ -3,20 +3,26 @@
 a policy allowing one command and denying ``rm`` answers the adapter's Bash permission
 requests without the app (the app sees each opened and closed, ``answered_by`` naming the
 rule), and a ``usd`` budget counts the adapter's own ``usage_update`` cost (the session's
-so far, as the spec says: each turn counts its own part) and stops the turn that crosses it.
+so far, as the spec says: each turn counts its own part) and stops the turn that crosses it;
+an adapter killed while its turn waits out the API's 429 is started again, resumed by the
+ACP session id, and the same turn goes to it.
 
 The adapter reports usage once per turn, at its end (Claude Code's result), just before the
 prompt's answer: that report is the one a turn is stopped on."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from acp_real_support import ClaudeAcpWorld, running, stop_of, texts
-from fake_anthropic import text, tool_use
+from fake_anthropic import error, text, tool_use
 from sidecar import ROOT, Sidecar, base_env, kind_name
 
 POLICY = [
@@ -104,3 +110,52 @@ def test_a_usd_budget_counts_the_adapters_cost_and_stops_the_turn_that_crosses_i
     refused = world.sc.error({"cmd": "prompt", "session": session, "text": "three"})
     assert refused["kind"] == "BudgetExceeded"
     assert len(api.main_requests()) == 2
+
+
+def test_an_adapter_that_ends_while_its_turn_waits_out_a_rate_limit_is_resumed_and_the_turn_sent_again(
+    world: Any, api: Any, tmp_path: Path
+) -> None:
+    # Claude Code (no retries of its own here) gives up on the API's 429, resetting in 3 s; the
+    # adapter fails the prompt with it, and is killed (with its Claude Code) while agentproto
+    # waits: a new adapter resumes the ACP session by its id and takes the same turn.
+    record = tmp_path / "restart.ndjson"
+    world.sc.close()
+    world.sc = Sidecar(["--record", str(record)], env=world.env, reference=False)
+    api.push(text("noted"), error(429, "rate_limit_error", "Rate limited", headers={"retry-after": "3"}),
+             text("after the restart"))  # fmt: skip
+    info = world.open(retry={"max_wait_s": 60})
+    session, token = info["id"], info["resume_token"]
+    world.prompt(session, "remember the word kumquat")
+    assert texts(world.turn(session)) == "noted"
+    world.prompt(session, "which word?")
+    world.sc.wait_for(lambda line: "event" in line and "retry" in line["event"]["extensions"].get("agentproto", {}), 60)
+    first = world.processes()
+    assert first
+    for pid in first:  # the agent ends while agentproto waits
+        os.kill(pid, signal.SIGKILL)
+    events = world.turn(session)
+    assert stop_of(events) == "Completed" and texts(events) == "after the restart", events[-1]
+    (restart,) = [e for e in of(events, "Diagnostic") if "restart" in e["extensions"].get("agentproto", {})]
+    body = restart["extensions"]["agentproto"]["restart"]
+    assert body == {"status": "SIGKILL", "process": 2, "resume_token": token}, body
+    limits = [e["extensions"]["agentproto"]["rate_limit"] for e in of(events, "Diagnostic")
+              if "rate_limit" in e["extensions"].get("agentproto", {})]  # fmt: skip
+    assert len(limits) == 1 and "429" in limits[0]["message"], limits  # the adapter's ACP error
+    assert len(of(events, "TurnStarted")) == 1  # the same turn, its events in order
+    assert [e["sequence"] for e in events] == sorted(e["sequence"] for e in events)
+    requests = api.main_requests()
+    assert len(requests) == 3  # the re-sent turn reached the API
+    # The resumed conversation (Claude Code kept no trace of the prompt the 429 failed).
+    sent = world.user_texts(2)
+    assert sent.count("remember the word kumquat") == 1 and sent.count("which word?") == 1, sent
+    assert not set(first) & set(world.processes())  # the ended processes are gone
+    world.close_session(session)
+    world.sc.close()
+    records = [json.loads(line) for line in record.read_text().splitlines()]
+    assert len([r for r in records if r.get("dir") == "spawn"]) == 2
+    assert [r["process"] for r in records if r.get("dir") == "restart"] == [2]
+    # The recording replays offline, the second process's lines played to the second fake.
+    env = {**base_env(), "AGENTPROTO_DB": "off"}
+    cmd = [sys.executable, "-m", "agentproto", "replay", str(record)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=120)
+    assert done.returncode == 0 and "every response matched" in done.stderr, done.stderr
