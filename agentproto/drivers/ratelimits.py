@@ -7,8 +7,8 @@ once the limit resets (engine/guard.py). The status stays Working meanwhile.
 Rules of this file:
 - Recognition is by the agent's own words and codes: HTTP 429 and 529, "rate limit",
   "overloaded", "usage limit" (Claude's ``... usage limit reached|EPOCH`` names its reset),
-  Codex's ``usageLimitExceeded``/rate-limit error infos, an ACP error's 429. Anything else
-  is not a rate limit.
+  Codex's ``usageLimitExceeded``/rate-limit error infos, an ACP error's 429, agy's ERROR
+  ``result`` in those words. Anything else is not a rate limit.
 - No I/O but the wall clock (``retry_at`` = now + the agent's delay, when it gives one).
 """
 

@@ -753,3 +753,48 @@ def test_a_usd_budget_is_unsupported_on_agy_which_reports_no_usage(world: World)
     info = world.open(budget={"turns": 3})  # a bound agentproto counts itself is fine
     assert info["budget"]["limits"] == {"turns": 3}
     world.close(info["id"])
+
+
+def test_a_rate_limited_agy_turn_whose_process_ends_during_the_wait_is_resumed_and_sent_again(
+    world: World, tmp_path: Path
+) -> None:
+    # agy ends the turn with an ERROR result naming a 429 (its wording is the double's CHOICE):
+    # agentproto waits (5 s, no reset named); agy is killed meanwhile, and a new agy, started
+    # on the same conversation (--conversation), takes the same turn.
+    turns = tmp_path / "turns.json"
+    turns.write_text(json.dumps(["noted", [{"error": "429 Too Many Requests: Resource has been exhausted"}],
+                                 "after the restart, previous: {previous}"]))  # fmt: skip
+    record = tmp_path / "restart.ndjson"
+    world.sc.close()
+    world.env["FAKE_AGY_SCRIPT"] = str(turns)
+    world.sc = Sidecar(["--record", str(record)], env=world.env)
+    info = world.open(retry={"max_wait_s": 60})
+    session, token = info["id"], info["resume_token"]
+    assert said(world.turn(session, "remember kumquat")) == "noted\n"
+    world.sc.ok({"cmd": "prompt", "session": session, "text": "which word?"})
+    world.sc.wait_for(lambda l: "event" in l and "retry" in l["event"]["extensions"].get("agentproto", {}), 30)
+    first = agy_pids(world)
+    assert len(first) == 1
+    os.kill(first[0], signal.SIGKILL)  # the agent ends while agentproto waits
+    lines = world.until(session, lambda e: kind_name(e["kind"]) == "TurnEnded", 60)
+    assert stop_of(lines) == {"Completed": {"source": "Protocol"}}, lines[-1]
+    (restart,) = [e for e in lines if "restart" in e["extensions"].get("agentproto", {})]
+    body = restart["extensions"]["agentproto"]["restart"]
+    assert body == {"status": "SIGKILL", "process": 2, "resume_token": token}, body
+    # The new agy read the conversation back: the failed turn's prompt is its previous one.
+    assert said(lines) == "after the restart, previous: which word?\n", said(lines)
+    assert len(of(lines, "TurnStarted")) == 1  # the same turn, its events in order
+    assert first[0] not in agy_pids(world) and len(agy_pids(world)) == 1
+    assert world.conversations() == [token] and len(world.session_dirs()) == 1  # the ended one's dir is gone
+    world.close(session)
+    world.sc.close()
+    records = [json.loads(line) for line in record.read_text().splitlines()]
+    spawns = [r for r in records if r.get("dir") == "spawn"]
+    assert len(spawns) == 2 and f"--conversation {token}" in " ".join(spawns[1]["argv"]), spawns
+    assert [r["process"] for r in records if r.get("dir") == "restart"] == [2]
+    # The recording replays offline, the second process's lines played to the second fake.
+    # (Its TMPDIR the recording's: the work dir is under the system's temp dir, not under it.)
+    env = {**base_env(), "AGENTPROTO_AGY_BIN": "/nonexistent", "AGENTPROTO_DB": "off", "TMPDIR": str(world.tmp)}
+    done = subprocess.run([sys.executable, "-m", "agentproto", "replay", str(record)], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=str(ROOT))  # fmt: skip
+    assert done.returncode == 0 and "every response matched" in done.stderr, done.stderr
