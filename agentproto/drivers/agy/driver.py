@@ -18,12 +18,9 @@ Rules of this file:
   outbox; nothing is lost and nothing goes to a process that is leaving.
 - An exit before ``init`` fails the open: AuthRequired with the login step when agy says it
   is signed out, in an ERROR ``result`` or on stderr only (``agy_mapping.signed_out``).
-- An ERROR ``result`` whose error is a rate limit (drivers/ratelimits.py's words) is reported
-  as one before the turn fails, so ``retry`` re-sends it (engine/guard.py).
-- An exit nobody asked for ends the session (or, during a rate-limited turn with ``retry``,
-  the session starts a new agy on the same conversation: engine/restart.py). The session
-  directory, with every file that holds the listener's token, goes when the session (or
-  the driver) ends, however it ends.
+- An ERROR ``result`` in a rate limit's words (drivers/ratelimits.py) is reported as one.
+- An exit nobody asked for ends the session (engine/restart.py may resume it); the session
+  directory, with every file that holds the listener's token, goes when the driver ends.
 """
 
 from __future__ import annotations
@@ -492,8 +489,7 @@ class AgyDriver(LineDriver):
             return  # the result of a turn the engine already ended
         stop = stop_reason(body)
         if isinstance(stop, dict) and "Failed" in stop and ratelimits.is_rate_limit(stop["Failed"]["message"]):
-            # agy gave up on a rate limit: one report (drivers/ratelimits.py); it names no reset.
-            ratelimits.report(self.host, f"agy: {stop['Failed']['message']}", None, "Error")
+            ratelimits.report(self.host, f"agy: {stop['Failed']['message']}", None, "Error")  # names no reset
         self._close_tools(turn, stop)
         context = context_usage(body)
         if context is not None:

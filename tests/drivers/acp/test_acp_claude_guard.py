@@ -154,6 +154,8 @@ def test_an_adapter_that_ends_while_its_turn_waits_out_a_rate_limit_is_resumed_a
     records = [json.loads(line) for line in record.read_text().splitlines()]
     assert len([r for r in records if r.get("dir") == "spawn"]) == 2
     assert [r["process"] for r in records if r.get("dir") == "restart"] == [2]
+    resumed = [json.loads(r["line"]) for r in records if r.get("dir") == "to_agent" and token in r["line"]]
+    assert [m["method"] for m in resumed if m.get("method") in ("session/resume", "session/load")] == ["session/resume"]
     # The recording replays offline, the second process's lines played to the second fake.
     env = {**base_env(), "AGENTPROTO_DB": "off"}
     cmd = [sys.executable, "-m", "agentproto", "replay", str(record)]
