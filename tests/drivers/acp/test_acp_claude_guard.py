@@ -145,9 +145,12 @@ def test_an_adapter_that_ends_while_its_turn_waits_out_a_rate_limit_is_resumed_a
     assert [e["sequence"] for e in events] == sorted(e["sequence"] for e in events)
     requests = api.main_requests()
     assert len(requests) == 3  # the re-sent turn reached the API
-    # The resumed conversation (Claude Code kept no trace of the prompt the 429 failed).
+    # The resumed conversation, the re-sent prompt last. The prompt the 429 failed is in it
+    # when the killed Claude Code had written it to its transcript already (timing: under
+    # load it had, else not).
     sent = world.user_texts(2)
-    assert sent.count("remember the word kumquat") == 1 and sent.count("which word?") == 1, sent
+    assert sent.count("remember the word kumquat") == 1 and sent[-1] == "which word?", sent
+    assert sent.count("which word?") in (1, 2), sent
     assert not set(first) & set(world.processes())  # the ended processes are gone
     world.close_session(session)
     world.sc.close()

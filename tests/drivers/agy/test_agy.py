@@ -755,6 +755,27 @@ def test_a_usd_budget_is_unsupported_on_agy_which_reports_no_usage(world: World)
     world.close(info["id"])
 
 
+def test_a_rate_limited_agy_turn_is_reported_and_sent_again_on_the_same_process(world: World) -> None:
+    world.sc.close()
+    turns = world.root / "turns.json"
+    turns.write_text(json.dumps([[{"error": "429 Too Many Requests: rate limit exceeded"}], "after the limit"]))
+    world.env["FAKE_AGY_SCRIPT"] = str(turns)
+    world.sc = Sidecar(env=world.env)
+    session = world.open(retry={"max_wait_s": 30})["id"]
+    (pid,) = agy_pids(world)
+    events = world.turn(session, "go")
+    assert stop_of(events) == {"Completed": {"source": "Protocol"}} and said(events) == "after the limit\n"
+    limits = [e["extensions"]["agentproto"]["rate_limit"] for e in events
+              if "rate_limit" in e["extensions"].get("agentproto", {})]  # fmt: skip
+    assert limits == [{"retry_at": None, "message": "agy: 429 Too Many Requests: rate limit exceeded"}], limits
+    assert agy_pids(world) == [pid]
+    # Not every ERROR is a rate limit: without one, the turn fails as before.
+    events = world.turn(session, script({"error": "quota exhausted"}))
+    assert stop_of(events) == {"Failed": {"message": "quota exhausted"}}
+    assert not [e for e in events if "rate_limit" in e["extensions"].get("agentproto", {})]
+    world.close(session)
+
+
 def test_a_rate_limited_agy_turn_whose_process_ends_during_the_wait_is_resumed_and_sent_again(
     world: World, tmp_path: Path
 ) -> None:

@@ -124,10 +124,11 @@ def test_a_codex_process_that_ends_while_its_turn_waits_out_a_rate_limit_is_resu
         assert [e["sequence"] for e in events] == sorted(e["sequence"] for e in events)
         requests = world.api.response_requests()
         assert len(requests) == 3  # the re-sent turn reached the API
-        # The resumed thread's history, read back from the first process's rollout: the turn
-        # that met the 429 kept its prompt there (as Codex keeps it on one process too), and
-        # the re-sent turn's prompt follows.
-        assert requests[-1].user_texts()[1:] == ["remember kumquat", "go", "go"], requests[-1].user_texts()
+        # The resumed thread's history, read back from the first process's rollout, then the
+        # re-sent prompt. The turn that met the 429 kept its prompt there too (as Codex keeps
+        # it on one process), when the killed process had written it (it had, in every run).
+        sent = requests[-1].user_texts()[1:]
+        assert sent[0] == "remember kumquat" and sent[-1] == "go" and sent.count("go") in (1, 2), sent
         assert "before" in requests[-1].input_texts()
         assert not set(first) & set(world.codex_processes())  # the ended process is gone
         assert sc.ok({"cmd": "info", "session": sid})["resume_token"] == thread
