@@ -144,18 +144,18 @@ def test_an_adapter_that_ends_while_its_turn_waits_out_a_rate_limit_is_resumed_a
     assert len(of(events, "TurnStarted")) == 1  # the same turn, its events in order
     assert [e["sequence"] for e in events] == sorted(e["sequence"] for e in events)
     requests = api.main_requests()
-    assert len(requests) == 3  # the re-sent turn reached the API
+    assert len(requests) == 3, [r.body.get("messages", [])[-1:] for r in requests]  # the re-sent turn reached the API
     # The resumed conversation, the re-sent prompt last. The prompt the 429 failed is in it
     # when the killed Claude Code had written it to its transcript already (timing: under
     # load it had, else not).
     sent = world.user_texts(2)
     assert sent.count("remember the word kumquat") == 1 and sent[-1] == "which word?", sent
     assert sent.count("which word?") in (1, 2), sent
-    assert not set(first) & set(world.processes())  # the ended processes are gone
+    assert not set(first) & set(world.processes()), (first, world.processes())  # the ended processes are gone
     world.close_session(session)
     world.sc.close()
     records = [json.loads(line) for line in record.read_text().splitlines()]
-    assert len([r for r in records if r.get("dir") == "spawn"]) == 2
+    assert len([r for r in records if r.get("dir") == "spawn"]) == 2, [r for r in records if r.get("dir") == "spawn"]
     assert [r["process"] for r in records if r.get("dir") == "restart"] == [2]
     resumed = [json.loads(r["line"]) for r in records if r.get("dir") == "to_agent" and token in r["line"]]
     assert [m["method"] for m in resumed if m.get("method") in ("session/resume", "session/load")] == ["session/resume"]

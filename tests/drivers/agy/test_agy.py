@@ -793,7 +793,7 @@ def test_a_rate_limited_agy_turn_whose_process_ends_during_the_wait_is_resumed_a
     session, token = info["id"], info["resume_token"]
     assert said(world.turn(session, "remember kumquat")) == "noted\n"
     world.sc.ok({"cmd": "prompt", "session": session, "text": "which word?"})
-    world.sc.wait_for(lambda l: "event" in l and "retry" in l["event"]["extensions"].get("agentproto", {}), 30)
+    world.sc.wait_for(lambda line: "event" in line and "retry" in line["event"]["extensions"].get("agentproto", {}), 30)
     first = agy_pids(world)
     assert len(first) == 1
     os.kill(first[0], signal.SIGKILL)  # the agent ends while agentproto waits

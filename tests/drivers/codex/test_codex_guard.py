@@ -107,7 +107,8 @@ def test_a_codex_process_that_ends_while_its_turn_waits_out_a_rate_limit_is_resu
         info = sc.ok({"cmd": "open", "agent": "codex", "dir": world.work, "retry": {"max_wait_s": 60}}, timeout=60)
         sid, thread = info["id"], info["resume_token"]
         sc.ok({"cmd": "prompt", "session": sid, "text": "remember kumquat"})
-        assert "before" in "".join(e["kind"]["TextDelta"]["text"] for e in of(sc.events(sid, "TurnEnded", 90), "TextDelta"))
+        first_turn = sc.events(sid, "TurnEnded", 90)
+        assert "before" in "".join(e["kind"]["TextDelta"]["text"] for e in of(first_turn, "TextDelta"))
         sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
         sc.wait_for(lambda line: "event" in line and "retry" in line["event"]["extensions"].get("agentproto", {}), 60)
         first = [pid for pid in world.codex_processes() if pid != sc.proc.pid]  # its --record path says codex
