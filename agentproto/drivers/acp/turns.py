@@ -15,7 +15,8 @@ Rules of this file:
   error when its handling fails. In a replay (``Launch.recorded_answer``) fs/* and
   terminal/* get the recorded answer instead, and nothing is served.
 - A turn whose agent has been silent for the turn timeout (and waits on nothing of ours) ends
-  Failed; a prompt's error that is a rate limit (429) is reported as one (ratelimits.py)."""
+  Failed; a prompt's error that is a rate limit (429, or its words in the message or in
+  ``data.message``) is reported as one (ratelimits.py)."""
 
 from __future__ import annotations
 
@@ -217,8 +218,10 @@ class AcpTurns:
                 self._end_turn(turn, "Cancelled")
                 return
             message = self._error("session/prompt", error).message
-            if error.code == 429 or ratelimits.is_rate_limit(message):  # one report (drivers/ratelimits.py)
-                ratelimits.report(self.host, message, None, "Error")
+            data = error.data if isinstance(error.data, dict) else {}
+            said = f"{message} ({data['message']})" if isinstance(data.get("message"), str) else message
+            if error.code == 429 or ratelimits.is_rate_limit(said):  # one report (drivers/ratelimits.py)
+                ratelimits.report(self.host, said, None, "Error")  # codex-acp says 429 in data.message
             self._end_turn(turn, {"Failed": {"message": message}})
             return
         result = result if isinstance(result, dict) else {}
