@@ -13,20 +13,24 @@ Rules of this file:
 - A restart is tried only when the session asked ``retry``, a turn runs that waits out a
   rate limit (or whose agent ended right after a rate-limit report, before any tool call,
   and the guard would send it again: each restart is one of the turn's retries, so at
-  most guard.MAX_RETRIES), the agent offers ``Resume`` and gave a resume token, and no
-  restart is under way. Otherwise the session fails with ProcessExited, as without this
+  most guard.MAX_RETRIES, also while its wait runs), the turn was not cancelled (by the app
+  or a budget), the agent offers ``Resume`` and gave a resume token, and no restart is
+  under way. Otherwise the session fails with ProcessExited, as without this
   file. The requests the ended process had open in the turn are closed.
 - The new driver gets the session's launch resumed by the token (no fork), with the
   options in force. It opens as any driver does, unseen by the app; then one Diagnostic
   (``extensions.agentproto.restart``) says the process ended and a new one was started
   resumed, and the turn goes to it once the limit's wait is over (guard.py holds the
-  re-send until then). A new driver that does not open fails the session with the ended
-  process's ProcessExited, after a Warning saying why the resume failed.
+  re-send until then). Meanwhile no turn goes to a driver (engine/session_turns.py): a
+  prompt is queued, and the queue's head starts once the new driver opened. A new driver
+  that does not open fails the session with the ended process's ProcessExited, after a
+  Warning saying why the resume failed.
 - The new process starts only once the old driver said ``closed`` (every process of it is
   gone), so a recording holds one process's lines, then the other's. The old process's
   group is killed if it still runs (a driver that reported the exit before its transport
   did), and again after ``KILL_GRACE`` without ``closed``; after another ``KILL_GRACE``
-  the session fails with the exit instead.
+  the session fails with the exit instead. A session closing meanwhile gets no error from
+  a restart: close's own timers end it.
 - The agent wire (record.py) gets a ``restart`` record before the new process's spawn:
   replay checks that the live run restarts at the same point and plays the later lines to
   the new process's transport.
@@ -38,6 +42,7 @@ from agentproto.core import session_info
 from agentproto.core.errors import AgentError, Kind
 from agentproto.core.typecheck import TYPE_CHECKING, Protocol
 from agentproto.drivers.base import Host
+from agentproto.engine.guard import MAX_RETRIES
 
 if TYPE_CHECKING:
     from typing import Any, Callable
@@ -74,6 +79,8 @@ class Restartable(Host, Protocol):
         """Number one event and hand it to the session's sink."""
 
     def refresh_status(self) -> None: ...
+
+    def start_queued(self) -> None: ...
 
 _DROPPED = ("opened", "open_failed", "turn_acknowledged", "emit", "end_turn", "update", "spent",
             "request_withdrawn", "fail")  # fmt: skip
@@ -169,7 +176,13 @@ def begin(session: Restartable, error: AgentError) -> bool:
     old = host_of(session.driver)
     if old is None:
         return False
-    if turn.retry_timer is None and not session.guard.retrying(turn, {"Failed": {"message": "agent exited"}}):
+    if turn.cancel_timer is not None or turn.failure is not None:
+        return False  # the app (or a budget) cancelled the turn: it is not sent again
+    if turn.retry_timer is not None:  # its wait runs (its 429 was one retry): this is one more
+        if turn.retries >= MAX_RETRIES:
+            return False
+        turn.retries += 1
+    elif not session.guard.retrying(turn, {"Failed": {"message": "agent exited"}}):
         return False
     if restart is None:
         restart = session.restart = Restart(session)
@@ -200,8 +213,12 @@ def _overdue(restart: Restart) -> None:
 
 
 def _gave_up(restart: Restart) -> None:
-    """Still not gone: no new process beside it; the session fails with the exit."""
+    """Still not gone: no new process beside it; the session fails with the exit (unless
+    it is closing: then close's own timers end it, and the old driver's late ``closed``)."""
     if restart.old_gone:
+        return
+    if restart.session.state != "open":
+        restart.active = False
         return
     restart.old_gone = True
     session = restart.session
@@ -289,12 +306,16 @@ def _opened(restart: Restart, host: DriverHost, details: AgentDetails, fields: d
     resend, restart.resend = restart.resend, None
     if resend is not None:
         resend()
+    session.start_queued()  # the turn was cancelled meanwhile: what was prompted since goes on
 
 
 def _not_resumed(restart: Restart, host: DriverHost, error: AgentError) -> None:
     """The new driver did not open: the session fails with the ended process's exit."""
     session = restart.session
     host.opened, host.open_failed = session.opened, session.open_failed
+    if session.state != "open":  # closing meanwhile: close's own end goes on, no error
+        restart.active = False
+        return
     session.diagnostic("Warning", f"the agent process ended and could not be resumed: {error.message}")
     cause = restart.cause or AgentError.process_exited(None, "")
     session.fail(cause)  # ``active`` still: no restart of the restart

@@ -12,6 +12,9 @@ Rules of this file:
 - A prompt during a turn steers it when the agent can (the ``Steer`` feature; one pending
   steer at a time), and is queued otherwise; a steer the agent refuses is queued at the head.
 - rollback and compact need their feature and an idle session (no turn, nothing queued).
+- While a new agent process starts (restart.py), no turn goes to a driver: a prompt is queued
+  (not started, not steered), rollback and compact are refused, and the queue's head starts
+  once the new driver opened (even after the turn was cancelled meanwhile).
 """
 
 from __future__ import annotations
@@ -116,9 +119,18 @@ class SessionTurns:
             if steer.done is not None:
                 steer.done({"prompt_id": steer.id, "kind": {"Queued": {"position": 0}}}, None)
                 steer.done = None
-        if start_next and self.queue and self.state == "open":
-            self._begin_prompt(self.queue.popleft())
+        if start_next:
+            self.start_queued()
         self.refresh_status()
+
+    def _restarting(self) -> bool:
+        """A new agent process is starting (restart.py): no driver takes a turn until it opened."""
+        return self.restart is not None and self.restart.active
+
+    def start_queued(self) -> None:
+        """Start the queue's head when no turn runs and a driver can take it."""
+        if self.turn is None and self.queue and self.state == "open" and not self._restarting():
+            self._begin_prompt(self.queue.popleft())
 
     def _drop_queue(self) -> None:
         self.queue.clear()
@@ -136,13 +148,13 @@ class SessionTurns:
         self.prompt_counter += 1
         prompt = Prompt(f"p{self.prompt_counter}", text, attachments, None)
         turn = self.turn
-        if turn is None and not self.queue:
+        if turn is None and not self.queue and not self._restarting():
             # The reply goes out before the turn's first event, as for open.
             done({"prompt_id": prompt.id, "kind": {"Started": {"turn_id": f"t{self.turn_counter + 1}"}}}, None)
             self._begin_prompt(prompt)
             return
         steerable = turn is not None and "Steer" in session_info.features(self.info) and self.pending_steer is None
-        if steerable and not (self.restart is not None and self.restart.active):  # no agent yet (restart.py)
+        if steerable and not self._restarting():  # no agent yet (restart.py)
             prompt.done = done
             self.pending_steer = prompt
 
@@ -229,6 +241,8 @@ class SessionTurns:
                 return AgentError.detail(Kind.UNSUPPORTED_FEATURE, name)
         if self.turn is not None or self.queue:
             return AgentError.detail(Kind.SESSION_BUSY, f"{what} needs an idle session")
+        if self._restarting():
+            return AgentError.detail(Kind.SESSION_BUSY, "a new agent process is starting")
         return None
 
     def rollback(self, turns: int, scope: str, done: Done) -> None:

@@ -12,7 +12,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from sidecar import ROOT, Sidecar, base_env, kind_name
@@ -20,6 +20,8 @@ from sidecar import ROOT, Sidecar, base_env, kind_name
 from agentproto.core.errors import AgentError
 from agentproto.drivers.mock import MockDriver
 from agentproto.drivers.mock_script import load_script
+from agentproto.engine import session as engine_session
+from agentproto.engine.guard import MAX_RETRIES
 from agentproto.engine.runtime import Engine, Scope
 from agentproto.loopio.loop import Loop
 
@@ -96,7 +98,11 @@ def test_without_a_token_or_an_agent_that_can_resume_the_session_fails_with_proc
                            ["the agent process ended and could not be resumed: resume failed: the mock keeps no history"])  # fmt: skip
 
 
-def test_a_cancel_while_the_new_process_starts_ends_the_turn_and_the_session_goes_on(tmp_path: Path) -> None:
+def test_a_cancel_while_the_resumed_turn_waits_out_its_limit_ends_the_turn_and_the_session_goes_on(
+    tmp_path: Path,
+) -> None:
+    # The restart Diagnostic comes once the new process opened: the cancel comes during the
+    # limit's wait, on the new process (the restart itself: the test after the next).
     slow = [THINKING, {"RateLimit": {"retry_after_ms": 20000, "exit": True}}]
     with Sidecar(["--mock", mock(tmp_path, slow, ANSWER, ANSWER, resumable=True)]) as sc:
         sid = sc.open(dir=str(tmp_path), retry={"max_wait_s": 60})
@@ -147,9 +153,14 @@ class Collect:
     def session_closed(self, session: Any) -> None: ...
 
 
-def in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Loop, list[MockDriver], Any, Collect, Any]:
-    """An engine in this process playing EXITS_WHILE_WAITING then ANSWER, its session prompted;
-    the mock drivers it builds, in order."""
+def in_process(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    turns: tuple[list[Any], ...] = (EXITS_WHILE_WAITING, ANSWER),
+    **fields: Any,
+) -> tuple[Loop, list[MockDriver], Any, Collect, Any]:
+    """An engine in this process playing ``turns`` (EXITS_WHILE_WAITING then ANSWER; the mock
+    script's other ``fields``), its session prompted; the mock drivers it builds, in order."""
     drivers: list[MockDriver] = []
     real_init = MockDriver.__init__
 
@@ -166,7 +177,7 @@ def in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Loop, l
         loop.run(until=lambda: until() or loop.time() > deadline)
         assert until(), "the session never got there"
 
-    script = load_script(Path(mock(tmp_path, EXITS_WHILE_WAITING, ANSWER, resumable=True)).read_text())
+    script = load_script(Path(mock(tmp_path, *turns, resumable=True, **fields)).read_text())
     runtime = Engine(loop, mock_script=script)
     scope = Scope(runtime, shared=True)
     sink = Collect()
@@ -227,5 +238,159 @@ def test_a_driver_that_reports_its_exit_by_closed_alone_is_restarted_too(
         assert not [m for m in messages if "did not go away" in m]  # not given up on
         runtime.close_all()
         run(lambda: not runtime.sessions)
+    finally:
+        loop.close()
+
+
+def after_each_restart_began(monkeypatch: pytest.MonkeyPatch, then: Callable[[Any], None]) -> None:
+    """Call ``then(session)`` as each restart begins: the old process ended, the new one is
+    not open yet (``restart.active``)."""
+    real_begin = engine_session.begin
+
+    def begin(session: Any, error: AgentError) -> bool:
+        began = real_begin(session, error)
+        if began:
+            then(session)
+        return began
+
+    monkeypatch.setattr(engine_session, "begin", begin)
+
+
+def kinds(sink: Collect, name: str) -> list[Any]:
+    return [e["kind"][name] for e in sink.events if kind_name(e["kind"]) == name]
+
+
+def test_a_cancel_during_the_restart_itself_ends_the_turn_and_a_new_prompt_waits_for_the_new_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The app cancels, prompts again, asks compact and rollback before the new process
+    # opened: the prompt is queued and goes to the new process once it opened (it went to the
+    # ended driver and never ran), compact and rollback are refused (busy).
+    loop, drivers, runtime, sink, run = in_process(
+        tmp_path, monkeypatch, (EXITS_WHILE_WAITING, ANSWER, ANSWER), compact=True, rollback=True
+    )
+    answers: dict[str, Any] = {}
+    restarting: list[bool] = []
+
+    def app(session: Any) -> None:
+        def commands() -> None:
+            restarting.append(session.restart.active)
+            session.cancel(False, None, lambda v, e: answers.setdefault("cancel", (v, e)))
+            session.prompt("again", [], lambda v, e: answers.setdefault("prompt", (v, e)))
+            session.compact(lambda v, e: answers.setdefault("compact", (v, e)))
+            session.rollback(1, "Conversation", lambda v, e: answers.setdefault("rollback", (v, e)))
+
+        session.loop.call_soon(commands)
+
+    after_each_restart_began(monkeypatch, app)
+    try:
+        session = runtime.sessions["s1"]
+        run(lambda: len(kinds(sink, "TurnEnded")) == 2)
+        assert restarting == [True], restarting  # the commands came during the restart
+        assert answers["cancel"] == (None, None)
+        assert answers["prompt"] == ({"prompt_id": "p2", "kind": {"Queued": {"position": 0}}}, None)
+        assert [answers[c][1].kind for c in ("compact", "rollback")] == ["SessionBusy", "SessionBusy"]
+        first, second = kinds(sink, "TurnEnded")
+        assert first["stop"] == "Cancelled" and second["stop"] == {"Completed": {"source": "Protocol"}}
+        assert [s["origin"] for s in kinds(sink, "TurnStarted")] == [{"Prompt": "p1"}, {"Prompt": "p2"}]
+        restart = [e for e in sink.events if "restart" in e["extensions"].get("agentproto", {})]
+        assert len(restart) == 1 and sink.events.index(restart[0]) < [
+            i for i, e in enumerate(sink.events) if kind_name(e["kind"]) == "TurnStarted"][1]  # fmt: skip
+        assert [d["text"] for d in kinds(sink, "TextDelta")] == ["thinking", "the answer"]
+        assert len(drivers) == 2 and session.driver is drivers[1] and sink.errors == []
+        assert session.info["status"] == "Idle"
+        runtime.close_all()
+        run(lambda: not runtime.sessions)
+    finally:
+        loop.close()
+
+
+def test_restarts_while_the_turn_waits_are_its_retries_at_most_max_retries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every new process dies as soon as it opened, while the turn still waits out its limit:
+    # the 429 was the turn's first retry, each restart one more, then the session fails (it
+    # restarted in a loop for the whole wait, no retry counted).
+    slow = [THINKING, {"RateLimit": {"retry_after_ms": 3000, "exit": True}}]
+    loop, drivers, runtime, sink, run = in_process(tmp_path, monkeypatch, (slow, ANSWER))
+    relay = sink.event
+
+    def event(session: Any, event: dict[str, Any]) -> None:
+        relay(session, event)
+        if "restart" in event["extensions"].get("agentproto", {}):
+            new = drivers[-1]
+            loop.call_soon(lambda: new._stop("die", AgentError.process_exited("9", "dies again")))
+
+    sink.event = event  # type: ignore[method-assign]
+    try:
+        run(lambda: bool(sink.errors))
+        restarts = [e for e in sink.events if "restart" in e["extensions"].get("agentproto", {})]
+        assert len(restarts) == MAX_RETRIES - 1 and len(drivers) == MAX_RETRIES, (len(restarts), len(drivers))
+        assert [e.kind for e in sink.errors] == ["ProcessExited"]
+        assert kinds(sink, "TurnEnded")[-1]["stop"] == {"Failed": {"message": "agent exited during the turn"}}
+        run(lambda: not runtime.sessions)
+    finally:
+        loop.close()
+
+
+def test_a_turn_the_app_cancelled_is_not_restarted_when_its_agent_then_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The agent reported a 429 and goes on; the app cancels; the agent's interrupt is still
+    # in flight (as Claude Code's control request) when its process dies: the cancelled turn
+    # is not sent again to a new process (it was, and ran), the session fails as without retry.
+    monkeypatch.setattr(MockDriver, "cancel", lambda self: None)
+    limited = [THINKING, {"RateLimit": {"retry_after_ms": 200, "end": False}}, {"Sleep": 30000}]
+    ran = [{"Emit": {"TextDelta": {"message_id": "m2", "text": "RE-SENT CANCELLED TURN RAN"}}}, END]
+    loop, drivers, runtime, sink, run = in_process(tmp_path, monkeypatch, (limited, ran))
+    relay = sink.event
+
+    def event(session: Any, event: dict[str, Any]) -> None:
+        relay(session, event)
+        if "rate_limit" in event["extensions"].get("agentproto", {}):
+
+            def app_cancels_then_the_agent_dies() -> None:
+                session.cancel(False, None, lambda v, e: None)
+                drivers[-1]._stop("die", AgentError.process_exited("9", "died on interrupt"))
+
+            loop.call_soon(app_cancels_then_the_agent_dies)
+
+    sink.event = event  # type: ignore[method-assign]
+    try:
+        run(lambda: bool(kinds(sink, "TurnEnded")))
+        (ended,) = kinds(sink, "TurnEnded")
+        assert ended["stop"] == {"Failed": {"message": "agent exited during the turn"}}, ended
+        assert [d["text"] for d in kinds(sink, "TextDelta")] == ["thinking"]
+        assert len(drivers) == 1 and [e.kind for e in sink.errors] == ["ProcessExited"]
+        assert not [e for e in sink.events if "restart" in e["extensions"].get("agentproto", {})]
+        run(lambda: not runtime.sessions)
+    finally:
+        loop.close()
+
+
+def test_a_close_during_a_restart_whose_old_process_never_goes_gets_no_session_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The app closes while the ended driver has not said ``closed`` (and never does): close's
+    # own timers end the session; the restart's give-up (KILL_GRACE twice, before close's
+    # CLOSE_GRACE + KILL_GRACE) sent a ProcessExited session error and a Warning.
+    monkeypatch.setattr(engine_session.EngineSession, "KILL_GRACE", 0.2)
+    monkeypatch.setattr(engine_session.EngineSession, "CLOSE_GRACE", 0.5)
+    closes: list[Any] = []
+
+    def app(session: Any) -> None:
+        session.restart.old.closed = lambda: None  # the old driver never says it is gone
+        session.loop.call_soon(lambda: session.close(lambda v, e: closes.append((v, e))))
+
+    after_each_restart_began(monkeypatch, app)
+    loop, drivers, runtime, sink, run = in_process(tmp_path, monkeypatch)
+    try:
+        session = runtime.sessions["s1"]
+        run(lambda: not runtime.sessions)
+        assert closes == [(None, None)] and session.state == "closed"
+        assert sink.errors == [], sink.errors
+        messages = [d["message"] for d in kinds(sink, "Diagnostic")]
+        assert not [m for m in messages if "did not go away" in m], messages
+        assert len(drivers) == 1  # no new process beside the old one
     finally:
         loop.close()
