@@ -319,7 +319,8 @@ def test_restarts_while_the_turn_waits_are_its_retries_at_most_max_retries(
         relay(session, event)
         if "restart" in event["extensions"].get("agentproto", {}):
             new = drivers[-1]
-            loop.call_soon(lambda: new._stop("die", AgentError.process_exited("9", "dies again")))
+            # 50 ms: an unbounded loop of restarts (the bug) stays a few dozen in the wait.
+            loop.call_later(0.05, lambda: new._stop("die", AgentError.process_exited("9", "dies again")))
 
     sink.event = event  # type: ignore[method-assign]
     try:
