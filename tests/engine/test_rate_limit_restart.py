@@ -395,3 +395,32 @@ def test_a_close_during_a_restart_whose_old_process_never_goes_gets_no_session_e
         assert len(drivers) == 1  # no new process beside the old one
     finally:
         loop.close()
+
+
+def test_a_close_while_the_new_process_fails_to_resume_gets_no_session_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The app closes while the new driver opens; the resume then fails: close ends the
+    # session as asked, with no ProcessExited session error or resume Warning.
+    real_open = MockDriver.open
+    closes: list[Any] = []
+
+    def open_(self: MockDriver) -> None:
+        if self.launch.resume is None:
+            real_open(self)
+            return
+        host, loop = self.host, self.host.loop
+        loop.call_soon(lambda: host.session.close(lambda v, e: closes.append((v, e))))
+        loop.call_soon(lambda: host.open_failed(AgentError.detail("ResumeFailed", "no such session")))
+        loop.call_soon(host.closed)
+
+    monkeypatch.setattr(MockDriver, "open", open_)
+    loop, drivers, runtime, sink, run = in_process(tmp_path, monkeypatch, ignore_close=True)
+    try:
+        run(lambda: not runtime.sessions)
+        assert closes == [(None, None)] and len(drivers) == 2
+        assert sink.errors == [], sink.errors
+        messages = [d["message"] for d in kinds(sink, "Diagnostic")]
+        assert not [m for m in messages if "could not be resumed" in m], messages
+    finally:
+        loop.close()
