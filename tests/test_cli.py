@@ -436,10 +436,25 @@ def _big_flood(tmp_path: Path) -> str:
     return write_script(tmp_path, {"turns": [[{"Repeat": {"times": 5000, "steps": [chunk]}}, {"Sleep": 60000}]]})
 
 
-def _pipe_is_full(read_end: int) -> bool:
+def _buffered(read_end: int) -> int:
     buffered = bytearray(4)
     fcntl.ioctl(read_end, termios.FIONREAD, buffered)
-    return int.from_bytes(buffered, sys.byteorder) >= 60000
+    return int.from_bytes(buffered, sys.byteorder)
+
+
+def _wait_until_the_pipe_is_full(read_end: int) -> None:
+    """Until the writer is stuck: the pipe holds at least half its 64 KiB and has not grown
+    for 0.5 s. Not a byte count: a full pipe's 16 pages may each hold less than 4 KiB (a
+    write's tail goes to the last page only if it fits whole), so a full pipe held 59,913
+    bytes in one run in 15 and 60,043 in the others."""
+    deadline = time.monotonic() + GUARD
+    last, still = -1, 0
+    while still < 10 or last < 32768:
+        assert time.monotonic() < deadline, "hang guard: the pipe never filled"
+        time.sleep(0.05)
+        now = _buffered(read_end)
+        still = still + 1 if now == last else 0
+        last = now
 
 
 @pytest.mark.parametrize("command,status", [("chat", 128 + signal.SIGTERM), ("serve", 0), ("agent", 0)])
@@ -462,10 +477,7 @@ def test_sigterm_ends_a_command_whose_reader_stopped_reading(tmp_path: Path, com
             proc.stdin.write(b'{"id":1,"cmd":"open","agent":"mock","dir":"."}\n'
                              b'{"id":2,"cmd":"prompt","session":"s1","text":"go"}\n')
             proc.stdin.flush()
-        deadline = time.monotonic() + GUARD
-        while not _pipe_is_full(read_end):
-            assert time.monotonic() < deadline, "hang guard: the pipe never filled"
-            time.sleep(0.05)
+        _wait_until_the_pipe_is_full(read_end)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(GUARD) == status  # the hang guard: before the fix it never exited
     finally:
