@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -221,6 +222,19 @@ class Sidecar:
     def __exit__(self, *exc: Any) -> None:
         if self.proc.poll() is None:
             self.close()
+
+
+def kill_each(pids: Iterable[int]) -> int:
+    """SIGKILL each of ``pids``; one that exited since it was listed (a CLI's short-lived
+    child) is passed over. Returns how many were killed."""
+    killed = 0
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        killed += 1
+    return killed
 
 
 def kind_name(kind: Any) -> str:

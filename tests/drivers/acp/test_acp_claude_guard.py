@@ -13,8 +13,6 @@ prompt's answer: that report is the one a turn is stopped on."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +21,7 @@ from typing import Any
 import pytest
 from acp_real_support import ClaudeAcpWorld, running, stop_of, texts
 from fake_anthropic import error, text, tool_use
-from sidecar import ROOT, Sidecar, base_env, kind_name
+from sidecar import ROOT, Sidecar, base_env, kill_each, kind_name
 
 POLICY = [
     {"action": "allow", "command": ["touch **"]},
@@ -130,9 +128,7 @@ def test_an_adapter_that_ends_while_its_turn_waits_out_a_rate_limit_is_resumed_a
     world.prompt(session, "which word?")
     world.sc.wait_for(lambda line: "event" in line and "retry" in line["event"]["extensions"].get("agentproto", {}), 60)
     first = world.processes()
-    assert first
-    for pid in first:  # the agent ends while agentproto waits
-        os.kill(pid, signal.SIGKILL)
+    assert kill_each(first), first  # the agent ends while agentproto waits
     events = world.turn(session)
     assert stop_of(events) == "Completed" and texts(events) == "after the restart", events[-1]
     (restart,) = [e for e in of(events, "Diagnostic") if "restart" in e["extensions"].get("agentproto", {})]

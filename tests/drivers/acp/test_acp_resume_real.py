@@ -13,14 +13,12 @@ resumes the session and takes the same turn (engine/restart.py)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 from pathlib import Path
 
 import pytest
-
 from acp_real_support import AcpWorld, ClaudeAcpWorld, CodexAcpWorld, OpencodeWorld, QwenWorld, running, stop_of, texts
-from sidecar import Sidecar
+from sidecar import Sidecar, kill_each
 
 RESUMING = [ClaudeAcpWorld, CodexAcpWorld, OpencodeWorld, QwenWorld]
 
@@ -65,8 +63,7 @@ def test_codex_acp_killed_while_its_turn_waits_out_a_rate_limit_is_resumed_and_t
         world.prompt(session, "which word?")
         world.sc.wait_for(lambda line: "event" in line and "retry" in line["event"]["extensions"].get("agentproto", {}), 60)
         first = world.processes()
-        for pid in first:
-            os.kill(pid, signal.SIGKILL)
+        assert kill_each(first), first
         events = world.turn(session)
         assert stop_of(events) == "Completed" and texts(events) == "after the restart", events[-1]
         restarts = [e["extensions"]["agentproto"]["restart"] for e in events

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from fake_anthropic import FakeAnthropic, claude_bin, error, processes_with_env, text, tool_use
-from sidecar import Sidecar, kind_name
+from sidecar import Sidecar, kill_each, kind_name
 
 POLICY = [
     {"action": "allow", "command": ["git status **", "touch **"]},
@@ -158,8 +158,7 @@ def test_a_claude_process_that_ends_while_its_turn_waits_out_a_rate_limit_is_res
         sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
         sc.wait_for(lambda line: "event" in line and "retry" in line["event"]["extensions"].get("agentproto", {}), 60)
         first = processes_with_env(str(config))
-        for pid in first:  # the agent ends while agentproto waits
-            os.kill(pid, signal.SIGKILL)
+        assert kill_each(first), first  # the agent ends while agentproto waits
         events = sc.events(sid, "TurnEnded", 90)
         assert events[-1]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}, events[-1]
         (restart,) = [e for e in of(events, "Diagnostic") if "restart" in e["extensions"].get("agentproto", {})]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 import fake_openai as fo
 import pytest
-from sidecar import Sidecar, kind_name
+from sidecar import Sidecar, kill_each, kind_name
 
 POLICY = [
     {"action": "allow", "command": ["git status **"]},
@@ -112,9 +111,7 @@ def test_a_codex_process_that_ends_while_its_turn_waits_out_a_rate_limit_is_resu
         sc.ok({"cmd": "prompt", "session": sid, "text": "go"})
         sc.wait_for(lambda line: "event" in line and "retry" in line["event"]["extensions"].get("agentproto", {}), 60)
         first = [pid for pid in world.codex_processes() if pid != sc.proc.pid]  # its --record path says codex
-        assert first
-        for pid in first:  # the agent ends while agentproto waits
-            os.kill(pid, signal.SIGKILL)
+        assert kill_each(first), first  # the agent ends while agentproto waits
         events = sc.events(sid, "TurnEnded", 90)
         assert events[-1]["kind"]["TurnEnded"]["stop"] == {"Completed": {"source": "Protocol"}}, events[-1]
         (restart,) = [e for e in of(events, "Diagnostic") if "restart" in e["extensions"].get("agentproto", {})]
