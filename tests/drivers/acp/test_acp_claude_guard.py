@@ -113,13 +113,14 @@ def test_a_usd_budget_counts_the_adapters_cost_and_stops_the_turn_that_crosses_i
 def test_an_adapter_that_ends_while_its_turn_waits_out_a_rate_limit_is_resumed_and_the_turn_sent_again(
     world: Any, api: Any, tmp_path: Path
 ) -> None:
-    # Claude Code (no retries of its own here) gives up on the API's 429, resetting in 3 s; the
+    # Claude Code (no retries of its own here) gives up on the API's 429, resetting in 10 s (room
+    # for the kill to land inside the wait under load: at 3 s it once landed after it); the
     # adapter fails the prompt with it, and is killed (with its Claude Code) while agentproto
     # waits: a new adapter resumes the ACP session by its id and takes the same turn.
     record = tmp_path / "restart.ndjson"
     world.sc.close()
     world.sc = Sidecar(["--record", str(record)], env=world.env, reference=False)
-    api.push(text("noted"), error(429, "rate_limit_error", "Rate limited", headers={"retry-after": "3"}),
+    api.push(text("noted"), error(429, "rate_limit_error", "Rate limited", headers={"retry-after": "10"}),
              text("after the restart"))  # fmt: skip
     info = world.open(retry={"max_wait_s": 60})
     session, token = info["id"], info["resume_token"]

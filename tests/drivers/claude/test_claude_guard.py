@@ -141,13 +141,14 @@ def test_a_rate_limited_claude_turn_is_sent_again_once_the_limit_resets(world: A
 def test_a_claude_process_that_ends_while_its_turn_waits_out_a_rate_limit_is_resumed_and_the_turn_sent_again(
     world: Any, tmp_path: Path
 ) -> None:
-    # The CLI gives up on the first 429 (resetting in 3 s) and is killed while agentproto
-    # waits: a new claude, started with --resume, takes the same turn once the limit resets.
+    # The CLI gives up on the first 429 (resetting in 10 s: room for the kill to land inside the
+    # wait under load) and is killed while agentproto waits: a new claude, started with
+    # --resume, takes the same turn once the limit resets.
     api, sc, work, config = world
     sc.close()
     record = tmp_path / "restart.ndjson"
     sc = Sidecar(["--record", str(record)], env={"AGENTPROTO_CLAUDE_BIN": claude_bin()})
-    api.push(error(429, "rate_limit_error", "Rate limited", headers={"retry-after": "3"}), text("after the restart"))
+    api.push(error(429, "rate_limit_error", "Rate limited", headers={"retry-after": "10"}), text("after the restart"))
     env = api.cli_env(str(config))
     del env["CLAUDE_CONFIG_DIR"]
     env["CLAUDE_CODE_MAX_RETRIES"] = "0"  # the CLI gives up on the first 429: agentproto waits it out
