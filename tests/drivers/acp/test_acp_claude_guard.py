@@ -131,7 +131,8 @@ def test_an_adapter_that_ends_while_its_turn_waits_out_a_rate_limit_is_resumed_a
     first = world.processes()
     assert kill_each(first), first  # the agent ends while agentproto waits
     events = world.turn(session)
-    assert stop_of(events) == "Completed" and texts(events) == "after the restart", events[-1]
+    diagnostics = [(e["kind"]["Diagnostic"]["message"], e["extensions"]) for e in of(events, "Diagnostic")]
+    assert stop_of(events) == "Completed" and texts(events) == "after the restart", (events[-1], diagnostics)
     (restart,) = [e for e in of(events, "Diagnostic") if "restart" in e["extensions"].get("agentproto", {})]
     body = restart["extensions"]["agentproto"]["restart"]
     assert body == {"status": "SIGKILL", "process": 2, "resume_token": token}, body
