@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,14 @@ def test_an_adapter_that_ends_while_its_turn_waits_out_a_rate_limit_is_resumed_a
     assert texts(world.turn(session)) == "noted"
     world.prompt(session, "which word?")
     world.sc.wait_for(lambda line: "event" in line and "retry" in line["event"]["extensions"].get("agentproto", {}), 60)
+    # Claude Code writes its transcript behind the turn: killed before it has, the session has
+    # nothing to resume from (the adapter answers "Resource not found", agentproto then fails
+    # the turn, as it must). The scenario is a process that ends after its transcript is saved.
+    deadline = time.monotonic() + 30
+    while not any("kumquat" in path.read_text(errors="replace")
+                  for path in (world.home / ".claude").rglob(f"{token}.jsonl")):  # fmt: skip
+        assert time.monotonic() < deadline, "Claude Code never saved the session's transcript"
+        time.sleep(0.1)
     first = world.processes()
     assert kill_each(first), first  # the agent ends while agentproto waits
     events = world.turn(session)
