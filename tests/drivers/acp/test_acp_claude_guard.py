@@ -115,7 +115,7 @@ def test_an_adapter_that_ends_while_its_turn_waits_out_a_rate_limit_is_resumed_a
     world: Any, api: Any, tmp_path: Path
 ) -> None:
     # Claude Code (no retries of its own here) gives up on the API's 429, resetting in 10 s (room
-    # for the kill to land inside the wait under load: at 3 s it once landed after it); the
+    # for the transcript wait below and the kill to land inside the wait under load); the
     # adapter fails the prompt with it, and is killed (with its Claude Code) while agentproto
     # waits: a new adapter resumes the ACP session by its id and takes the same turn.
     record = tmp_path / "restart.ndjson"
