@@ -79,7 +79,8 @@ if TYPE_CHECKING:
     )
     from agentproto.loopio.loop import Loop
     from agentproto.loopio.record import Wire
-    from agentproto.loopio.transport import LineTransport, Spawn
+    from agentproto.loopio.transport import LineTransport, Spawn, Spawner
+    PlanUsageDone = Callable[[Any, AgentError | None], None]  # plan_usage's answer, once
 
 
 class Lifecycle:
@@ -278,8 +279,7 @@ class Driver:
         self.loop: Loop = host.loop
 
     @classmethod
-    def plan_usage(cls, loop: "Loop", launch: Launch, spawn: Callable[["Spawn"], "LineTransport"],
-                   done: Callable[[Any, "AgentError | None"], None]) -> None:  # fmt: skip
+    def plan_usage(cls, loop: "Loop", launch: Launch, spawn: "Spawner", done: "PlanUsageDone") -> None:
         """PlanUsage without a session, through ``done`` once (or an AgentError raised at once)."""
         raise AgentError.detail(Kind.UNSUPPORTED_FEATURE, "plan usage")
 

@@ -52,7 +52,8 @@ from agentproto.loopio.loop import Alarm, Loop, Soon
 
 if TYPE_CHECKING:
     from agentproto.core.wire_types import AgentDetails, AgentRequest, JsonObject, ToolUpdate, TurnUsage
-    from agentproto.loopio.transport import LineTransport, Spawn
+    from agentproto.drivers.base import PlanUsageDone
+    from agentproto.loopio.transport import Spawner
 
 STEPS_PER_TICK = 256
 #: A resumable script's sessions (resume token -> how many of its turns were played), as a
@@ -128,13 +129,7 @@ class MockDriver(Driver):
         }
 
     @classmethod
-    def plan_usage(
-        cls,
-        loop: Loop,
-        launch: Launch,
-        spawn: Callable[[Spawn], LineTransport],
-        done: Callable[[Any, AgentError | None], None],
-    ) -> None:
+    def plan_usage(cls, loop: Loop, launch: Launch, spawn: Spawner, done: PlanUsageDone) -> None:
         """The script's ``plan_usage`` (its ``fetched_at`` now when left out), answered on the
         next tick as an agent's would be; without one, UnsupportedFeature (anyagent's mock)."""
         usage = (launch.mock_script or {}).get("plan_usage")

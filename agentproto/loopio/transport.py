@@ -107,3 +107,5 @@ if TYPE_CHECKING:
     #: (None when nothing records it): a transport records what passes through it there,
     #: and the replay transport knows by its ``session`` which recorded conversation to play.
     TransportFactory = Callable[["Loop", Spawn, "Wire | None"], LineTransport]
+    #: Starts a ``Spawn`` with the loop and the record already chosen (a one-shot's process).
+    Spawner = Callable[[Spawn], LineTransport]

@@ -56,9 +56,10 @@ from agentproto.loopio.transport import LineTransport
 
 if TYPE_CHECKING:
     from agentproto.core.wire_types import AgentDetails, ToolUpdate
+    from agentproto.drivers.base import PlanUsageDone
     from agentproto.drivers.codex.types import AccountReply, Model, NotificationParams, RequestParams, ThreadParams
     from agentproto.loopio.loop import Loop
-    from agentproto.loopio.transport import Spawn
+    from agentproto.loopio.transport import Spawner
 
 HANDSHAKE_TIMEOUT = 60.0
 DEFAULT_STALL_SECS = 300.0
@@ -139,13 +140,7 @@ class CodexDriver(CodexTurns, CodexItems, LineDriver):
             self.stall_secs = DEFAULT_STALL_SECS
 
     @classmethod
-    def plan_usage(
-        cls,
-        loop: Loop,
-        launch: Launch,
-        spawn: Callable[[Spawn], LineTransport],
-        done: Callable[[Any, AgentError | None], None],
-    ) -> None:
+    def plan_usage(cls, loop: Loop, launch: Launch, spawn: Spawner, done: PlanUsageDone) -> None:
         """The login's rate limits, read by a short-lived app-server (codex/usage.py)."""
         PlanUsageRead(loop, launch, spawn, done).start()
 

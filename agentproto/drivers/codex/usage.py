@@ -40,10 +40,10 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
     from agentproto.core.wire_types import PlanUsage, ResetCredits, SystemTime, UsageWindow
-    from agentproto.drivers.base import Launch
+    from agentproto.drivers.base import Launch, PlanUsageDone
     from agentproto.drivers.codex.types import AccountReply
     from agentproto.loopio.loop import Loop, Timer
-    from agentproto.loopio.transport import LineTransport, Spawn
+    from agentproto.loopio.transport import LineTransport, Spawner
 
 CLIENT_INFO = {"name": "agentproto", "title": "agentproto", "version": "0.1"}
 CAPABILITIES = {"experimentalApi": True, "requestAttestation": False}
@@ -201,13 +201,7 @@ def timeout_of(env: dict[str, str]) -> float:
 class PlanUsageRead:
     """One read of the login's plan usage (see the rules above)."""
 
-    def __init__(
-        self,
-        loop: Loop,
-        launch: Launch,
-        spawn: Callable[[Spawn], LineTransport],
-        done: Callable[[Any, AgentError | None], None],
-    ) -> None:
+    def __init__(self, loop: Loop, launch: Launch, spawn: Spawner, done: PlanUsageDone) -> None:
         self.loop = loop
         self.launch = launch
         self._spawn = spawn
